@@ -1,0 +1,25 @@
+"""Heart rate (SPEC 1): hr_i = w / (t_i - t_{i-w}) beats/s, defined for i >= w."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+
+
+def heart_rate(t, w: int = config.HEART_RATE_WINDOW) -> np.ndarray:
+    """Windowed heart rate of one thread's beat times `t` (seconds, ascending).
+
+    Returns an array of len(t): NaN for the first `w` beats (undefined), and
+    NaN where `w` beats share one timestamp (no time elapsed: rate undefined,
+    never inf). A thread with fewer than w + 1 beats gets all NaN.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if w < 1:
+        raise ValueError(f"heart-rate window must be at least 1 beat, not {w}")
+    out = np.full(t.shape, np.nan)
+    if t.size > w:
+        dt = t[w:] - t[:-w]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[w:] = np.where(dt > 0, w / dt, np.nan)
+    return out

@@ -1,0 +1,40 @@
+"""hbtool plot: heart rate of every thread over time, one panel per run."""
+
+from __future__ import annotations
+
+import click
+
+from .output import warn
+
+MAX_PANELS = 16
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              help="PNG file to write.")
+@click.option("--window", type=click.IntRange(1, 100000), default=None,
+              help="Heart-rate window in beats (default 10).")
+def plot(paths, out, window):
+    """Draw the heart rate of every thread over time to a PNG.
+
+    Each run gets a panel; each thread a line; a thread's end is marked: a
+    dot where it ended itself, a red cross where it died or its trace stops
+    without an end record.
+
+    \b
+    Example:
+      hbtool plot sample_traces/jacobi-leak -o leak.png
+    """
+    from .. import config
+    from ..io import read_heartbeats
+    from ..plotting import plot_heart_rates
+
+    trace = read_heartbeats(list(paths))
+    warn(trace.warnings)
+    if not len(trace.beats):
+        raise click.UsageError("the trace holds no heartbeats: nothing to plot")
+    if len(trace.runs) > MAX_PANELS:
+        raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
+    plot_heart_rates(trace, out, window or config.HEART_RATE_WINDOW)
+    click.echo(f"hbtool: wrote {out}", err=True)

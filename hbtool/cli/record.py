@@ -1,0 +1,104 @@
+"""hbtool record: run any program under the tracer (LD_PRELOAD)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+
+def _default_dir(program: str) -> str:
+    return f"hbtrace-{Path(program).name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False),
+              help="Trace directory (default: hbtrace-PROGRAM-DATE-TIME).")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
+def record(outdir, quiet, command):
+    """Run PROGRAM under the heartbeat tracer and say where the trace went.
+
+    With no change to the program, every thread's start and end and the
+    process's end (exit status or fatal signal) are recorded; programs that
+    call the heartbeat API also record their beats. hbtool exits with the
+    program's exit status (128+N when a signal N killed it).
+
+    \b
+    Examples:
+      hbtool record -o trace -- ./jacobi_omp --threads 4
+      hbtool record -- python3 my_threads.py
+    """
+    from ..tracer import tracer_paths
+
+    lib = tracer_paths().library
+    outdir = Path(outdir or _default_dir(command[0]))
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"cannot create trace directory {outdir}: {exc.strerror}") from exc
+    before = {p.name for p in outdir.glob("*.hbt")}
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(x for x in (str(lib), env.get("LD_PRELOAD", "")) if x)
+    env["HBTRACE_DIR"] = str(outdir.resolve())
+    try:
+        proc = subprocess.Popen(list(command), env=env)
+    except FileNotFoundError:
+        click.echo(f"hbtool: error: {command[0]}: command not found", err=True)
+        return 127
+    except PermissionError:
+        click.echo(f"hbtool: error: {command[0]}: permission denied (not executable?)", err=True)
+        return 126
+    # the terminal's ^C reaches the program directly; we wait for it to end
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, lambda s, f: proc.send_signal(s))
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+    if not quiet:
+        _summary(outdir, before, rc)
+    return 128 - rc if rc < 0 else rc
+
+
+def _summary(outdir: Path, before: set[str], rc: int) -> None:
+    from ..errors import HbtoolError
+    from ..io.hbt import read_hbt_file
+
+    new = sorted(p for p in outdir.glob("*.hbt") if p.name not in before)
+    beats = 0
+    threads = set()
+    for p in new:
+        try:
+            r = read_hbt_file(p)["records"]
+        except HbtoolError:
+            continue
+        isbeat = r["kind"] == 1
+        beats += int(isbeat.sum())
+        threads |= {(p.name, int(t)) for t in set(r["os_tid"].tolist())}
+    how = ""
+    if rc < 0:
+        try:
+            how = f"; the program was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            how = f"; the program was killed by signal {-rc}"
+    elif rc:
+        how = f"; the program exited with status {rc}"
+    if new:
+        click.echo(
+            f"hbtool: trace written to {outdir}/ ({len(new)} file{'s' if len(new) != 1 else ''}, "
+            f"{beats} beats, {len(threads)} threads){how}",
+            err=True,
+        )
+    else:
+        click.echo(
+            f"hbtool: no trace written to {outdir}/: the program made no heartbeats and started no threads{how}",
+            err=True,
+        )
+    sys.stderr.flush()

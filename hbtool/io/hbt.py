@@ -1,0 +1,514 @@
+"""Reader and writer of the tracer's binary format (native_tracer/include/hbtrace_format.h).
+
+The C header is the source of truth; the numpy dtypes below mirror it and
+tests/test_layout.py checks them against sizeof/offsetof from a C program.
+Every length and offset read from a file is checked against the file's size
+before use: trace files are untrusted input.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import config
+from ..errors import TraceFormatError
+from .model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace, THREAD_END_REASONS, conform
+
+MAGIC = b"HBTRACE\0"
+VERSION = 1
+ENDIAN_MARK = 0x01020304
+HEADER_SIZE = 128
+SLOT_SIZE = 32
+CHUNK_MAGIC = 0x4B434248
+META_CAPACITY = 3968
+DATA_OFFSET = 4096
+CHUNK_SIZE = 65536
+SUFFIX = ".hbt"
+_STANDIN = 1 << 40  # writer: grouping key for threads whose OS id is unknown (written as 0)
+
+CLOCKS = {1: "CLOCK_MONOTONIC", 4: "CLOCK_MONOTONIC_RAW", 255: "synthetic (converted)"}
+FLAG_PRELOAD = 0x1
+FLAG_CONVERTED = 0x2
+
+REC_BEAT = 1
+REC_KINDS = {
+    2: "thread_start",
+    3: "thread_end",
+    4: "init",
+    5: "finished",
+    6: "process_exit",
+    7: "signal",
+    8: "lost",
+}
+KIND_CODES = {v: k for k, v in REC_KINDS.items()}
+
+
+def header_dtype(order: str = "<") -> np.dtype:
+    return np.dtype(
+        [
+            ("magic", "S8"),
+            ("version", order + "u4"),
+            ("endian", order + "u4"),
+            ("header_size", order + "u4"),
+            ("slot_size", order + "u4"),
+            ("chunk_size", order + "u4"),
+            ("flags", order + "u4"),
+            ("meta_offset", order + "u4"),
+            ("meta_length", order + "u4"),
+            ("meta_capacity", order + "u4"),
+            ("clock_id", order + "u4"),
+            ("data_offset", order + "u8"),
+            ("data_length", order + "u8"),
+            ("start_mono_ns", order + "u8"),
+            ("start_real_ns", order + "i8"),
+            ("clock_res_ns", order + "u4"),
+            ("pid", order + "u4"),
+            ("rank", order + "i4"),
+            ("reserved0", order + "u4"),
+            ("lost_records", order + "u8"),
+            ("reserved", order + "u8", (3,)),
+        ]
+    )
+
+
+def chunk_header_dtype(order: str = "<") -> np.dtype:
+    return np.dtype(
+        [
+            ("os_tid", order + "u8"),
+            ("thread_slot", order + "u4"),
+            ("chunk_seq", order + "u4"),
+            ("user_thread", order + "i4"),
+            ("reserved", order + "u4"),
+            ("capacity", order + "u4"),
+            ("magic", order + "u4"),
+        ]
+    )
+
+
+def record_dtype(order: str = "<") -> np.dtype:
+    return np.dtype(
+        [
+            ("t_ns", order + "u8"),
+            ("seq", order + "u4"),
+            ("thread", order + "i4"),
+            ("loop", order + "i4"),
+            ("iter", order + "i4"),
+            ("aux", order + "u4"),
+            ("kind", order + "u2"),
+            ("flags", order + "u2"),
+        ]
+    )
+
+
+def is_hbt(head: bytes) -> bool:
+    return head[:8] == MAGIC
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _parse_header(buf, path: str) -> tuple[np.void, str]:
+    size = len(buf)
+    if size < HEADER_SIZE:
+        raise TraceFormatError(
+            f"{path}: only {size} bytes, shorter than the {HEADER_SIZE}-byte header of an hbtrace file"
+        )
+    if bytes(buf[:8]) != MAGIC:
+        raise TraceFormatError(f"{path}: not an hbtrace file (bad magic number)")
+    mark = bytes(buf[12:16])
+    if mark == ENDIAN_MARK.to_bytes(4, "little"):
+        order = "<"
+    elif mark == ENDIAN_MARK.to_bytes(4, "big"):
+        order = ">"
+    else:
+        raise TraceFormatError(f"{path}: corrupted header (bad endianness marker {mark.hex()})")
+    hdr = np.frombuffer(buf, dtype=header_dtype(order), count=1)[0]
+    if int(hdr["version"]) != VERSION:
+        raise TraceFormatError(
+            f"{path}: hbtrace format version {int(hdr['version'])}; this hbtool reads version "
+            f"{VERSION}: upgrade hbtool"
+        )
+    if int(hdr["header_size"]) != HEADER_SIZE or int(hdr["slot_size"]) != SLOT_SIZE:
+        raise TraceFormatError(
+            f"{path}: corrupted header (header size {int(hdr['header_size'])}, "
+            f"slot size {int(hdr['slot_size'])}; expected {HEADER_SIZE} and {SLOT_SIZE})"
+        )
+    chunk = int(hdr["chunk_size"])
+    if chunk < 4096 or chunk % 4096 or chunk > config.MAX_CHUNK_BYTES:
+        raise TraceFormatError(f"{path}: corrupted header (chunk size {chunk})")
+    mo, ml, mc = int(hdr["meta_offset"]), int(hdr["meta_length"]), int(hdr["meta_capacity"])
+    do = int(hdr["data_offset"])
+    if mo < HEADER_SIZE or ml > mc or mc > config.MAX_METADATA_BYTES or mo + mc > do:
+        raise TraceFormatError(
+            f"{path}: corrupted header (metadata offset {mo}, length {ml}, capacity {mc}, "
+            f"data offset {do})"
+        )
+    if mo + ml > size:
+        raise TraceFormatError(
+            f"{path}: metadata section (offset {mo}, {ml} bytes) runs past the end of the "
+            f"file ({size} bytes): the file is corrupted or cut short"
+        )
+    if do > size:
+        raise TraceFormatError(
+            f"{path}: data section starts at byte {do}, past the end of the file ({size} bytes)"
+        )
+    return hdr, order
+
+
+def _parse_metadata(buf, hdr) -> dict[str, str]:
+    mo, ml = int(hdr["meta_offset"]), int(hdr["meta_length"])
+    text = bytes(buf[mo : mo + ml]).decode("utf-8", errors="replace")
+    meta = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key:
+            meta[key.strip()] = value
+    return meta
+
+
+def read_hbt_file(path: str | os.PathLike) -> dict:
+    """Parse one binary trace file into raw arrays (no run assembly).
+
+    Returns a dict with ``header`` (dict), ``meta`` (dict), ``records``
+    (structured array with extra fields os_tid, thread_slot, order),
+    and ``warnings``.
+    """
+    path = str(path)
+    warnings: list[str] = []
+    with open(path, "rb") as fh:
+        buf = fh.read()
+    size = len(buf)
+    if size == 0:
+        raise TraceFormatError(f"{path}: empty file, not an hbtrace file")
+    hdr, order = _parse_header(buf, path)
+    meta = _parse_metadata(buf, hdr)
+    header = {name: hdr[name].tolist() for name in hdr.dtype.names if name != "magic"}
+    records = _parse_chunks(buf, hdr, order, path, size, warnings)
+    if header["lost_records"]:
+        warnings.append(
+            f"{path}: the tracer dropped {header['lost_records']} records (file size cap reached)"
+        )
+    return {"header": header, "meta": meta, "records": records, "warnings": warnings}
+
+
+def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray]:
+    do = int(hdr["data_offset"])
+    chunk = int(hdr["chunk_size"])
+    spc = chunk // SLOT_SIZE
+    claimed = int(hdr["data_length"])
+    if claimed % chunk:
+        raise TraceFormatError(
+            f"{path}: corrupted header (data length {claimed} is not a multiple of the chunk size {chunk})"
+        )
+    avail = size - do
+    if claimed > avail:
+        warnings.append(
+            f"{path}: file is {claimed - avail} bytes shorter than its header says "
+            f"(cut short?): reading the records that are there"
+        )
+    area = min(claimed, avail)
+    nslots = area // SLOT_SIZE
+    if area % SLOT_SIZE:
+        warnings.append(
+            f"{path}: the last record is half-written ({area % SLOT_SIZE} of {SLOT_SIZE} bytes): "
+            f"read up to the last whole record"
+        )
+    rdt = record_dtype(order)
+    hdt = chunk_header_dtype(order)
+    nchunks = -(-nslots // spc)
+    raw = np.frombuffer(buf, dtype=np.uint8, count=nslots * SLOT_SIZE, offset=do)
+    if nslots % spc:
+        # a cut-short file ends inside a chunk: pad that chunk with empty slots
+        padded = np.zeros(nchunks * spc * SLOT_SIZE, dtype=np.uint8)
+        padded[: raw.size] = raw
+        raw = padded
+    slots = raw.reshape(nchunks, spc, SLOT_SIZE)
+    heads = slots[:, 0, :].copy().view(hdt).reshape(nchunks)
+    magic = heads["magic"]
+    used = magic == CHUNK_MAGIC
+    bad = ~used & (magic != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceFormatError(
+            f"{path}: corrupted chunk header at byte {do + i * chunk} (bad magic {int(magic[i]):#x})"
+        )
+    if used.any() and (heads["capacity"][used] != spc).any():
+        i = int(np.flatnonzero(used & (heads["capacity"] != spc))[0])
+        raise TraceFormatError(
+            f"{path}: corrupted chunk header at byte {do + i * chunk} "
+            f"(capacity {int(heads['capacity'][i])}, expected {spc})"
+        )
+    idx = np.flatnonzero(used)
+    body = slots[idx, 1:, :].copy().view(rdt).reshape(len(idx), spc - 1)
+    del raw, slots
+    kinds = body["kind"]
+    # a chunk's records end at its first empty slot
+    valid = np.cumprod(kinds != 0, axis=1).astype(bool)
+    ci, si = np.nonzero(valid)
+    recs = body[ci, si]
+    h = heads[idx][ci]
+    # global order: by thread slot, then chunk sequence, then slot
+    order_key = np.lexsort((si, h["chunk_seq"], h["thread_slot"]))
+    out = {name: recs[name][order_key] for name in rdt.names}
+    tid = h["os_tid"][order_key].astype(np.int64)
+    out["os_tid"] = np.where(tid == 0, -1, tid)  # 0: unknown (converted files)
+    out["thread_slot"] = h["thread_slot"][order_key].astype(np.int64)
+    return out
+
+
+def _unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Undo the 32-bit wrap of per-thread sequence numbers (records are in thread order)."""
+    s = seq.astype(np.int64)
+    if s.size == 0:
+        return s
+    d = np.diff(s)
+    same = group[1:] == group[:-1]
+    wrap = np.zeros(s.size, dtype=np.int64)
+    wrap[1:] = (same & (d < -(1 << 31))).astype(np.int64)
+    # cumulative wraps restart at each new group
+    starts = np.r_[True, ~same]
+    c = np.cumsum(wrap)
+    base = np.maximum.accumulate(np.where(starts, c, 0))
+    return s + ((c - base) << 32)
+
+
+def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
+    """Read binary trace files of one run (one file per process)."""
+    parsed = [read_hbt_file(p) for p in paths]
+    warnings = [w for p in parsed for w in p["warnings"]]
+    hosts = {p["meta"].get("host", "") for p in parsed}
+    # one host: CLOCK_MONOTONIC is shared, so the earliest start is the run's zero
+    same_clock = len(hosts) == 1 and len({p["header"]["clock_id"] for p in parsed}) == 1
+    if same_clock:
+        zero = min(p["header"]["start_mono_ns"] for p in parsed)
+        offsets = [p["header"]["start_mono_ns"] - zero for p in parsed]
+    else:
+        zero = min(p["header"]["start_real_ns"] for p in parsed)
+        offsets = [p["header"]["start_real_ns"] - zero for p in parsed]
+    order = sorted(
+        range(len(parsed)),
+        key=lambda i: (parsed[i]["header"]["rank"] < 0, parsed[i]["header"]["rank"], offsets[i], parsed[i]["header"]["pid"]),
+    )
+    beats, events, procmeta = [], [], []
+    for process, i in enumerate(order):
+        p = parsed[i]
+        hdr, r = p["header"], p["records"]
+        proc = hdr["rank"] if hdr["rank"] >= 0 else process
+        t_ns = r["t_ns"].astype(np.int64) - np.int64(hdr["start_mono_ns"]) + np.int64(offsets[i])
+        kind = r["kind"]
+        isbeat = kind == REC_BEAT
+        thread = np.where(r["thread"] >= 0, r["thread"], r["thread_slot"]).astype(np.int64)
+        seq = _unwrap_seq(r["seq"][isbeat], r["os_tid"][isbeat])
+        beats.append(
+            pd.DataFrame(
+                {
+                    "run": run,
+                    "process": proc,
+                    "thread": thread[isbeat],
+                    "seq": seq,
+                    "t_ns": t_ns[isbeat],
+                    "t": t_ns[isbeat] / 1e9,
+                    "loop": r["loop"][isbeat].astype(np.int64),
+                    "iteration": r["iter"][isbeat].astype(np.int64),
+                    "tag": r["aux"][isbeat].astype(np.int64),
+                    "os_tid": r["os_tid"][isbeat],
+                }
+            )
+        )
+        known = np.isin(kind, list(REC_KINDS))
+        unknown = ~isbeat & ~known
+        if unknown.any():
+            warnings.append(
+                f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
+                f"know (written by a newer tracer?)"
+            )
+        ev = ~isbeat & known
+        # the user thread number of an OS thread: the one its beats carry
+        tid_thread = dict(zip(r["os_tid"][isbeat].tolist(), thread[isbeat].tolist()))
+        ev_tid = r["os_tid"][ev]
+        events.append(
+            pd.DataFrame(
+                {
+                    "run": run,
+                    "process": proc,
+                    "os_tid": ev_tid,
+                    "thread": [tid_thread.get(x, -1) for x in ev_tid.tolist()],
+                    "t_ns": t_ns[ev],
+                    "t": t_ns[ev] / 1e9,
+                    "kind": [REC_KINDS[int(k)] for k in kind[ev]],
+                    "detail": r["aux"][ev].astype(np.int64),
+                    "flags": r["flags"][ev].astype(np.int64),
+                }
+            )
+        )
+        procmeta.append(
+            {
+                "file": str(paths[i]),
+                "process": int(proc),
+                "pid": int(hdr["pid"]),
+                "rank": int(hdr["rank"]),
+                "host": p["meta"].get("host", ""),
+                "clock": CLOCKS.get(hdr["clock_id"], f"clock {hdr['clock_id']}"),
+                "clock_res_ns": int(hdr["clock_res_ns"]),
+                "start_real_ns": int(hdr["start_real_ns"]),
+                "preload": bool(hdr["flags"] & FLAG_PRELOAD),
+                "converted": bool(hdr["flags"] & FLAG_CONVERTED),
+                "lost_records": int(hdr["lost_records"]),
+                "meta": p["meta"],
+            }
+        )
+    meta = {
+        "format": "hbtrace",
+        "source": os.path.commonpath([str(p) for p in paths]) if len(paths) > 1 else str(paths[0]),
+        # converted files know lifecycle only if their source did
+        "lifecycle": all(not pm["converted"] or pm["meta"].get("lifecycle") == "1" for pm in procmeta),
+        "processes": procmeta,
+    }
+    return HeartbeatTrace(
+        beats=pd.concat(beats, ignore_index=True),
+        events=pd.concat(events, ignore_index=True),
+        runs={run: meta},
+        warnings=warnings,
+    )
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str], pid: int, rank: int) -> bytes:
+    """Build one process's file: one set of chunks per OS thread (or user thread)."""
+    rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
+    spc = CHUNK_SIZE // SLOT_SIZE
+    # an OS thread id for every row: the recorded one, else a stand-in from the user thread
+    def tids(df):
+        return np.where(df["os_tid"].to_numpy() > 0, df["os_tid"].to_numpy(), _STANDIN + df["thread"].to_numpy())
+
+    rows = []
+    if len(beats):
+        rows.append(
+            pd.DataFrame(
+                {
+                    "tid": tids(beats),
+                    "t_ns": beats["t_ns"].to_numpy(),
+                    "seq": beats["seq"].to_numpy() & 0xFFFFFFFF,
+                    "thread": beats["thread"].to_numpy(),
+                    "loop": beats["loop"].to_numpy(),
+                    "iter": beats["iteration"].to_numpy(),
+                    "aux": beats["tag"].to_numpy() & 0xFFFFFFFF,
+                    "kind": REC_BEAT,
+                    "flags": 0,
+                }
+            )
+        )
+    if len(events):
+        rows.append(
+            pd.DataFrame(
+                {
+                    "tid": tids(events),
+                    "t_ns": events["t_ns"].to_numpy(),
+                    "seq": 0,
+                    "thread": events["thread"].to_numpy(),
+                    "loop": 0,
+                    "iter": 0,
+                    "aux": events["detail"].to_numpy() & 0xFFFFFFFF,
+                    "kind": events["kind"].map(KIND_CODES).fillna(0).astype(int).to_numpy(),
+                    "flags": events["flags"].to_numpy() & 0xFFFF,
+                }
+            )
+        )
+    allrows = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["tid", "t_ns"])
+    allrows = allrows[allrows.get("kind", pd.Series(dtype=int)) != 0] if len(allrows) else allrows
+    t0 = int(allrows["t_ns"].min()) if len(allrows) else 0
+    t0 = min(t0, 0)
+    chunks = []
+    if len(allrows):
+        allrows = allrows.sort_values(["tid", "t_ns"], kind="stable")
+        for slot, (tid, grp) in enumerate(allrows.groupby("tid", sort=False)):
+            recs = np.zeros(len(grp), dtype=rdt)
+            recs["t_ns"] = (grp["t_ns"].to_numpy() - t0).astype(np.uint64)
+            for name in ("seq", "thread", "loop", "iter", "aux", "kind", "flags"):
+                recs[name] = grp[name].to_numpy()
+            user = int(grp["thread"].iloc[0])
+            for cseq, start in enumerate(range(0, len(recs), spc - 1)):
+                part = recs[start : start + spc - 1]
+                block = np.zeros(spc, dtype=rdt)
+                block[1 : 1 + len(part)] = part
+                head = np.zeros(1, dtype=hdt)
+                head["os_tid"] = tid if 0 <= tid < _STANDIN else 0  # 0: unknown
+                head["thread_slot"] = slot
+                head["chunk_seq"] = cseq
+                head["user_thread"] = user
+                head["capacity"] = spc
+                head["magic"] = CHUNK_MAGIC
+                raw = bytearray(block.tobytes())
+                raw[:SLOT_SIZE] = head.tobytes()
+                chunks.append(bytes(raw))
+    text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()
+    text = text[:META_CAPACITY].rsplit(b"\n", 1)[0] + b"\n" if len(text) > META_CAPACITY else text
+    hdr = np.zeros(1, dtype=header_dtype("<"))
+    hdr["magic"] = MAGIC
+    hdr["version"] = VERSION
+    hdr["endian"] = ENDIAN_MARK
+    hdr["header_size"] = HEADER_SIZE
+    hdr["slot_size"] = SLOT_SIZE
+    hdr["chunk_size"] = CHUNK_SIZE
+    hdr["flags"] = FLAG_CONVERTED
+    hdr["meta_offset"] = HEADER_SIZE
+    hdr["meta_length"] = len(text)
+    hdr["meta_capacity"] = META_CAPACITY
+    hdr["clock_id"] = 255
+    hdr["data_offset"] = DATA_OFFSET
+    hdr["data_length"] = len(chunks) * CHUNK_SIZE
+    hdr["start_mono_ns"] = np.uint64(-t0)
+    hdr["pid"] = pid
+    hdr["rank"] = rank
+    first = bytearray(DATA_OFFSET)
+    first[:HEADER_SIZE] = hdr.tobytes()
+    first[HEADER_SIZE : HEADER_SIZE + len(text)] = text
+    return bytes(first) + b"".join(chunks)
+
+
+def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
+    """Write a trace of ONE run in the binary format.
+
+    One process: ``out`` is the file (``.hbt``). Several processes: ``out`` is a
+    directory that receives one file per process. Returns the paths written.
+    """
+    from ..errors import HbtoolError
+
+    out = Path(out)
+    runs = list(trace.runs)
+    if len(runs) != 1:
+        raise HbtoolError(
+            f"the binary format holds one run per file or directory, and the input has {len(runs)} "
+            f"runs ({', '.join(runs[:5])}{', ...' if len(runs) > 5 else ''}): convert to csv, xlsx or parquet instead"
+        )
+    run = runs[0]
+    procs = sorted(set(trace.beats["process"].tolist()) | set(trace.events["process"].tolist())) or [0]
+    meta = {"format": "hbtrace", "converted_from": trace.runs[run].get("source", ""), "run": run,
+            "host": socket.gethostname(), "lifecycle": "1" if trace.runs[run].get("lifecycle") else "0"}
+    written = []
+    if len(procs) > 1 and out.suffix == SUFFIX:
+        raise HbtoolError(
+            f"the run has {len(procs)} processes: give a directory (not a {SUFFIX} file) as the output"
+        )
+    if len(procs) > 1:
+        out.mkdir(parents=True, exist_ok=True)
+    for p in procs:
+        b = trace.beats[trace.beats["process"] == p]
+        e = trace.events[trace.events["process"] == p]
+        data = _file_bytes(b, e, meta, pid=0, rank=p if len(procs) > 1 else -1)
+        dest = out / f"hbtrace-converted-p{p}{SUFFIX}" if len(procs) > 1 else out
+        tmp = dest.with_name(dest.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+        written.append(str(dest))
+    return written
+
+
+__all__ = ["read_hbt", "read_hbt_file", "write_hbt", "is_hbt"]

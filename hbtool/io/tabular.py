@@ -1,0 +1,341 @@
+"""Long-format heartbeat tables: csv, xlsx (one run per sheet) and parquet.
+
+One row per beat. Column names are matched case-insensitively (spaces and
+dashes count as underscores) against the aliases below; docs/formats.md lists
+them. Lifecycle events travel in the xlsx sheet ``_events`` and in the parquet
+key-value metadata ``hbtool.events``; csv holds beats only.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceFormatError
+from .model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace, conform
+
+# target column -> accepted names (first match wins, in this order)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "run": ("run", "run_id", "run_name"),
+    "process": ("process", "rank", "mpi_rank", "proc"),
+    "thread": ("thread", "thread_id", "tid", "threadnum", "thread_num", "thread_number", "pthreadnum", "threadid"),
+    "seq": ("seq", "beat", "beat_id", "beat_seq", "beat_number", "sequence"),
+    "loop": ("loop", "loopnum", "loop_num"),
+    "iteration": ("iteration", "iter", "iteration_num", "iterations"),
+    "tag": ("tag",),
+    "os_tid": ("os_tid", "ostid", "lwp"),
+    "label": ("label",),
+}
+# time columns: name -> factor to nanoseconds, in order of preference
+TIME_COLUMNS: tuple[tuple[str, float], ...] = (
+    ("t_ns", 1.0), ("time_ns", 1.0), ("timestamp_ns", 1.0),
+    ("t", 1e9), ("t_s", 1e9), ("time", 1e9), ("time_s", 1e9), ("seconds", 1e9), ("timestamp_s", 1e9),
+    ("elapsed_s", 1e9),
+    ("t_us", 1e3), ("time_us", 1e3), ("timestamp_us", 1e3),
+    ("t_ms", 1e6), ("time_ms", 1e6), ("timestamp_ms", 1e6),
+    ("timestamp", 1.0),  # the seed tracer's Timestamp is in ns
+)
+EVENTS_SHEET = "_events"
+PARQUET_EVENTS_KEY = b"hbtool.events"
+PARQUET_RUNS_KEY = b"hbtool.runs"
+XLSX_MAX_ROWS = 1_048_575
+_EPOCH_LIKE_S = 86_400.0  # times above a day are absolute clocks: rebase to the run's first beat
+
+
+def _norm(name) -> str:
+    return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
+
+
+def _find(cols: dict[str, str], names) -> str | None:
+    for n in names:
+        if n in cols:
+            return cols[n]
+    return None
+
+
+def usable_columns(columns) -> bool:
+    cols = {_norm(c) for c in columns}
+    return any(n in cols for n, _ in TIME_COLUMNS)
+
+
+def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[str]) -> pd.DataFrame:
+    """Map a long-format table onto BEAT_COLUMNS (raises TraceFormatError when unusable)."""
+    cols = {}
+    for c in df.columns:
+        cols.setdefault(_norm(c), c)
+    tcol = factor = None
+    for name, f in TIME_COLUMNS:
+        if name in cols:
+            tcol, factor = cols[name], f
+            break
+    if tcol is None:
+        raise TraceFormatError(
+            f"{source}: no time column (looked for t_ns, time_ns, t, time, t_s, timestamp, ...; "
+            f"found {', '.join(map(str, list(df.columns)[:8])) or 'no columns'}): see docs/formats.md"
+        )
+    out = pd.DataFrame(index=df.index)
+    t = pd.to_numeric(df[tcol], errors="coerce")
+    bad = t.isna() | ~np.isfinite(t.to_numpy(dtype=float, na_value=np.nan))
+    if bad.any():
+        warnings.append(f"{source}: {int(bad.sum())} rows without a valid time skipped")
+    keep = ~bad
+    df, t = df[keep], t[keep]
+    out = out[keep]
+    if factor == 1.0 and pd.api.types.is_integer_dtype(t):
+        t_ns = t.astype(np.int64)
+    else:
+        t_ns = np.round(t.astype(float) * factor).astype(np.int64)
+    out["t_ns"] = t_ns
+    for target, names in ALIASES.items():
+        col = _find(cols, names)
+        if col is None:
+            continue
+        if target in ("run", "label"):
+            out[target] = df[col].astype(str)
+            continue
+        vals = pd.to_numeric(df[col], errors="coerce")
+        if target == "thread" and vals.isna().any():
+            # thread names ("worker-1"): number them in order of appearance, keep the name as label
+            codes, names_ = pd.factorize(df[col].astype(str))
+            out["thread"] = codes
+            out["label"] = df[col].astype(str)
+            warnings.append(f"{source}: thread column holds names; threads numbered in order of appearance")
+            continue
+        out[target] = vals.fillna(-1).astype(np.int64)
+    if "thread" not in out:
+        warnings.append(f"{source}: no thread column (thread, thread_id, tid, ...): all beats taken as thread 0")
+        out["thread"] = 0
+    if "run" not in out:
+        out["run"] = default_run
+    if "process" not in out:
+        out["process"] = 0
+    # absolute clocks (epoch ns, raw monotonic): rebase each run to its first beat
+    firsts = out.groupby("run")["t_ns"].transform("min")
+    if (firsts > _EPOCH_LIKE_S * 1e9).any():
+        warnings.append(f"{source}: times look absolute; each run is shifted to start at its first beat")
+        out["t_ns"] = out["t_ns"] - firsts.where(firsts > _EPOCH_LIKE_S * 1e9, 0)
+    out["t"] = out["t_ns"] / 1e9
+    out = out.sort_values(["run", "process", "thread", "t_ns"], kind="stable")
+    if "seq" not in out:
+        out["seq"] = out.groupby(["run", "process", "thread"]).cumcount()
+    return out
+
+
+def _split_events(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Rows whose `event` column is not 'beat' are lifecycle events."""
+    cols = {_norm(c): c for c in df.columns}
+    ev = cols.get("event")
+    if ev is None:
+        return df, None
+    isbeat = df[ev].astype(str).str.lower().isin(["beat", "", "nan"])
+    return df[isbeat], df[~isbeat]
+
+
+def _events_frame(raw: pd.DataFrame | None, default_run: str) -> pd.DataFrame | None:
+    if raw is None or not len(raw):
+        return None
+    e = pd.DataFrame({_norm(c): raw[c].to_numpy() for c in raw.columns})
+    if "event" in e and "kind" not in e:
+        e["kind"] = e["event"]
+    if "run" not in e:
+        e["run"] = default_run
+    if "t_ns" not in e and "t" in e:
+        e["t_ns"] = np.round(pd.to_numeric(e["t"], errors="coerce") * 1e9)
+    e["t_ns"] = pd.to_numeric(e.get("t_ns"), errors="coerce").fillna(0).astype(np.int64)
+    e["t"] = e["t_ns"] / 1e9
+    for c in ("process", "os_tid", "thread", "detail", "flags"):
+        if c in e:
+            e[c] = pd.to_numeric(e[c], errors="coerce").fillna(-1 if c in ("os_tid", "thread") else 0).astype(np.int64)
+    return conform(e, EVENT_COLUMNS)
+
+
+def _trace(beats: pd.DataFrame, events: pd.DataFrame | None, fmt: str, source: str,
+           warnings: list[str], runs_meta: dict | None = None) -> HeartbeatTrace:
+    runs = {}
+    for run in pd.unique(beats["run"]):
+        meta = dict((runs_meta or {}).get(run, {}))
+        meta.update({"format": fmt, "source": source})
+        meta.setdefault("lifecycle", False)
+        runs[run] = meta
+    if events is None:
+        events = conform(pd.DataFrame(), EVENT_COLUMNS)
+    return HeartbeatTrace(beats=beats, events=events, runs=runs, warnings=warnings)
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def read_csv(path: str) -> HeartbeatTrace:
+    warnings: list[str] = []
+    src = "stdin" if path == "-" else path
+    try:
+        if path == "-":
+            df = pd.read_csv(io.BytesIO(sys.stdin.buffer.read()))
+        else:
+            df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceFormatError(f"{src}: not a readable csv table ({str(exc).splitlines()[0]})") from exc
+    run = "stdin" if path == "-" else Path(path).stem
+    beats_raw, ev_raw = _split_events(df)
+    beats = normalise(beats_raw, run, src, warnings)
+    return _trace(beats, _events_frame(ev_raw, run), "csv", src, warnings)
+
+
+def read_parquet(path: str) -> HeartbeatTrace:
+    import pyarrow.parquet as pq
+
+    warnings: list[str] = []
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for corrupt files
+        raise TraceFormatError(f"{path}: not a readable parquet file ({exc})") from exc
+    meta = table.schema.metadata or {}
+    df = table.to_pandas()
+    run = Path(path).stem
+    beats = normalise(df, run, path, warnings)
+    events = None
+    runs_meta = None
+    try:
+        if PARQUET_EVENTS_KEY in meta:
+            events = _events_frame(pd.DataFrame(json.loads(meta[PARQUET_EVENTS_KEY])), run)
+        if PARQUET_RUNS_KEY in meta:
+            runs_meta = json.loads(meta[PARQUET_RUNS_KEY])
+    except (ValueError, TypeError) as exc:
+        warnings.append(f"{path}: hbtool metadata unreadable, ignored ({exc})")
+    return _trace(beats, events, "parquet", path, warnings, runs_meta)
+
+
+def read_xlsx_long(path: str, sheets: dict[str, pd.DataFrame] | None = None) -> HeartbeatTrace:
+    """Long-format workbook: one run per sheet (sheet name = run unless a run column says)."""
+    warnings: list[str] = []
+    if sheets is None:
+        sheets = read_workbook(path)
+    stem = Path(path).stem
+    data = {k: v for k, v in sheets.items() if k != EVENTS_SHEET}
+    frames = []
+    for name, df in data.items():
+        if not len(df.columns) or not usable_columns(df.columns):
+            warnings.append(f"{path}: sheet '{name}' has no usable columns, skipped")
+            continue
+        run = stem if len(data) == 1 else str(name)
+        frames.append(normalise(df, run, f"{path} [{name}]", warnings))
+    if not frames:
+        raise TraceFormatError(
+            f"{path}: no sheet has a time column (t_ns, time_ns, t, time, timestamp, ...): see docs/formats.md"
+        )
+    events = _events_frame(sheets.get(EVENTS_SHEET), stem)
+    beats = pd.concat(frames, ignore_index=True)
+    lifecycle = {run: {"lifecycle": True} for run in pd.unique(beats["run"])} if events is not None else None
+    return _trace(beats, events, "xlsx", path, warnings, lifecycle)
+
+
+def read_workbook(path: str) -> dict[str, pd.DataFrame]:
+    try:
+        return pd.read_excel(path, engine="calamine", sheet_name=None)
+    except Exception as exc:  # calamine's errors for a corrupt or non-xlsx file
+        raise TraceFormatError(f"{path}: not a readable xlsx workbook ({exc})") from exc
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def beat_table(trace: HeartbeatTrace) -> pd.DataFrame:
+    b = trace.beats
+    return pd.DataFrame(
+        {
+            "run": b["run"], "process": b["process"], "thread": b["thread"], "seq": b["seq"],
+            "t_s": b["t"], "t_ns": b["t_ns"], "loop": b["loop"], "iteration": b["iteration"],
+            "tag": b["tag"], "os_tid": b["os_tid"], "label": b["label"],
+        }
+    )
+
+
+def event_table(trace: HeartbeatTrace) -> pd.DataFrame:
+    e = trace.events
+    return pd.DataFrame(
+        {"run": e["run"], "process": e["process"], "os_tid": e["os_tid"], "thread": e["thread"],
+         "t_ns": e["t_ns"], "kind": e["kind"], "detail": e["detail"], "flags": e["flags"]}
+    )
+
+
+def _atomic(out: str, write) -> None:
+    tmp = f"{out}.tmp{os.getpid()}"
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_csv(trace: HeartbeatTrace, out: str) -> list[str]:
+    table = beat_table(trace)
+    if out == "-":
+        table.to_csv(sys.stdout, index=False)
+        return []
+    _atomic(out, lambda p: table.to_csv(p, index=False))
+    return [out]
+
+
+def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(beat_table(trace), preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[PARQUET_EVENTS_KEY] = event_table(trace).to_json(orient="records").encode()
+    meta[PARQUET_RUNS_KEY] = json.dumps(trace.runs, default=str).encode()
+    table = table.replace_schema_metadata(meta)
+    _atomic(out, lambda p: pq.write_table(table, p))
+    return [out]
+
+
+def _sheet_name(run: str, used: set[str]) -> str:
+    base = re.sub(r"[\[\]:*?/\\]", "_", str(run))[:31] or "run"
+    name, k = base, 2
+    while name.lower() in used or name == EVENTS_SHEET:
+        suffix = f"~{k}"
+        name = base[: 31 - len(suffix)] + suffix
+        k += 1
+    used.add(name.lower())
+    return name
+
+
+def write_xlsx(trace: HeartbeatTrace, out: str) -> list[str]:
+    from openpyxl import Workbook
+
+    table = beat_table(trace)
+    for run, n in table.groupby("run").size().items():
+        if n > XLSX_MAX_ROWS:
+            from ..errors import HbtoolError
+
+            raise HbtoolError(
+                f"run '{run}' has {n} beats, more than one xlsx sheet holds ({XLSX_MAX_ROWS}): "
+                f"convert to parquet or csv instead"
+            )
+
+    def write(path):
+        wb = Workbook(write_only=True)
+        used: set[str] = set()
+        for run, grp in table.groupby("run", sort=False):
+            ws = wb.create_sheet(_sheet_name(run, used))
+            ws.append(list(grp.columns))
+            for row in grp.itertuples(index=False, name=None):
+                ws.append(list(row))
+        events = event_table(trace)
+        if len(events):
+            ws = wb.create_sheet(EVENTS_SHEET)
+            ws.append(list(events.columns))
+            for row in events.itertuples(index=False, name=None):
+                ws.append(list(row))
+        wb.save(path)
+
+    _atomic(out, write)
+    return [out]

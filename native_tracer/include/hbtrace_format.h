@@ -1,0 +1,120 @@
+/*
+ * hbtrace_format.h -- on-disk layout of an hbtrace heartbeat trace file.
+ *
+ * This header is the single source of truth for the format. docs/formats.md
+ * mirrors it byte by byte, and tests/test_layout.py checks hbtool's Python
+ * structs against the sizeof/offsetof values printed by tools/hbt_layout.c.
+ *
+ * One file per process, named  hbtrace-<host>-<pid>[-r<rank>][.<n>].hbt
+ *
+ *   offset 0                : struct hbt_file_header      (128 bytes)
+ *   offset meta_offset      : metadata text, meta_length bytes used of
+ *                             meta_capacity reserved ("key=value\n" lines, UTF-8)
+ *   offset data_offset      : chunk area, data_length bytes, a whole number of
+ *                             chunks of chunk_size bytes each
+ *
+ * A chunk belongs to one OS thread. It is an array of 32-byte slots: slot 0
+ * is a struct hbt_chunk_header, slots 1.. are struct hbt_record. A chunk
+ * whose header magic is 0 was never used. Records inside a chunk are filled
+ * in order; the first record whose kind is 0 ends the chunk (the rest is
+ * zero). The writer stores the last 4 bytes of a slot (kind+flags, or the
+ * chunk magic) last, with release ordering, so a slot with a non-zero kind is
+ * complete even if the process died while writing the next one.
+ *
+ * The file is written through a MAP_SHARED mapping: a record reaches the
+ * kernel's page cache the moment it is stored, so it survives exit(), abort(),
+ * a crash or SIGKILL of the process.
+ *
+ * All integers are in the byte order of the writer; `endian` holds
+ * HBT_ENDIAN_MARK as written, so a reader tells the order from its bytes.
+ * Readers must skip record kinds they do not know.
+ */
+#ifndef HBTRACE_FORMAT_H
+#define HBTRACE_FORMAT_H
+
+#include <stdint.h>
+
+#define HBT_MAGIC          "HBTRACE"   /* 8 bytes with the trailing NUL */
+#define HBT_VERSION        1u
+#define HBT_ENDIAN_MARK    0x01020304u
+#define HBT_HEADER_SIZE    128u
+#define HBT_SLOT_SIZE      32u
+#define HBT_CHUNK_MAGIC    0x4B434248u /* "HBCK" read as little-endian bytes */
+#define HBT_META_CAPACITY  3968u       /* header + metadata fill the first 4 KiB page */
+#define HBT_DATA_OFFSET    4096u
+#define HBT_CHUNK_SIZE     65536u      /* default; the header says which is used */
+
+/* clock_id values: the clock behind every t_ns in the file */
+#define HBT_CLOCK_MONOTONIC      1u   /* clock_gettime(CLOCK_MONOTONIC) */
+#define HBT_CLOCK_MONOTONIC_RAW  4u   /* clock_gettime(CLOCK_MONOTONIC_RAW) */
+#define HBT_CLOCK_SYNTHETIC      255u /* written by a converter, not a live clock */
+
+/* header flags */
+#define HBT_FLAG_PRELOAD   0x1u  /* tracer was loaded with LD_PRELOAD */
+#define HBT_FLAG_CONVERTED 0x2u  /* file written by `hbtool convert`, not by a run */
+
+struct hbt_file_header {          /* 128 bytes, offset 0 */
+    char     magic[8];            /*   0: "HBTRACE\0" */
+    uint32_t version;             /*   8: HBT_VERSION */
+    uint32_t endian;              /*  12: HBT_ENDIAN_MARK in writer byte order */
+    uint32_t header_size;         /*  16: sizeof(struct hbt_file_header) */
+    uint32_t slot_size;           /*  20: HBT_SLOT_SIZE */
+    uint32_t chunk_size;          /*  24: bytes per chunk, a multiple of 4096 */
+    uint32_t flags;               /*  28: HBT_FLAG_* */
+    uint32_t meta_offset;         /*  32: offset of the metadata text */
+    uint32_t meta_length;         /*  36: bytes of metadata text in use */
+    uint32_t meta_capacity;       /*  40: bytes reserved for metadata text */
+    uint32_t clock_id;            /*  44: HBT_CLOCK_* */
+    uint64_t data_offset;         /*  48: offset of the first chunk */
+    uint64_t data_length;         /*  56: bytes of chunk area allocated so far */
+    uint64_t start_mono_ns;       /*  64: clock value at tracer start: t = t_ns - this */
+    int64_t  start_real_ns;       /*  72: CLOCK_REALTIME at tracer start, ns since epoch */
+    uint32_t clock_res_ns;        /*  80: clock_getres of clock_id */
+    uint32_t pid;                 /*  84: process id */
+    int32_t  rank;                /*  88: MPI rank, -1 when none */
+    uint32_t reserved0;           /*  92 */
+    uint64_t lost_records;        /*  96: records dropped (file size cap reached, no space) */
+    uint64_t reserved[3];         /* 104..127 */
+};
+
+struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
+    uint64_t os_tid;              /*   0: gettid() of the owning thread */
+    uint32_t thread_slot;         /*   8: order in which the thread registered, from 0 */
+    uint32_t chunk_seq;           /*  12: n-th chunk of this thread, from 0 */
+    int32_t  user_thread;         /*  16: user thread number when the chunk began, -1 unknown */
+    uint32_t reserved;            /*  20 */
+    uint32_t capacity;            /*  24: slots in this chunk including this header */
+    uint32_t magic;               /*  28: HBT_CHUNK_MAGIC, stored last; 0 = unused chunk */
+};
+
+/* record kinds (struct hbt_record.kind); 0 marks the end of a chunk */
+#define HBT_REC_BEAT           1u  /* seq, thread, loop, iter, aux = tag */
+#define HBT_REC_THREAD_START   2u  /* a thread began (LD_PRELOAD or first API use); aux = creator's thread_slot or UINT32_MAX */
+#define HBT_REC_THREAD_END     3u  /* a thread ended: aux = HBT_END_* */
+#define HBT_REC_INIT           4u  /* the program called an Init API; aux = its type argument */
+#define HBT_REC_FINISHED       5u  /* the program called a Finished API */
+#define HBT_REC_PROCESS_EXIT   6u  /* exit()/return from main/_exit; aux = exit status, flags = HBT_EXIT_* */
+#define HBT_REC_SIGNAL         7u  /* the process got a fatal signal; aux = signal number */
+#define HBT_REC_LOST           8u  /* the tracer dropped records; aux = how many */
+
+/* aux of HBT_REC_THREAD_END */
+#define HBT_END_RETURN         0u  /* start routine returned */
+#define HBT_END_PTHREAD_EXIT   1u  /* pthread_exit() */
+#define HBT_END_CANCELLED      2u  /* cancelled */
+
+/* flags of HBT_REC_PROCESS_EXIT */
+#define HBT_EXIT_NORMAL        0u  /* exit() or return from main */
+#define HBT_EXIT_UNDERSCORE    1u  /* _exit()/_Exit() */
+
+struct hbt_record {               /* 32 bytes */
+    uint64_t t_ns;                /*   0: clock value (clock_id) in ns */
+    uint32_t seq;                 /*   8: beats: per-thread sequence number from 0, low 32 bits */
+    int32_t  thread;              /*  12: user thread number (threadnum argument), -1 none */
+    int32_t  loop;                /*  16: loop number argument */
+    int32_t  iter;                /*  20: iteration argument */
+    uint32_t aux;                 /*  24: kind-specific: tag, status, signal, ... */
+    uint16_t kind;                /*  28: HBT_REC_*; 0 = no record here */
+    uint16_t flags;               /*  30: kind-specific */
+};
+
+#endif /* HBTRACE_FORMAT_H */
