@@ -1,0 +1,69 @@
+"""Shared fixtures: run the CLI in-process, build the native tracer once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbtool.cli import main
+from hbtool.io.model import HeartbeatTrace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACER = ROOT / "native_tracer"
+EXAMPLES = TRACER / "examples" / "bin"
+SAMPLES = ROOT / "sample_traces"
+
+
+def run_cli(capsys, *args, stdin_text: str | None = None, monkeypatch=None):
+    """Run `hbtool ARGS` in-process: (exit status, stdout, stderr)."""
+    if stdin_text is not None:
+        import io
+
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin_text.encode())))
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    return (0 if code is None else code), out, err
+
+
+def run_hbtool(*args, **kw) -> subprocess.CompletedProcess:
+    """Run the real `hbtool` as a separate process (for exit status and stderr checks)."""
+    return subprocess.run([sys.executable, "-m", "hbtool", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, **kw)
+
+
+def make_trace(threads=3, beats=40, period=0.01, run="r") -> HeartbeatTrace:
+    """A small synthetic trace: thread k beats every period*(1+k/10) seconds."""
+    rows = []
+    for k in range(threads):
+        n = beats - 5 * k
+        t_ns = np.round(np.arange(1, n + 1) * period * (1 + k / 10) * 1e9).astype(np.int64)
+        rows.append(pd.DataFrame({"run": run, "process": 0, "thread": k, "seq": np.arange(n),
+                                  "t_ns": t_ns, "t": t_ns / 1e9, "loop": 1, "iteration": np.arange(n),
+                                  "tag": 0, "os_tid": 1000 + k}))
+    return HeartbeatTrace(beats=pd.concat(rows, ignore_index=True))
+
+
+@pytest.fixture(scope="session")
+def tracer_built():
+    """Build libhbtrace.so, the tools and the examples once per test session."""
+    r = subprocess.run(["make", "-C", str(TRACER), "-j2"], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.fail(f"building the tracer failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return TRACER
+
+
+@pytest.fixture
+def traced_env(tmp_path, tracer_built):
+    """Environment that writes traces of linked programs into tmp_path/trace."""
+    env = dict(os.environ)
+    env["HBTRACE_DIR"] = str(tmp_path / "trace")
+    env.pop("LD_PRELOAD", None)
+    return env
