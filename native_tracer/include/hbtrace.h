@@ -13,10 +13,26 @@
  * aborts the program, and does nothing (returns -1) if tracing is disabled or
  * the trace file cannot be written (one warning on stderr says why).
  *
+ * Each process writes one file, hbtrace-<host>-<pid>.hbt in HBTRACE_DIR
+ * (.1.hbt, .2.hbt ... when an earlier image of the same process, before an
+ * exec, left one with records in it), through a shared mapping: every
+ * record is in the file the moment it is stored, so the trace survives a
+ * crash or SIGKILL. The layout is in hbtrace_format.h.
+ *
+ * Without any API call (LD_PRELOAD=libhbtrace.so, or just linking it) the
+ * tracer records thread start and end, process exit and the fatal signal
+ * that killed the process. A process that records nothing but its own start
+ * and exit, with one thread, removes its file when it exits, so that the
+ * shell children of a traced script leave no files. A forked child gets its
+ * own file, opened when it first records something.
+ *
  * Environment:
- *   HBTRACE_DIR        directory for trace files (default: current directory)
+ *   HBTRACE_DIR        directory for trace files, created if missing
+ *                      (default: current directory)
  *   HBTRACE_DISABLE=1  record nothing
  *   HBTRACE_QUIET=1    no messages on stderr
+ *   HBTRACE_MAX_MB     cap on the size of one trace file (default 4096); past
+ *                      it records are dropped and counted in lost_records
  */
 #ifndef HBTRACE_H
 #define HBTRACE_H
@@ -35,20 +51,27 @@ int  hbt_init(const char *name);
  * the order in which the thread first used the tracer, from 0). */
 void hbt_set_thread(int thread);
 
-/* Record one heartbeat of the calling thread with a user tag. */
+/* Record one heartbeat of the calling thread with a user tag: thread = the
+ * number of hbt_set_thread (or the registration order), loop = 0,
+ * iter = this thread's beat count, aux = tag. Costs about one
+ * clock_gettime(CLOCK_MONOTONIC): no lock, no system call. */
 void hbt_beat(unsigned tag);
 
-/* Record one heartbeat with explicit thread number, loop and iteration. */
+/* Record one heartbeat with explicit thread number, loop and iteration; the
+ * thread number becomes this thread's number, as with hbt_set_thread. */
 void hbt_beat_ex(int thread, int loop, int iter);
 
-/* Record that the program finished its heartbeat work; flushes metadata.
+/* Record that the program finished its heartbeat work (FINISHED record).
  * Tracing of lifecycle events continues until the process ends. */
 void hbt_finish(void);
 
 /* Path of this process's trace file, or NULL when tracing is off. */
 const char *hbt_trace_path(void);
 
-/* ---- entry points of the seed papers' tracers (exact signatures) ---- */
+/* ---- entry points of the seed papers' tracers (exact signatures) ----
+ * Init: start tracing, record INIT (aux = type, 0 for L_); 0 or -1.
+ * Generate: hbt_beat_ex(threadnum, loopnum, iter); L_ returns 0.
+ * Finished: record FINISHED, as hbt_finish; returns 0. */
 
 int  L_Heartbeat_OpenMP_Init(void);
 int  L_Heartbeat_OpenMP_Generate(int threadnum, int loopnum, int iter);

@@ -1,0 +1,408 @@
+/*
+ * core.c -- chunks, thread registration, the records written outside the
+ * hot path, and the process events (fork, exit) that concern them.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+_Static_assert(sizeof(struct hbt_file_header) == HBT_HEADER_SIZE, "file header size");
+_Static_assert(sizeof(struct hbt_chunk_header) == HBT_SLOT_SIZE, "chunk header size");
+_Static_assert(sizeof(struct hbt_record) == HBT_SLOT_SIZE, "record size");
+_Static_assert(sizeof(struct hbt_slot) == sizeof(struct hbt_record), "slot size");
+_Static_assert(offsetof(struct hbt_slot, kindflags) == offsetof(struct hbt_record, kind),
+               "kind word");
+_Static_assert(offsetof(struct hbt_record, flags) == offsetof(struct hbt_record, kind) + 2,
+               "flags follow kind");
+_Static_assert(offsetof(struct hbt_chunk_header, magic) == offsetof(struct hbt_slot, kindflags),
+               "chunk magic is stored last like a record's kind word");
+_Static_assert(HBT_HEADER_SIZE + HBT_META_CAPACITY <= HBT_DATA_OFFSET, "metadata fits");
+_Static_assert(HBT_CHUNK_SIZE % 4096 == 0, "chunks are page aligned in the file");
+
+__thread struct hbt_tls hbt_tls __attribute__((tls_model("initial-exec")));
+
+struct hbt_global hbt_g = {
+    .state = HBT_UNINIT,
+    .fd = -1,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+#define HBT_LOCK_TIMEOUT_S   10
+
+/* ------------------------------------------------------------------ */
+/* small helpers                                                       */
+
+void hbt_warn(const char *fmt, ...)
+{
+    if (hbt_g.quiet)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof buf - 2)
+        n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
+    /* write(2), not stdio: never touch the program's FILE buffers or locks */
+    ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+    (void)w;
+}
+
+int hbt_env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/*
+ * g.lock guards initialisation, growth and metadata. It is taken with a
+ * timeout: a thread that died inside the tracer (a program's signal handler
+ * that longjmp'd out of it) must not hang the others. Cancellation is off
+ * while it is held so that pthread_cancel cannot leave it locked.
+ */
+int hbt_lock(void)
+{
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += HBT_LOCK_TIMEOUT_S;
+    if (pthread_mutex_timedlock(&hbt_g.lock, &dl) != 0) {
+        pthread_setcancelstate(old, NULL);
+        __atomic_store_n(&hbt_g.full, 1, __ATOMIC_RELEASE);
+        if (!__atomic_exchange_n(&hbt_g.full_warned, 1, __ATOMIC_ACQ_REL))
+            hbt_warn("hbtrace: tracer lock held for %d s by another thread; "
+                     "further records are dropped", HBT_LOCK_TIMEOUT_S);
+        return 0;
+    }
+    hbt_tls.cancel_state = old;
+    return 1;
+}
+
+void hbt_unlock(void)
+{
+    int old = hbt_tls.cancel_state;
+    pthread_mutex_unlock(&hbt_g.lock);
+    pthread_setcancelstate(old, NULL);
+}
+
+/* Stop handing out chunks; one warning per process says why. */
+void hbt_set_full(unsigned mode, const char *why, int err)
+{
+    __atomic_store_n(&hbt_g.full, 1, __ATOMIC_RELEASE);
+    if (mode & HBT_M_SIGNAL)
+        return;   /* no formatting inside a signal handler */
+    if (__atomic_exchange_n(&hbt_g.full_warned, 1, __ATOMIC_ACQ_REL))
+        return;
+    if (err)
+        hbt_warn("hbtrace: cannot grow trace file %s: %s; further records are "
+                 "dropped and counted in lost_records", hbt_g.path, strerror(err));
+    else
+        hbt_warn("hbtrace: trace file %s reached %s; further records are "
+                 "dropped and counted in lost_records", hbt_g.path, why);
+}
+
+static void hbt_count_lost(void)
+{
+    struct hbt_file_header *h = hbt_g.hdr;
+    if (h)
+        __atomic_fetch_add(&h->lost_records, 1, __ATOMIC_RELAXED);
+}
+
+/* Open the file if this process has none yet. 1 when tracing is on. */
+int hbt_ensure_open(void)
+{
+    int st = hbt_state();
+    if (st == HBT_ON)
+        return 1;
+    if (st == HBT_OFF)
+        return 0;
+    if (!hbt_lock())
+        return 0;
+    st = hbt_state();
+    if (st == HBT_UNINIT || st == HBT_LAZY) {
+        st = hbt_open_trace() ? HBT_ON : HBT_OFF;
+        __atomic_store_n(&hbt_g.state, st, __ATOMIC_RELEASE);
+    }
+    hbt_unlock();
+    return st == HBT_ON;
+}
+
+/* ------------------------------------------------------------------ */
+/* chunks                                                              */
+
+/* Address of chunk i; the caller has seen mapped_chunks > i (acquire). */
+static struct hbt_slot *hbt_chunk_addr(uint64_t i)
+{
+    uint32_t lo = 0, hi = __atomic_load_n(&hbt_g.n_extents, __ATOMIC_ACQUIRE);
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (hbt_g.ext[mid].first <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const struct hbt_extent *e = &hbt_g.ext[lo];
+    return (struct hbt_slot *)(e->base + (i - e->first) * hbt_g.chunk_size);
+}
+
+/* Hand out a fresh chunk. Lock-free unless the file has to grow, which a
+ * signal handler (no HBT_M_GROW) never does. */
+static struct hbt_slot *hbt_take_chunk(unsigned mode)
+{
+    if (__atomic_load_n(&hbt_g.full, __ATOMIC_ACQUIRE))
+        return NULL;
+    uint64_t i = __atomic_fetch_add(&hbt_g.next_chunk, 1, __ATOMIC_RELAXED);
+    if (i >= hbt_g.max_chunks) {
+        char why[64] = "";
+        if (!(mode & HBT_M_SIGNAL))
+            snprintf(why, sizeof why, "HBTRACE_MAX_MB=%llu",
+                     (unsigned long long)hbt_g.max_mb);
+        hbt_set_full(mode, why, 0);
+        return NULL;
+    }
+    if (i >= __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE)) {
+        /* a chunk number given up here stays a never-used (magic 0) chunk */
+        if (!(mode & HBT_M_GROW) || !hbt_lock())
+            return NULL;
+        int ok = hbt_grow_locked(i, mode);
+        hbt_unlock();
+        if (!ok)
+            return NULL;
+    }
+    return hbt_chunk_addr(i);
+}
+
+static int hbt_new_chunk(struct hbt_tls *t, unsigned mode)
+{
+    struct hbt_slot *c = hbt_take_chunk(mode);
+    if (!c)
+        return 0;
+    struct hbt_chunk_header *h = (struct hbt_chunk_header *)c;
+    h->os_tid = (uint64_t)syscall(SYS_gettid);
+    h->thread_slot = t->thread_slot;
+    h->chunk_seq = t->chunk_seq++;
+    h->user_thread = t->user_set ? t->user_thread : -1;
+    h->reserved = 0;
+    h->capacity = hbt_g.chunk_slots;
+    __atomic_store_n(&h->magic, HBT_CHUNK_MAGIC, __ATOMIC_RELEASE);
+
+    /* Switch chunks in an order that a signal handler interrupting us can
+     * live with: it reads slots and next, and scans for a free slot. */
+    t->limit = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->next = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->slots = c;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->limit = hbt_g.chunk_slots - 1;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* threads and records                                                 */
+
+void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode)
+{
+    if (t->registered)
+        return;
+    t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
+    t->registered = 1;
+    if (!t->user_set)
+        t->beat_thread = (int32_t)t->thread_slot;
+    hbt_event(HBT_REC_THREAD_START, 0, creator, mode | HBT_M_LOST);
+}
+
+/* The rare path of every record: first use of the tracer by this process or
+ * thread, or a full chunk. Returns the slot to write or HBT_NO_SLOT. */
+uint32_t hbt_refill(struct hbt_tls *t, unsigned mode)
+{
+    if (hbt_state() != HBT_ON) {
+        /* no file (off, or a fork child that has not needed one yet):
+         * nothing is lost because nothing is being traced */
+        if (!(mode & HBT_M_OPEN) || !hbt_ensure_open())
+            return HBT_NO_SLOT;
+    }
+    if (!t->registered) {
+        hbt_register_thread(t, HBT_NO_CREATOR, mode);
+        if (t->next < t->limit)
+            return t->next;
+    }
+    if (hbt_new_chunk(t, mode))
+        return t->next;
+    if (mode & HBT_M_LOST)
+        hbt_count_lost();
+    return HBT_NO_SLOT;
+}
+
+/* Records other than beats: lifecycle, Init, Finished, signals. */
+void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = t->next;
+    if ((mode & HBT_M_SIGNAL) && t->slots) {
+        /* we may have interrupted hbt_store() between its kind store and
+         * the update of next: step over a complete record */
+        uint32_t cap = ((struct hbt_chunk_header *)t->slots)->capacity;
+        while (i < cap && __atomic_load_n(&t->slots[i].kindflags, __ATOMIC_RELAXED))
+            i++;
+    }
+    if (i >= t->limit) {
+        uint32_t used = i;
+        i = hbt_refill(t, mode & ~HBT_M_LOST);
+        if (i == HBT_NO_SLOT) {
+            if (hbt_state() != HBT_ON)
+                return;
+            /* no new chunk: a lifecycle record may take the reserved last
+             * slot, which is only free while every slot before it is used */
+            struct hbt_slot *s = t->slots;
+            uint32_t last = s ? ((struct hbt_chunk_header *)s)->capacity - 1 : 0;
+            if ((mode & HBT_M_RESERVE) && s && used >= last &&
+                __atomic_load_n(&s[last].kindflags, __ATOMIC_RELAXED) == 0) {
+                i = last;
+            } else {
+                if (mode & HBT_M_LOST)
+                    hbt_count_lost();
+                return;
+            }
+        }
+    }
+    hbt_store(t, i, hbt_kindflags(kind, flags), t->seq,
+              t->user_set ? t->user_thread : -1, 0, 0, aux);
+}
+
+/* This thread's registration number, registering it (and opening the file)
+ * if needed. 0 when tracing is off. */
+int hbt_self_slot(uint32_t *slot)
+{
+    if (!hbt_ensure_open())
+        return 0;
+    struct hbt_tls *t = &hbt_tls;
+    if (!t->registered)
+        hbt_register_thread(t, HBT_NO_CREATOR, HBT_MODE_API);
+    *slot = t->thread_slot;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* process events                                                      */
+
+/*
+ * fork child: drop the parent's mappings (the child must never write into
+ * the parent's file), forget its chunks, and let the first record that
+ * needs a file open one for the child's pid. Runs in the only thread of the
+ * child, which is the forking thread: its TLS is reset here directly.
+ */
+void hbt_after_fork_child(void)
+{
+    int st = hbt_state();
+    if (st == HBT_ON) {
+        uint32_t n = hbt_g.n_extents;
+        for (uint32_t k = 0; k < n; k++)
+            munmap(hbt_g.ext[k].base, hbt_g.ext[k].count * hbt_g.chunk_size);
+        if (hbt_g.hdr)
+            munmap(hbt_g.hdr, HBT_DATA_OFFSET);
+        struct stat sb;
+        if (hbt_g.fd >= 0 && fstat(hbt_g.fd, &sb) == 0 &&
+            (uint64_t)sb.st_dev == hbt_g.dev && (uint64_t)sb.st_ino == hbt_g.ino)
+            close(hbt_g.fd);
+        hbt_g.path[0] = '\0';
+        st = HBT_LAZY;
+    }
+    hbt_reset_counters();
+    pthread_mutex_init(&hbt_g.lock, NULL);
+    __atomic_store_n(&hbt_g.state, st, __ATOMIC_RELEASE);
+
+    struct hbt_tls *t = &hbt_tls;
+    t->limit = 0;
+    t->next = 0;
+    t->slots = NULL;
+    t->seq = 0;
+    t->registered = 0;
+    t->chunk_seq = 0;
+    t->end_recorded = 0;
+}
+
+static int hbt_kind_is_lifecycle(uint16_t kind, int allow_signal)
+{
+    return kind == HBT_REC_THREAD_START || kind == HBT_REC_THREAD_END ||
+           kind == HBT_REC_PROCESS_EXIT || (allow_signal && kind == HBT_REC_SIGNAL);
+}
+
+/* A chunk of a bystander process: unused, or the first thread's, holding
+ * nothing but lifecycle records. max_slots bounds a chunk read from disk. */
+int hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t max_slots,
+                           int allow_signal)
+{
+    const struct hbt_chunk_header *h = (const struct hbt_chunk_header *)chunk;
+    uint32_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+    if (magic == 0)
+        return 1;
+    if (magic != HBT_CHUNK_MAGIC || h->thread_slot != 0 || h->capacity > max_slots)
+        return 0;
+    for (uint32_t i = 1; i < h->capacity; i++) {
+        uint16_t kind = hbt_kind_of(__atomic_load_n(&chunk[i].kindflags, __ATOMIC_ACQUIRE));
+        if (kind == 0)
+            break;
+        if (!hbt_kind_is_lifecycle(kind, allow_signal))
+            return 0;
+    }
+    return 1;
+}
+
+/* The same test on a whole file image of process `pid` (see hbt_take_over). */
+int hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid)
+{
+    const struct hbt_file_header *h = (const struct hbt_file_header *)m;
+    if (memcmp(h->magic, HBT_MAGIC, sizeof h->magic) != 0 ||
+        h->version != HBT_VERSION || h->endian != HBT_ENDIAN_MARK ||
+        h->pid != (uint32_t)pid || h->lost_records != 0 ||
+        h->data_offset != HBT_DATA_OFFSET || h->chunk_size == 0 ||
+        h->chunk_size % HBT_SLOT_SIZE != 0 || h->data_offset > size)
+        return 0;
+    uint64_t len = h->data_length;
+    if (len > size - h->data_offset)
+        len = size - h->data_offset;
+    for (uint64_t c = 0; c < len / h->chunk_size; c++) {
+        const char *chunk = m + h->data_offset + c * h->chunk_size;
+        if (!hbt_chunk_is_bystander((const struct hbt_slot *)chunk,
+                                    h->chunk_size / HBT_SLOT_SIZE, 0))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * At a clean exit: a process that recorded nothing but its own start and
+ * exit, with no thread besides the first, is a bystander (a shell child of a
+ * traced script); remove its file so that it does not litter the directory.
+ * allow_signal: also when it is dying of SIGPIPE, the usual end of the
+ * writer of a shell pipeline (yes | head). Async-signal-safe.
+ */
+void hbt_unlink_if_empty(int allow_signal)
+{
+    if (hbt_state() != HBT_ON || !hbt_g.hdr)
+        return;
+    if (__atomic_load_n(&hbt_g.nthreads, __ATOMIC_ACQUIRE) > 1 ||
+        __atomic_load_n(&hbt_g.hdr->lost_records, __ATOMIC_RELAXED) != 0)
+        return;
+    uint64_t n = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_ACQUIRE);
+    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
+    if (n > mapped)
+        n = mapped;
+    for (uint64_t c = 0; c < n; c++)
+        if (!hbt_chunk_is_bystander(hbt_chunk_addr(c), hbt_g.chunk_slots, allow_signal))
+            return;
+    unlink(hbt_g.path);
+}

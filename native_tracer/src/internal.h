@@ -1,0 +1,257 @@
+/*
+ * internal.h -- private state and the hot path of libhbtrace.
+ *
+ * Layout of the code:
+ *   file.c       the trace file: name, creation or take-over, header, growth
+ *   core.c       chunks, thread registration, records off the hot path,
+ *                fork and exit handling of the file
+ *   meta.c       the metadata text block
+ *   api.c        the public API (hbtrace.h)
+ *   lifecycle.c  pthread_create/pthread_exit/_exit interposition, on_exit,
+ *                the constructor
+ *   signals.c    fatal-signal records, sigaction/signal interposition
+ *
+ * Concurrency model: each OS thread writes only into chunks it owns, through
+ * its initial-exec TLS block (struct hbt_tls). Shared state (struct hbt_global)
+ * is touched only on rare paths: taking a chunk (one atomic add), growing the
+ * file and appending metadata (under g.lock, with a timeout), counting lost
+ * records (one atomic add into the mapped header).
+ */
+#ifndef HBT_INTERNAL_H
+#define HBT_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "hbtrace_format.h"
+
+#define HBT_EXPORT __attribute__((visibility("default")))
+#define HBT_HIDDEN __attribute__((visibility("hidden")))
+#define HBT_COLD   __attribute__((noinline, cold))
+
+#define HBT_TRACER_VERSION "0.1.0"
+#define HBT_NO_SLOT        UINT32_MAX
+#define HBT_NO_CREATOR     UINT32_MAX   /* THREAD_START aux when the creator is unknown */
+
+/*
+ * A record slot as the writer sees it: the same 32 bytes as struct
+ * hbt_record, with kind and flags as one 32-bit word so that they can be
+ * published by one release store (see hbtrace_format.h). core.c checks that
+ * the layouts agree.
+ */
+struct hbt_slot {
+    uint64_t t_ns;
+    uint32_t seq;
+    int32_t  thread;
+    int32_t  loop;
+    int32_t  iter;
+    uint32_t aux;
+    uint32_t kindflags;   /* kind in the first two bytes, flags in the last two */
+};
+
+/* The 32-bit word holding kind at offset 28 and flags at offset 30, in the
+ * byte order of this machine. */
+static inline uint32_t hbt_kindflags(uint16_t kind, uint16_t flags)
+{
+    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
+    u.s.kind = kind;
+    u.s.flags = flags;
+    return u.w;
+}
+
+static inline uint16_t hbt_kind_of(uint32_t kindflags)
+{
+    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
+    u.w = kindflags;
+    return u.s.kind;
+}
+
+/* Per-thread state. Zero-initialised for every new thread, which means
+ * "not registered, no chunk": the first record takes the rare path. */
+struct hbt_tls {
+    struct hbt_slot *slots;   /* current chunk; slot 0 is its header */
+    uint32_t next;            /* next free slot */
+    uint32_t limit;           /* the normal path may use slots below this; the
+                                 last slot of a chunk is kept for a record that
+                                 cannot take a new chunk (signal handler) */
+    uint32_t seq;             /* beats recorded by this OS thread */
+    int32_t  beat_thread;     /* thread number hbt_beat() records */
+    int32_t  user_thread;     /* number set by the program, if user_set */
+    uint32_t thread_slot;     /* registration order, valid if registered */
+    uint32_t chunk_seq;       /* chunks taken so far */
+    int      cancel_state;    /* saved by hbt_lock, restored by hbt_unlock */
+    uint8_t  registered;
+    uint8_t  user_set;
+    uint8_t  end_recorded;    /* THREAD_END written (pthread_exit before unwinding) */
+    uint8_t  resolving;       /* inside dlsym: do not recurse */
+};
+
+extern __thread struct hbt_tls hbt_tls
+    __attribute__((tls_model("initial-exec"))) HBT_HIDDEN;
+
+/* Global state of the tracer (g.state). */
+enum {
+    HBT_UNINIT = 0,   /* constructor not run yet */
+    HBT_ON     = 1,   /* trace file open and mapped */
+    HBT_OFF    = 2,   /* disabled or failed: every call is a no-op */
+    HBT_LAZY   = 3,   /* fork child: the file is opened by the first record
+                         that needs it, so a child that only execs or _exits
+                         leaves no file behind */
+};
+
+/* Modes of a record that does not fit in the current chunk. */
+enum {
+    HBT_M_OPEN    = 1u << 0,  /* may open the trace file (first use, fork child) */
+    HBT_M_GROW    = 1u << 1,  /* may lock g.lock and grow the file */
+    HBT_M_LOST    = 1u << 2,  /* count in lost_records if it cannot be stored */
+    HBT_M_RESERVE = 1u << 3,  /* may use the chunk's last, reserved slot */
+    HBT_M_SIGNAL  = 1u << 4,  /* async-signal context: no lock, no malloc */
+};
+
+#define HBT_MODE_BEAT   (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST)
+#define HBT_MODE_API    (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE)
+#define HBT_MODE_END    (HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE)
+#define HBT_MODE_SIGNAL (HBT_M_LOST | HBT_M_RESERVE | HBT_M_SIGNAL)
+
+#define HBT_MAX_EXTENTS 1024
+
+struct hbt_extent {
+    char     *base;           /* mapping of chunks [first, first + count) */
+    uint64_t  first;
+    uint64_t  count;
+};
+
+struct hbt_global {
+    int state;                          /* HBT_*, atomic */
+    int quiet;
+    int fd;
+    pid_t pid;                          /* process that owns the file */
+    uint64_t dev, ino;                  /* identity of the file, to notice a
+                                           program that closed or reused fd */
+    struct hbt_file_header *hdr;        /* mapping of the first page */
+    uint32_t chunk_size;
+    uint32_t chunk_slots;
+    uint64_t max_chunks;                /* from HBTRACE_MAX_MB */
+    uint64_t max_mb;
+    uint64_t next_chunk;                /* atomic: chunks handed out */
+    uint64_t mapped_chunks;             /* atomic: chunks backed by a mapping */
+    uint32_t n_extents;                 /* atomic */
+    uint32_t nthreads;                  /* atomic: threads registered */
+    int full;                           /* atomic: cap reached or no space */
+    int full_warned;                    /* atomic */
+    pthread_mutex_t lock;               /* init, growth, metadata */
+    struct hbt_extent ext[HBT_MAX_EXTENTS];
+    char dir[4096];
+    char path[4096];
+};
+
+extern struct hbt_global hbt_g HBT_HIDDEN;
+
+/* ---- file.c ---- */
+HBT_HIDDEN int  hbt_open_trace(void);
+HBT_HIDDEN int  hbt_grow_locked(uint64_t need, unsigned mode);
+HBT_HIDDEN void hbt_reset_counters(void);
+
+/* ---- core.c ---- */
+HBT_HIDDEN int  hbt_ensure_open(void);
+HBT_HIDDEN void hbt_set_full(unsigned mode, const char *why, int err);
+HBT_HIDDEN int  hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t max_slots,
+                                        int allow_signal);
+HBT_HIDDEN int  hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid);
+HBT_HIDDEN uint32_t hbt_refill(struct hbt_tls *t, unsigned mode) HBT_COLD;
+HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode);
+HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode);
+HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
+HBT_HIDDEN void hbt_after_fork_child(void);
+HBT_HIDDEN void hbt_unlink_if_empty(int allow_signal);
+HBT_HIDDEN void hbt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+HBT_HIDDEN int  hbt_lock(void);
+HBT_HIDDEN void hbt_unlock(void);
+HBT_HIDDEN int  hbt_env_flag(const char *name);
+
+/* ---- meta.c ---- */
+HBT_HIDDEN void hbt_meta_append_once(const char *key, const char *value);
+HBT_HIDDEN void hbt_meta_write_initial(void);
+
+/* ---- lifecycle.c ---- */
+HBT_HIDDEN void *hbt_real(void **cache, const char *name);
+
+/* ---- signals.c ---- */
+HBT_HIDDEN void hbt_signals_resolve(void);
+HBT_HIDDEN void hbt_signals_init(void);
+
+static inline int hbt_state(void)
+{
+    return __atomic_load_n(&hbt_g.state, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t hbt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Store one record into slot i of the calling thread's chunk. The kind word
+ * goes last with release ordering, so a reader (or a post-mortem decoder)
+ * never sees a half-written record. `next` is advanced only after that
+ * store, and the signal fence keeps the compiler from moving it earlier: a
+ * signal handler that interrupts us then finds either a free slot at `next`
+ * or a complete record it must step over (see hbt_event in core.c).
+ */
+static inline void hbt_store(struct hbt_tls *t, uint32_t i, uint32_t kindflags,
+                             uint32_t seq, int32_t thread, int32_t loop,
+                             int32_t iter, uint32_t aux)
+{
+    struct hbt_slot *s = &t->slots[i];
+    s->t_ns = hbt_now_ns();
+    s->seq = seq;
+    s->thread = thread;
+    s->loop = loop;
+    s->iter = iter;
+    s->aux = aux;
+    __atomic_store_n(&s->kindflags, kindflags, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->next = i + 1;
+}
+
+/*
+ * The hot path: one beat of the calling thread. No lock, no system call
+ * (clock_gettime(CLOCK_MONOTONIC) is served by the vDSO), writes only into
+ * this thread's own chunk. Everything unusual -- first use, full chunk,
+ * tracing off -- is behind the one predicted-not-taken branch.
+ *
+ * tagged != 0: hbt_beat(tag): thread = the thread's number, loop 0, iter = seq.
+ * tagged == 0: explicit thread/loop/iter; the thread number is remembered.
+ */
+static inline __attribute__((always_inline))
+void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
+                     uint32_t aux)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = t->next;
+    if (!tagged) {
+        t->user_thread = thread;
+        t->beat_thread = thread;
+        t->user_set = 1;
+    }
+    if (__builtin_expect(i >= t->limit, 0)) {
+        i = hbt_refill(t, HBT_MODE_BEAT);
+        if (i == HBT_NO_SLOT)
+            return;
+    }
+    uint32_t seq = t->seq;
+    t->seq = seq + 1;
+    if (tagged)
+        hbt_store(t, i, hbt_kindflags(HBT_REC_BEAT, 0), seq, t->beat_thread,
+                  0, (int32_t)seq, aux);
+    else
+        hbt_store(t, i, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
+                  iter, 0);
+}
+
+#endif /* HBT_INTERNAL_H */

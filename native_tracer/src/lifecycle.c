@@ -1,0 +1,186 @@
+/*
+ * lifecycle.c -- the records that tell an exited thread from a failed one:
+ * thread start and end (pthread_create/pthread_exit interposition), process
+ * exit (on_exit, _exit/_Exit interposition), and fork.
+ *
+ * The wrappers are exported under the libc names. With LD_PRELOAD they come
+ * first in the global scope; a program linked with -lhbtrace finds them
+ * before libc as well, and so does libgomp, which calls pthread_create
+ * through its PLT. The real functions come from dlsym(RTLD_NEXT).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef int  (*hbt_create_fn)(pthread_t *, const pthread_attr_t *,
+                              void *(*)(void *), void *);
+typedef void (*hbt_exit_fn)(int) __attribute__((noreturn));
+typedef void (*hbt_pexit_fn)(void *) __attribute__((noreturn));
+
+static void *hbt_real_create, *hbt_real_pexit, *hbt_real_exit;
+
+/*
+ * Resolve a libc function once. dlsym may allocate, and an allocator that
+ * is itself interposed could call back into us: the per-thread flag makes
+ * such a nested call fail instead of recursing.
+ */
+void *hbt_real(void **cache, const char *name)
+{
+    void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (f)
+        return f;
+    struct hbt_tls *t = &hbt_tls;
+    if (t->resolving)
+        return NULL;
+    t->resolving = 1;
+    f = dlsym(RTLD_NEXT, name);
+    t->resolving = 0;
+    __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+/* ------------------------------------------------------------------ */
+/* threads                                                             */
+
+struct hbt_start {
+    void *(*fn)(void *);
+    void *arg;
+    uint32_t creator;
+};
+
+static void hbt_thread_end(uint32_t how)
+{
+    struct hbt_tls *t = &hbt_tls;
+    if (t->end_recorded)
+        return;
+    t->end_recorded = 1;
+    hbt_event(HBT_REC_THREAD_END, 0, how, HBT_MODE_END);
+}
+
+static void hbt_cancelled(void *unused)
+{
+    (void)unused;
+    /* also runs when pthread_exit unwinds us; that end is already recorded */
+    hbt_thread_end(HBT_END_CANCELLED);
+}
+
+static void *hbt_trampoline(void *p)
+{
+    struct hbt_start s = *(struct hbt_start *)p;
+    free(p);
+    hbt_register_thread(&hbt_tls, s.creator, HBT_MODE_API);
+
+    void *volatile ret = NULL;
+    pthread_cleanup_push(hbt_cancelled, NULL);
+    ret = s.fn(s.arg);
+    pthread_cleanup_pop(0);
+    hbt_thread_end(HBT_END_RETURN);
+    return ret;
+}
+
+HBT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                              void *(*start)(void *), void *arg)
+{
+    hbt_create_fn real = (hbt_create_fn)hbt_real(&hbt_real_create, "pthread_create");
+    if (!real)
+        return EAGAIN;
+    uint32_t creator;
+    if (!hbt_self_slot(&creator))
+        return real(thread, attr, start, arg);
+    struct hbt_start *s = malloc(sizeof *s);
+    if (!s)
+        return real(thread, attr, start, arg);
+    s->fn = start;
+    s->arg = arg;
+    s->creator = creator;
+    int rc = real(thread, attr, hbt_trampoline, s);
+    if (rc != 0)
+        free(s);
+    return rc;
+}
+
+HBT_EXPORT void pthread_exit(void *retval)
+{
+    if (hbt_state() == HBT_ON)
+        hbt_thread_end(HBT_END_PTHREAD_EXIT);
+    hbt_pexit_fn real = (hbt_pexit_fn)hbt_real(&hbt_real_pexit, "pthread_exit");
+    if (real)
+        real(retval);
+    syscall(SYS_exit, 0);   /* unreachable in practice: libc always has it */
+    __builtin_unreachable();
+}
+
+/* ------------------------------------------------------------------ */
+/* process exit                                                        */
+
+static void hbt_process_exit(int status, uint16_t how)
+{
+    /* getpid: a vfork child shares our memory and must not write (or
+     * unlink) its parent's file */
+    if (hbt_state() != HBT_ON || getpid() != hbt_g.pid)
+        return;
+    hbt_event(HBT_REC_PROCESS_EXIT, how, (uint32_t)status, HBT_MODE_END);
+    hbt_unlink_if_empty(0);
+}
+
+static void hbt_on_exit(int status, void *unused)
+{
+    (void)unused;
+    hbt_process_exit(status, HBT_EXIT_NORMAL);
+}
+
+static __attribute__((noreturn)) void hbt_real_exit_now(int status)
+{
+    hbt_exit_fn real = (hbt_exit_fn)hbt_real(&hbt_real_exit, "_exit");
+    if (real)
+        real(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+HBT_EXPORT void _exit(int status)
+{
+    hbt_process_exit(status, HBT_EXIT_UNDERSCORE);
+    hbt_real_exit_now(status);
+}
+
+HBT_EXPORT void _Exit(int status)
+{
+    hbt_process_exit(status, HBT_EXIT_UNDERSCORE);
+    hbt_real_exit_now(status);
+}
+
+/* ------------------------------------------------------------------ */
+/* start-up                                                            */
+
+static void hbt_resolve_all(void)
+{
+    hbt_real(&hbt_real_create, "pthread_create");
+    hbt_real(&hbt_real_pexit, "pthread_exit");
+    hbt_real(&hbt_real_exit, "_exit");
+    hbt_signals_resolve();
+}
+
+/*
+ * Runs once per program image (again after exec, not after fork). If a
+ * call into the API came first, the file is already open and only the
+ * hooks are missing.
+ */
+__attribute__((constructor)) static void hbt_constructor(void)
+{
+    hbt_resolve_all();
+    uint32_t slot;
+    if (!hbt_self_slot(&slot))   /* opens the file, registers this thread */
+        return;
+    /* registered in the constructor, so these run after every atexit
+     * handler the program registers later */
+    on_exit(hbt_on_exit, NULL);
+    pthread_atfork(NULL, NULL, hbt_after_fork_child);
+    hbt_signals_init();
+}

@@ -1,0 +1,148 @@
+/*
+ * signals.c -- record the fatal signal that kills the process.
+ *
+ * For each signal whose default action kills the process, and only when the
+ * program left it at SIG_DFL, a handler records HBT_REC_SIGNAL, puts SIG_DFL
+ * back and re-raises, so the process dies exactly as it would have (same
+ * wait status, same core dump). The handler only stores into the mapping:
+ * no lock, no allocation, no growth of the file.
+ *
+ * sigaction() and signal() are interposed only to report our handler as
+ * SIG_DFL: programs that install a handler only over SIG_DFL (CPython's
+ * KeyboardInterrupt, Rust's stack-overflow guard) must behave as without the
+ * tracer. A program that installs its own handler simply replaces ours.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef int (*hbt_sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef sighandler_t (*hbt_signal_fn)(int, sighandler_t);
+
+static void *hbt_real_sigaction, *hbt_real_signal;
+
+static const int hbt_fatal_signals[] = {
+    SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGTERM, SIGINT,
+    SIGHUP, SIGQUIT, SIGXCPU, SIGXFSZ, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2,
+};
+
+#define HBT_ALTSTACK_SIZE (64u * 1024u)
+
+static int hbt_sigaction_real(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    hbt_sigaction_fn f = (hbt_sigaction_fn)hbt_real(&hbt_real_sigaction, "sigaction");
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return f(sig, act, old);
+}
+
+static void hbt_on_signal(int sig, siginfo_t *info, void *ctx)
+{
+    (void)info;
+    (void)ctx;
+    int saved = errno;
+    /* getpid: a vfork child shares our memory but not our file */
+    if (hbt_state() == HBT_ON && getpid() == hbt_g.pid) {
+        hbt_event(HBT_REC_SIGNAL, 0, (uint32_t)sig, HBT_MODE_SIGNAL);
+        if (sig == SIGPIPE)
+            hbt_unlink_if_empty(1);
+    }
+
+    /* SA_RESETHAND already restored SIG_DFL; say it again for the kernels
+     * that do not reset SIGILL/SIGTRAP. The re-raised signal is blocked
+     * until we return, then kills the process with the default action; a
+     * fault (SIGSEGV...) would also simply happen again. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    hbt_sigaction_real(sig, &dfl, NULL);
+    raise(sig);
+    errno = saved;
+}
+
+static int hbt_is_ours(const struct sigaction *sa)
+{
+    return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == hbt_on_signal;
+}
+
+/* The main thread's alternate stack, so that a stack overflow is recorded
+ * too. Other threads have none (their overflow dies unrecorded). */
+static void hbt_altstack(void)
+{
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+        return;   /* the program has its own */
+    size_t size = HBT_ALTSTACK_SIZE;
+#ifdef _SC_SIGSTKSZ
+    long min = sysconf(_SC_SIGSTKSZ);
+    if (min > 0 && (size_t)min * 4 > size)
+        size = (size_t)min * 4;
+#endif
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED)
+        return;
+    stack_t ss = { .ss_sp = p, .ss_size = size, .ss_flags = 0 };
+    if (sigaltstack(&ss, NULL) != 0)
+        munmap(p, size);
+}
+
+/* Resolve early: the wrappers may later run inside a signal handler, where
+ * dlsym must not be called. */
+void hbt_signals_resolve(void)
+{
+    hbt_real(&hbt_real_sigaction, "sigaction");
+    hbt_real(&hbt_real_signal, "signal");
+}
+
+void hbt_signals_init(void)
+{
+    int installed = 0;
+    for (size_t k = 0; k < sizeof hbt_fatal_signals / sizeof hbt_fatal_signals[0]; k++) {
+        int sig = hbt_fatal_signals[k];
+        struct sigaction old;
+        if (hbt_sigaction_real(sig, NULL, &old) != 0)
+            continue;
+        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = hbt_on_signal;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+        sigfillset(&sa.sa_mask);   /* one handler at a time per thread */
+        if (hbt_sigaction_real(sig, &sa, NULL) == 0)
+            installed = 1;
+    }
+    if (installed)
+        hbt_altstack();
+}
+
+HBT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    int rc = hbt_sigaction_real(sig, act, old);
+    if (rc == 0 && old && hbt_is_ours(old)) {
+        memset(old, 0, sizeof *old);
+        old->sa_handler = SIG_DFL;
+        sigemptyset(&old->sa_mask);
+    }
+    return rc;
+}
+
+HBT_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+    hbt_signal_fn f = (hbt_signal_fn)hbt_real(&hbt_real_signal, "signal");
+    if (!f) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    sighandler_t old = f(sig, handler);
+    return old == (sighandler_t)(void (*)(void))hbt_on_signal ? SIG_DFL : old;
+}
