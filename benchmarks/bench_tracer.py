@@ -33,7 +33,7 @@ def build_beat_cost(tmp: Path) -> Path:
 
 def beat_cost(exe: Path, tmp: Path, threads: int) -> dict[str, float]:
     env = dict(os.environ, HBTRACE_DIR=str(tmp / f"bc{threads}"))
-    out = subprocess.run([str(exe), "--threads", str(threads)], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([str(exe), "--threads", str(threads), "--rounds", "15", "--calls", "300000"], env=env, capture_output=True, text=True, check=True)
     vals = {}
     for line in out.stdout.splitlines():
         parts = line.split()

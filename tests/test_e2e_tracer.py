@@ -89,7 +89,8 @@ def test_one_thread_shutdown_others_run_to_the_end(traced_env, tmp_path):
 
 
 def test_worker_calls_exit_1(traced_env):
-    r = run_example("pi_pthread", traced_env, "--threads", 4, "--beats", 400, "--work", 2000,
+    # default work per beat (~0.5 ms): the other threads are mid-run when thread 1 exits
+    r = run_example("pi_pthread", traced_env, "--threads", 4, "--beats", 400,
                     "--inject", "shutdown", "--shutdown-mode", "exit", "--inject-thread", 1,
                     "--inject-beat", 20)
     assert r.returncode == 1
