@@ -43,7 +43,7 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     """
     rows = []
     ev_all = trace.events
-    for (run, process), ev in ev_all.groupby(["run", "process"], sort=False):
+    for (run, process), ev in ev_all.groupby(["run", "process"], sort=False, observed=True):
         pend = _process_end(ev)
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
         tids = set(ev["os_tid"].tolist())
@@ -76,7 +76,7 @@ def summarize_threads(trace: HeartbeatTrace) -> pd.DataFrame:
             "ending", "ended", "os_tids"]
     if not len(b):
         return pd.DataFrame(columns=cols)
-    g = b.groupby(["run", "process", "thread"], sort=False)
+    g = b.groupby(["run", "process", "thread"], sort=False, observed=True)
     s = g.agg(beats=("t", "size"), first_s=("t", "min"), last_s=("t", "max")).reset_index()
     s["duration_s"] = s["last_s"] - s["first_s"]
     with np.errstate(divide="ignore", invalid="ignore"):

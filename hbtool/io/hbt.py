@@ -227,8 +227,7 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
         padded = np.zeros(nchunks * spc * SLOT_SIZE, dtype=np.uint8)
         padded[: raw.size] = raw
         raw = padded
-    slots = raw.reshape(nchunks, spc, SLOT_SIZE)
-    heads = slots[:, 0, :].copy().view(hdt).reshape(nchunks)
+    heads = raw.reshape(nchunks, chunk)[:, :SLOT_SIZE].copy().view(hdt).reshape(nchunks)
     magic = heads["magic"]
     used = magic == CHUNK_MAGIC
     bad = ~used & (magic != 0)
@@ -237,27 +236,31 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
         raise TraceFormatError(
             f"{path}: corrupted chunk header at byte {do + i * chunk} (bad magic {int(magic[i]):#x})"
         )
-    if used.any() and (heads["capacity"][used] != spc).any():
-        i = int(np.flatnonzero(used & (heads["capacity"] != spc))[0])
+    badcap = used & (heads["capacity"] != spc)
+    if badcap.any():
+        i = int(np.flatnonzero(badcap)[0])
         raise TraceFormatError(
             f"{path}: corrupted chunk header at byte {do + i * chunk} "
             f"(capacity {int(heads['capacity'][i])}, expected {spc})"
         )
+    # used chunks in record order: by thread slot, then the thread's chunk sequence
     idx = np.flatnonzero(used)
-    body = slots[idx, 1:, :].copy().view(rdt).reshape(len(idx), spc - 1)
-    del raw, slots
-    kinds = body["kind"]
+    idx = idx[np.lexsort((heads["chunk_seq"][idx], heads["thread_slot"][idx]))]
+    slots = raw.view(rdt).reshape(nchunks, spc)[idx]  # one copy, in order
+    kinds = slots["kind"]
+    kinds[:, 0] = 1  # the header slot: never an end marker (dropped below)
     # a chunk's records end at its first empty slot
-    valid = np.cumprod(kinds != 0, axis=1).astype(bool)
-    ci, si = np.nonzero(valid)
-    recs = body[ci, si]
-    h = heads[idx][ci]
-    # global order: by thread slot, then chunk sequence, then slot
-    order_key = np.lexsort((si, h["chunk_seq"], h["thread_slot"]))
-    out = {name: recs[name][order_key] for name in rdt.names}
-    tid = h["os_tid"][order_key].astype(np.int64)
+    empty = kinds == 0
+    first_empty = np.where(empty.any(axis=1), empty.argmax(axis=1), spc)
+    pos = np.arange(spc)
+    mask = (pos[None, :] >= 1) & (pos[None, :] < first_empty[:, None])
+    recs = slots[mask]
+    counts = mask.sum(axis=1)
+    h = heads[idx]
+    out = {name: recs[name] for name in rdt.names}
+    tid = np.repeat(h["os_tid"].astype(np.int64), counts)
     out["os_tid"] = np.where(tid == 0, -1, tid)  # 0: unknown (converted files)
-    out["thread_slot"] = h["thread_slot"][order_key].astype(np.int64)
+    out["thread_slot"] = np.repeat(h["thread_slot"].astype(np.int64), counts)
     return out
 
 
@@ -304,10 +307,11 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         isbeat = kind == REC_BEAT
         thread = np.where(r["thread"] >= 0, r["thread"], r["thread_slot"]).astype(np.int64)
         seq = _unwrap_seq(r["seq"][isbeat], r["os_tid"][isbeat])
+        nb = int(isbeat.sum())
         beats.append(
             pd.DataFrame(
                 {
-                    "run": run,
+                    "run": pd.Categorical.from_codes(np.zeros(nb, dtype=np.int8), [run]),
                     "process": proc,
                     "thread": thread[isbeat],
                     "seq": seq,
@@ -329,7 +333,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
             )
         ev = ~isbeat & known
         # the user thread number of an OS thread: the one its beats carry
-        tid_thread = dict(zip(r["os_tid"][isbeat].tolist(), thread[isbeat].tolist()))
+        btid, first = np.unique(r["os_tid"][isbeat], return_index=True)
+        tid_thread = dict(zip(btid.tolist(), thread[isbeat][first].tolist()))
         ev_tid = r["os_tid"][ev]
         events.append(
             pd.DataFrame(

@@ -9,7 +9,7 @@ import pandas as pd
 
 #: columns of HeartbeatTrace.beats, in order, with their dtypes
 BEAT_COLUMNS: dict[str, str] = {
-    "run": "object",        # run name
+    "run": "category",      # run name
     "process": "int64",     # MPI rank, or the process's index in the run, from 0
     "thread": "int64",      # user thread number
     "seq": "int64",         # per-thread beat number from 0
@@ -19,12 +19,12 @@ BEAT_COLUMNS: dict[str, str] = {
     "iteration": "int64",
     "tag": "int64",
     "os_tid": "int64",      # OS thread id, -1 when unknown
-    "label": "object",      # free text ("" when none)
+    "label": "category",    # free text ("" when none)
 }
 
 #: columns of HeartbeatTrace.events (thread lifecycle and process end)
 EVENT_COLUMNS: dict[str, str] = {
-    "run": "object",
+    "run": "category",
     "process": "int64",
     "os_tid": "int64",      # OS thread that recorded the event, -1 unknown
     "thread": "int64",      # user thread number when known, else -1
@@ -53,6 +53,17 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
 
 
+def _text(col: pd.Series | None, n: int) -> pd.Categorical:
+    """A text column as a categorical of str ("" for missing)."""
+    if col is None:
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""])
+    if isinstance(col.dtype, pd.CategoricalDtype) and not col.isna().any() and all(
+        isinstance(c, str) for c in col.cat.categories
+    ):
+        return col.array
+    return pd.Categorical(col.astype(object).where(col.notna(), "").astype(str))
+
+
 def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Return df with exactly `columns`, in order, cast to their dtypes.
 
@@ -61,20 +72,51 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     out = {}
     n = len(df)
     for name, dtype in columns.items():
-        if name in df.columns:
-            col = df[name]
-            if dtype == "object":
-                col = col.astype(str).where(col.notna(), "") if n else col.astype(object)
-            else:
-                col = col.astype(dtype)
-            out[name] = col.to_numpy()
+        col = df[name] if name in df.columns else None
+        if dtype == "category":
+            out[name] = _text(col, n)
         elif dtype == "object":
-            out[name] = np.full(n, "", dtype=object)
+            out[name] = col.astype(object).to_numpy() if col is not None else np.full(n, "", dtype=object)
+        elif col is not None:
+            out[name] = col.to_numpy().astype(dtype, copy=False)
         elif dtype == "int64":
             out[name] = np.full(n, -1, dtype=np.int64)
         else:
             out[name] = np.full(n, np.nan)
     return pd.DataFrame(out)
+
+
+def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Stable sort by `keys` (categoricals by their text); no copy when already sorted."""
+    arrays = []
+    for k in reversed(keys):
+        col = df[k]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            order = np.argsort(np.asarray(col.cat.categories, dtype=object).astype(str), kind="stable")
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            codes = col.cat.codes.to_numpy()
+            arrays.append(np.where(codes >= 0, rank[codes], -1))
+        else:
+            arrays.append(col.to_numpy())
+    if _is_sorted(arrays[::-1]):
+        return df.reset_index(drop=True)
+    return df.take(np.lexsort(arrays)).reset_index(drop=True)
+
+
+def _is_sorted(keys: list[np.ndarray]) -> bool:
+    """True when rows are already in lexicographic order of `keys` (most significant first)."""
+    if len(keys[0]) < 2:
+        return True
+    tie = np.ones(len(keys[0]) - 1, dtype=bool)
+    for k in keys:
+        a, b = k[:-1], k[1:]
+        if (tie & (a > b)).any():
+            return False
+        tie &= a == b
+        if not tie.any():
+            return True
+    return True
 
 
 @dataclass
@@ -100,10 +142,9 @@ class HeartbeatTrace:
         self.beats = conform(self.beats, BEAT_COLUMNS)
         self.events = conform(self.events, EVENT_COLUMNS)
         if len(self.beats):
-            self.beats = self.beats.sort_values(
-                ["run", "process", "thread", "seq", "t_ns"], kind="stable"
-            ).reset_index(drop=True)
-        for run in pd.unique(self.beats["run"]):
+            self.beats = _sorted(self.beats, ["run", "process", "thread", "seq", "t_ns"])
+        runs = self.beats["run"]
+        for run in runs.cat.categories[np.unique(runs.cat.codes.to_numpy())]:
             self.runs.setdefault(run, {})
 
     @property
@@ -114,7 +155,7 @@ class HeartbeatTrace:
         """Iterate ((run, process, thread), beats DataFrame) over every thread."""
         if not len(self.beats):
             return iter(())
-        return iter(self.beats.groupby(["run", "process", "thread"], sort=False))
+        return iter(self.beats.groupby(["run", "process", "thread"], sort=False, observed=True))
 
     @staticmethod
     def concat(traces: list["HeartbeatTrace"]) -> "HeartbeatTrace":

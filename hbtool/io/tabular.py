@@ -312,7 +312,7 @@ def write_xlsx(trace: HeartbeatTrace, out: str) -> list[str]:
     from openpyxl import Workbook
 
     table = beat_table(trace)
-    for run, n in table.groupby("run").size().items():
+    for run, n in table.groupby("run", observed=True).size().items():
         if n > XLSX_MAX_ROWS:
             from ..errors import HbtoolError
 
@@ -324,7 +324,7 @@ def write_xlsx(trace: HeartbeatTrace, out: str) -> list[str]:
     def write(path):
         wb = Workbook(write_only=True)
         used: set[str] = set()
-        for run, grp in table.groupby("run", sort=False):
+        for run, grp in table.groupby("run", sort=False, observed=True):
             ws = wb.create_sheet(_sheet_name(run, used))
             ws.append(list(grp.columns))
             for row in grp.itertuples(index=False, name=None):
