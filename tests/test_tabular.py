@@ -105,3 +105,27 @@ def test_garbage_files_are_format_errors(tmp_path):
     q.write_bytes(b"PAR1garbage")
     with pytest.raises(TraceFormatError):
         read_heartbeats(q)
+
+
+def test_directory_of_runs_reads_every_run(tmp_path):
+    root = tmp_path / "runs"
+    (root / "a").mkdir(parents=True)
+    (root / "b" / "deeper").mkdir(parents=True)
+    (root / "empty").mkdir()
+    write_heartbeats(make_trace(run="a"), str(root / "a" / "x.hbt"))
+    write_heartbeats(make_trace(threads=2), str(root / "b" / "deeper" / "y.hbt"))
+    write_heartbeats(make_trace(threads=1), str(root / "table.csv"))
+    (root / "notes.txt").write_text("not a trace\n")
+    (root / "script.sh").write_text("echo hi\n")
+    tr = read_heartbeats(root)
+    assert sorted(tr.run_names) == ["a", "deeper", "r"]
+    assert tr.beats.groupby("run", observed=True)["thread"].nunique().to_dict() == {"a": 3, "deeper": 2, "r": 1}
+
+
+def test_directory_with_nothing_readable(tmp_path):
+    from hbtool.errors import UnknownFormatError
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "readme").write_text("hello\n")
+    with pytest.raises(UnknownFormatError, match="holds no trace files"):
+        read_heartbeats(tmp_path / "x")

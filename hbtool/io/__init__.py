@@ -54,7 +54,12 @@ def sniff(path: str | os.PathLike) -> str:
     )
 
 
-def _read_dir(d: Path) -> HeartbeatTrace:
+_TABLE_SUFFIXES = (".csv", ".xlsx", ".parquet", ".pq", ".hbt")
+_MAX_DEPTH = 4
+
+
+def _read_dir(d: Path, depth: int = 0) -> HeartbeatTrace:
+    """A run directory (tracer files or legacy per-thread files), or a directory of runs."""
     from .hbt import SUFFIX, is_hbt, read_hbt
     from .legacy import looks_like_legacy_text, read_legacy
 
@@ -71,10 +76,24 @@ def _read_dir(d: Path) -> HeartbeatTrace:
             legacy.append(f)
     if legacy:
         return read_legacy(legacy, run=d.resolve().name)
-    subdirs = [s.name for s in d.iterdir() if s.is_dir() and not s.name.startswith(".")]
-    hint = f"; it has subdirectories ({', '.join(sorted(subdirs)[:3])}...): name them instead" if subdirs else ""
+    # a directory of runs: every run directory and table file below it
+    parts = []
+    if depth < _MAX_DEPTH:
+        for entry in sorted(d.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir():
+                try:
+                    parts.append(_read_dir(entry, depth + 1))
+                except UnknownFormatError:
+                    continue
+            elif entry.suffix.lower() in _TABLE_SUFFIXES:
+                parts.append(_read_one(str(entry)))
+    if parts:
+        return parts[0] if len(parts) == 1 else HeartbeatTrace.concat(parts)
     raise UnknownFormatError(
-        f"{d}: directory holds no trace files (*.hbt from the tracer, or legacy per-thread heartbeat files){hint}"
+        f"{d}: directory holds no trace files (*.hbt from the tracer, legacy per-thread heartbeat "
+        f"files, or csv/xlsx/parquet tables), nor any run directory below it"
     )
 
 
