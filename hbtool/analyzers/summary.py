@@ -35,16 +35,19 @@ def _process_end(ev: pd.DataFrame) -> tuple[str, str, int] | None:
 def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     """How each OS thread of each process ended, from the lifecycle records.
 
-    Columns: run, process, os_tid, ending, ended, end_t. ``ending`` is one of
+    Columns: run, process, os_tid, ending, ended, end_t, abnormal. ``ending`` is one of
     returned, pthread_exit, cancelled (the thread ended itself), process_exit,
     signal (the process ended around it), no_end_record (the trace stops with
     no end: SIGKILL, power loss, or a trace cut short). Runs whose format has
-    no lifecycle records get no rows.
+    no lifecycle records get no rows. ``abnormal`` is True when the thread did not end
+    itself and the process died: a fatal signal, a non-zero exit status, or no end record.
     """
     rows = []
     ev_all = trace.events
     for (run, process), ev in ev_all.groupby(["run", "process"], sort=False, observed=True):
         pend = _process_end(ev)
+        ex = ev[ev["kind"] == "process_exit"]
+        bad_end = pend is None or pend[0] == "signal" or (len(ex) and int(ex.iloc[-1]["detail"]) != 0)
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
         tids = set(ev["os_tid"].tolist())
         tids |= set(trace.beats.loc[(trace.beats["run"] == run) & (trace.beats["process"] == process), "os_tid"].tolist())
@@ -53,18 +56,18 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
             if len(te):
                 s = te.iloc[-1]
                 why = THREAD_END_REASONS.get(int(s["detail"]), f"ended ({int(s['detail'])})")
-                rows.append((run, process, tid, why, why, float(s["t"])))
+                rows.append((run, process, tid, why, why, float(s["t"]), False))
             elif pend is not None:
                 kind, text, by = pend
                 if kind == "process_exit" and by != tid:
                     text = f"ended by {text} in another thread"
                 elif kind == "signal" and by != tid:
                     text = f"{text} (in another thread)"
-                rows.append((run, process, tid, kind, text, pend_t))
+                rows.append((run, process, tid, kind, text, pend_t, bool(bad_end)))
             else:
                 rows.append((run, process, tid, "no_end_record",
-                             "no end record (killed by SIGKILL, or the trace was cut short)", np.nan))
-    return pd.DataFrame(rows, columns=["run", "process", "os_tid", "ending", "ended", "end_t"])
+                             "no end record (killed by SIGKILL, or the trace was cut short)", np.nan, True))
+    return pd.DataFrame(rows, columns=["run", "process", "os_tid", "ending", "ended", "end_t", "abnormal"])
 
 
 def summarize_threads(trace: HeartbeatTrace) -> pd.DataFrame:
@@ -73,7 +76,7 @@ def summarize_threads(trace: HeartbeatTrace) -> pd.DataFrame:
     when the trace knows), os_tids."""
     b = trace.beats
     cols = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate",
-            "ending", "ended", "os_tids"]
+            "ending", "ended", "os_tids", "abnormal"]
     if not len(b):
         return pd.DataFrame(columns=cols)
     g = b.groupby(["run", "process", "thread"], sort=False, observed=True)
@@ -84,21 +87,25 @@ def summarize_threads(trace: HeartbeatTrace) -> pd.DataFrame:
     tids = g["os_tid"].agg(lambda x: sorted(set(int(v) for v in x if v >= 0))).reset_index(drop=True)
     s["os_tids"] = tids
     ends = thread_endings(trace)
-    end_by_tid = {(r.run, r.process, r.os_tid): (r.ending, r.ended) for r in ends.itertuples()}
-    endings, texts = [], []
+    end_by_tid = {(r.run, r.process, r.os_tid): (r.ending, r.ended, r.abnormal) for r in ends.itertuples()}
+    endings, texts, abnormal = [], [], []
     for row in s.itertuples():
         meta = trace.runs.get(row.run, {})
         if not meta.get("lifecycle"):
             endings.append("unknown")
             texts.append("unknown (the trace has no lifecycle records)")
+            abnormal.append(False)
             continue
         found = [end_by_tid[(row.run, row.process, t)] for t in row.os_tids if (row.run, row.process, t) in end_by_tid]
         if found:
             endings.append(found[-1][0])
             texts.append(found[-1][1])
+            abnormal.append(bool(found[-1][2]))
         else:
             endings.append("no_end_record")
             texts.append("no end record")
+            abnormal.append(True)
     s["ending"] = endings
     s["ended"] = texts
+    s["abnormal"] = abnormal
     return s[cols]

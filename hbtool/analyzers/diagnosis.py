@@ -1,0 +1,101 @@
+"""From a heartbeat trace to a table of per-thread features (SPEC 3): reference
+selection, heart-rate series, features, and the lifecycle facts the classifier uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..io.model import HeartbeatTrace
+from .features import FEATURES, FeatureSettings, Series, compute_features, make_series, too_few_beats
+from .summary import summarize_threads
+
+KEY = ["run", "process", "thread"]
+
+
+def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
+    return {k: make_series(g["t"].to_numpy(), settings.window) for k, g in trace.threads()}
+
+
+def team_reference(series: dict[tuple, Series], settings: FeatureSettings):
+    """The thread whose (beats, completion time, mean heart rate) lies closest to the
+    team's median of each (log scale); None when no thread has features."""
+    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.t[-1] > 0}
+    if not cand:
+        return None
+    keys = list(cand)
+    vec = np.array([[np.log(s.beats), np.log(s.t[-1]), np.log(max(np.nanmean(s.hr[settings.window:]), 1e-300))]
+                    for s in cand.values()])
+    med = np.median(vec, axis=0)
+    d = np.abs(vec - med).sum(axis=1)
+    return keys[int(np.argmin(d))]
+
+
+def _describe_key(k) -> str:
+    run, process, thread = k
+    return f"{run} thread {thread}" if process == 0 else f"{run} process {process} thread {thread}"
+
+
+def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = None,
+                   reference: HeartbeatTrace | None = None, expected_beats: float | None = None,
+                   progress=None) -> pd.DataFrame:
+    """One row per thread: identity, beats, the reference used, na_reason, every feature,
+    and how the thread ended (ending, ended, died).
+
+    Reference, in order of precedence: the thread of the same number in `reference`
+    (else that trace's robust reference thread); otherwise the run's own robust
+    reference: the median thread of the thread's team (its process; the whole run
+    when the process has one thread).
+    """
+    settings = settings or FeatureSettings()
+    series = thread_series(trace, settings)
+    summary = summarize_threads(trace).set_index(KEY) if len(trace.beats) else None
+    ref_series, ref_default = {}, None
+    if reference is not None:
+        rs = thread_series(reference, settings)
+        for k, s in rs.items():
+            ref_series.setdefault(k[2], (k, s))  # first run holding that thread number
+        by_run = {}
+        for k in rs:
+            by_run.setdefault(k[0], {})[k] = rs[k]
+        first = next(iter(by_run.values()), {})
+        rk = team_reference(first, settings)
+        ref_default = (rk, first[rk]) if rk is not None else None
+    teams: dict[tuple, dict] = {}
+    for k, s in series.items():
+        teams.setdefault((k[0], k[1]), {})[k] = s
+    run_teams: dict[str, dict] = {}
+    for k, s in series.items():
+        run_teams.setdefault(k[0], {})[k] = s
+    rows = []
+    for k, s in series.items():
+        row = dict(zip(KEY, k))
+        row["beats"] = s.beats
+        if reference is not None:
+            rk, rs_ = ref_series.get(k[2], ref_default or (None, None))
+            row["reference"] = f"{'reference ' + _describe_key(rk) if rk is not None else 'none'}"
+        else:
+            team = teams[(k[0], k[1])]
+            if len(team) < 2:
+                team = run_teams[k[0]]
+            rk = team_reference(team, settings)
+            rs_ = team[rk] if rk is not None else None
+            row["reference"] = f"team median: {_describe_key(rk)}" if rk is not None else "none"
+        reason = too_few_beats(s, settings)
+        if reason is None and rs_ is None:
+            reason = "no reference thread with enough beats"
+        row["na_reason"] = reason or ""
+        if reason is None:
+            row.update(compute_features(rs_, s, settings, expected_beats))
+        else:
+            row.update(dict.fromkeys(FEATURES, float("nan")))
+            exp = expected_beats or (rs_.beats if rs_ is not None else None)
+            row["progress"] = s.beats / exp if exp else float("nan")
+        if summary is not None and k in summary.index:
+            srow = summary.loc[k]
+            row["ending"], row["ended"], row["died"] = srow["ending"], srow["ended"], bool(srow["abnormal"])
+        else:
+            row["ending"], row["ended"], row["died"] = "unknown", "", False
+        rows.append(row)
+    cols = KEY + ["beats", "reference", "na_reason", *FEATURES, "ending", "ended", "died"]
+    return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,155 @@
+"""Features of a target heartbeat sequence C against a reference Q (SPEC 3, seed 000 3.2).
+
+The six features of the paper, GTR, LTR, GHR, LHR, DTW and LB, plus `progress` (the
+beats C completed against the beats expected), which hbtool adds because run-to-run
+timing noise on a shared machine is large enough to hide a shutdown in the time
+features alone (docs/methods.md says why and how each is computed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .. import config
+from .align import common_grid, fit_poly
+from .heartrate import heart_rate
+
+PAPER_FEATURES = ("GTR", "LTR", "GHR", "LHR", "DTW", "LB")
+FEATURES = PAPER_FEATURES + ("progress",)
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """Every knob of the feature computation; stored in a trained model."""
+
+    window: int = config.HEART_RATE_WINDOW      # heart-rate window (beats), SPEC 1
+    ltr_window: int = config.LTR_WINDOW          # LTR window (beats)
+    lhr_points: int = config.LHR_POINTS          # grid points of the aligned curves
+    lhr_window: int = config.LHR_WINDOW          # LHR window (grid points)
+    r2_target: float = config.POLY_R2_TARGET
+    max_degree: int = config.POLY_MAX_DEGREE
+    dtw_max_points: int = config.DTW_MAX_POINTS  # longer sequences are mean-pooled
+    band: int | None = config.DTW_BAND           # Sakoe-Chiba half-width, None: none
+    lb_radius: int = config.LB_RADIUS            # LB_Keogh envelope half-width (points)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FeatureSettings":
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+
+@dataclass
+class Series:
+    """One thread's beats: times (s since program start) and heart rates."""
+
+    t: np.ndarray
+    hr: np.ndarray = field(repr=False)
+
+    @property
+    def beats(self) -> int:
+        return int(self.t.size)
+
+
+def make_series(t, window: int) -> Series:
+    t = np.asarray(t, dtype=np.float64)
+    return Series(t=t, hr=heart_rate(t, window))
+
+
+def too_few_beats(s: Series, settings: FeatureSettings) -> str | None:
+    """Why a sequence has no features, or None when it has them."""
+    need = settings.window + 2
+    if s.beats < need:
+        return f"{s.beats} beats: too few for heart rates (window {settings.window} needs at least {need})"
+    if np.all(np.isnan(s.hr[settings.window:])):
+        return "no elapsed time between beats: heart rate undefined"
+    return None
+
+
+def _ltr(tq: np.ndarray, tc: np.ndarray, w: int) -> float:
+    k = (min(tq.size, tc.size) - 1) // w
+    if k < 1:
+        return float("nan")
+    idx = np.arange(k + 1) * w
+    dq = np.diff(tq[idx])
+    dc = np.diff(tc[idx])
+    ok = dq > 0
+    if not ok.any():
+        return float("nan")
+    return float(np.mean(dc[ok] / dq[ok]))
+
+
+def _lhr(q: Series, c: Series, s: FeatureSettings) -> float:
+    """Mean over windows of the ratio of windowed means of the aligned fitted curves."""
+    w = s.window
+    qt, qh = q.t[w:], q.hr[w:]
+    ct, ch = c.t[w:], c.hr[w:]
+    grid = common_grid(qt, ct, s.lhr_points)
+    if grid.size < s.lhr_window:
+        return float("nan")
+    # fit on at most dtw_max_points pooled points: same curve, bounded cost
+    fq = fit_poly(*_pool_xy(qt, qh, s.dtw_max_points), s.r2_target, s.max_degree)
+    fc = fit_poly(*_pool_xy(ct, ch, s.dtw_max_points), s.r2_target, s.max_degree)
+    yq, yc = fq(grid), fc(grid)
+    k = grid.size // s.lhr_window
+    mq = yq[: k * s.lhr_window].reshape(k, -1).mean(axis=1)
+    mc = yc[: k * s.lhr_window].reshape(k, -1).mean(axis=1)
+    ok = mq > 0
+    if not ok.any():
+        return float("nan")
+    return float(np.mean(np.maximum(mc[ok], 0.0) / mq[ok]))
+
+
+def _pool_xy(x: np.ndarray, y: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size <= cap:
+        return x, y
+    from .distance import pool
+
+    return pool(x, cap), pool(y, cap)
+
+
+def rate_profiles(q: Series, c: Series, s: FeatureSettings) -> tuple[np.ndarray, np.ndarray]:
+    """The two heart-rate sequences DTW and LB compare: defined rates, divided by the
+    reference's mean rate (dimensionless), mean-pooled to at most dtw_max_points."""
+    from .distance import pool
+
+    qh = q.hr[s.window:]
+    ch = c.hr[s.window:]
+    qh, ch = qh[np.isfinite(qh)], ch[np.isfinite(ch)]
+    scale = float(np.mean(qh)) if qh.size else float("nan")
+    if not np.isfinite(scale) or scale <= 0:
+        return np.empty(0), np.empty(0)
+    return pool(qh / scale, s.dtw_max_points), pool(ch / scale, s.dtw_max_points)
+
+
+def compute_features(q: Series, c: Series, s: FeatureSettings, expected_beats: float | None = None) -> dict:
+    """The features of C against Q. Undefined values are NaN.
+
+    `expected_beats`: the number of beats a complete sequence has (from a model or the
+    reference); default: the reference's number of beats.
+    """
+    from .distance import dtw, lb_keogh
+
+    out = dict.fromkeys(FEATURES, float("nan"))
+    exp = float(expected_beats) if expected_beats else float(q.beats)
+    out["progress"] = c.beats / exp if exp > 0 else float("nan")
+    if q.t.size and c.t.size and q.t[-1] > 0:
+        out["GTR"] = float(c.t[-1] / q.t[-1])
+    out["LTR"] = _ltr(q.t, c.t, s.ltr_window)
+    w = s.window
+    qh, ch = q.hr[w:], c.hr[w:]
+    mq, mc = np.nanmean(qh) if np.isfinite(qh).any() else np.nan, np.nanmean(ch) if np.isfinite(ch).any() else np.nan
+    if np.isfinite(mq) and mq > 0:
+        out["GHR"] = float(mc / mq)
+    out["LHR"] = _lhr(q, c, s)
+    pq, pc = rate_profiles(q, c, s)
+    if pq.size and pc.size:
+        out["DTW"] = dtw(pq, pc, window=s.band)
+        out["LB"] = lb_keogh(pq, pc, s.lb_radius)
+    return out
