@@ -18,3 +18,40 @@ MAX_WARNINGS_SHOWN = 10
 
 #: plot: largest number of points drawn per thread (longer curves are decimated)
 PLOT_MAX_POINTS = 4000
+
+#: numba: the options of every @njit kernel (hbtool.analyzers.kernels), set here only.
+#: cache=True keeps compiled kernels on disk (__pycache__, or NUMBA_CACHE_DIR) so a
+#: second run pays no compile; nogil lets threads share the kernels; no fastmath, so
+#: NaNs and infinities keep their IEEE meaning and gaps stay visible.
+NUMBA_OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
+
+#: DTW (SPEC 3): sequences longer than this many points are mean-pooled down to it
+DTW_MAX_POINTS = 512
+
+# ---- HSA features and classification (SPEC 2-4; docs/methods.md) ----
+#: LTR window (beats) and LHR grid: points over the overlap, window in grid points
+LTR_WINDOW = 10
+LHR_POINTS = 200
+LHR_WINDOW = 10
+#: polynomial alignment: target R^2 and the highest degree tried
+POLY_R2_TARGET = 0.9
+POLY_MAX_DEGREE = 12
+#: Sakoe-Chiba half-width of the DTW feature (points), None: no band
+DTW_BAND = None
+#: LB_Keogh envelope half-width (points of the pooled sequences)
+LB_RADIUS = 10
+#: confidence levels `train` chooses from, and the level used with normal data only
+HSA_LEVELS = (0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0)
+HSA_DEFAULT_LEVEL = 0.999
+#: floor of a range's spread, relative to its centre (identical training values)
+HSA_MIN_SPREAD = 0.01
+#: ranges used when `diagnose` has no model (lower, upper; None: unbounded)
+HSA_DEFAULT_RANGES = {
+    "GTR": (0.75, 1.35),
+    "LTR": (0.75, 1.35),
+    "GHR": (0.75, 1.35),
+    "LHR": (0.7, 1.4),
+    "DTW": (None, 60.0),
+    "LB": (None, 15.0),
+    "progress": (0.9, None),
+}
