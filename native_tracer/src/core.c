@@ -33,6 +33,7 @@ struct hbt_global hbt_g = {
     .state = HBT_UNINIT,
     .fd = -1,
     .lock = PTHREAD_MUTEX_INITIALIZER,
+    .pf.lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 #define HBT_LOCK_TIMEOUT_S   10
@@ -84,6 +85,29 @@ int hbt_lock(void)
         if (!__atomic_exchange_n(&hbt_g.full_warned, 1, __ATOMIC_ACQ_REL))
             hbt_warn("hbtrace: tracer lock held for %d s by another thread; "
                      "further records are dropped", HBT_LOCK_TIMEOUT_S);
+        return 0;
+    }
+    hbt_tls.cancel_state = old;
+    return 1;
+}
+
+/* g.lock for at most `ms` milliseconds, for the paths that may simply do
+ * without it (the trim at exit): no warning, no side effect on failure.
+ * Released with hbt_unlock. */
+int hbt_lock_for_ms(long ms)
+{
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    if (pthread_mutex_timedlock(&hbt_g.lock, &dl) != 0) {
+        pthread_setcancelstate(old, NULL);
         return 0;
     }
     hbt_tls.cancel_state = old;
@@ -142,8 +166,9 @@ int hbt_ensure_open(void)
 /* ------------------------------------------------------------------ */
 /* chunks                                                              */
 
-/* Address of chunk i; the caller has seen mapped_chunks > i (acquire). */
-static struct hbt_slot *hbt_chunk_addr(uint64_t i)
+/* Address of chunk i, and in *ext_end the first chunk past its extent; the
+ * caller has seen mapped_chunks > i (acquire). */
+char *hbt_chunk_span(uint64_t i, uint64_t *ext_end)
 {
     uint32_t lo = 0, hi = __atomic_load_n(&hbt_g.n_extents, __ATOMIC_ACQUIRE);
     while (hi - lo > 1) {
@@ -154,16 +179,46 @@ static struct hbt_slot *hbt_chunk_addr(uint64_t i)
             hi = mid;
     }
     const struct hbt_extent *e = &hbt_g.ext[lo];
-    return (struct hbt_slot *)(e->base + (i - e->first) * hbt_g.chunk_size);
+    if (ext_end)
+        *ext_end = e->first + e->count;
+    return e->base + (i - e->first) * hbt_g.chunk_size;
 }
 
-/* Hand out a fresh chunk. Lock-free unless the file has to grow, which a
- * signal handler (no HBT_M_GROW) never does. */
-static struct hbt_slot *hbt_take_chunk(unsigned mode)
+static struct hbt_slot *hbt_chunk_addr(uint64_t i)
+{
+    return (struct hbt_slot *)hbt_chunk_span(i, NULL);
+}
+
+/* Chunks that may have been handed out and lie inside the file: the reach
+ * of a scan over the chunk area (next_chunk also counts refused requests). */
+uint64_t hbt_chunks_handed_out(void)
+{
+    uint64_t n = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_ACQUIRE);
+    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
+    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_ACQUIRE);
+    if (n > mapped)
+        n = mapped;
+    if (n > file)
+        n = file;
+    return n < hbt_g.max_chunks ? n : hbt_g.max_chunks;
+}
+
+/*
+ * Hand out a fresh chunk. Lock-free unless the file has to grow (or, after
+ * the trim at exit, be extended again), which a signal handler (no
+ * HBT_M_GROW) never does.
+ *
+ * The fetch_add and the load of file_chunks are seq_cst (on x86 the same
+ * instructions as relaxed ones): hbt_trim_locked lowers file_chunks and
+ * then reads next_chunk, both seq_cst, so that every chunk number is either
+ * seen by the trim (and kept in the file) or sees the lowered file_chunks
+ * here (and extends the file under g.lock before the chunk is touched).
+ */
+static struct hbt_slot *hbt_take_chunk(unsigned mode, uint64_t *index)
 {
     if (__atomic_load_n(&hbt_g.full, __ATOMIC_ACQUIRE))
         return NULL;
-    uint64_t i = __atomic_fetch_add(&hbt_g.next_chunk, 1, __ATOMIC_RELAXED);
+    uint64_t i = __atomic_fetch_add(&hbt_g.next_chunk, 1, __ATOMIC_SEQ_CST);
     if (i >= hbt_g.max_chunks) {
         char why[64] = "";
         if (!(mode & HBT_M_SIGNAL))
@@ -172,7 +227,8 @@ static struct hbt_slot *hbt_take_chunk(unsigned mode)
         hbt_set_full(mode, why, 0);
         return NULL;
     }
-    if (i >= __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE)) {
+    if (i >= __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE) ||
+        i >= __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST)) {
         /* a chunk number given up here stays a never-used (magic 0) chunk */
         if (!(mode & HBT_M_GROW) || !hbt_lock())
             return NULL;
@@ -181,14 +237,19 @@ static struct hbt_slot *hbt_take_chunk(unsigned mode)
         if (!ok)
             return NULL;
     }
+    *index = i;
     return hbt_chunk_addr(i);
 }
 
 static int hbt_new_chunk(struct hbt_tls *t, unsigned mode)
 {
-    struct hbt_slot *c = hbt_take_chunk(mode);
+    uint64_t index = 0;
+    struct hbt_slot *c = hbt_take_chunk(mode, &index);
     if (!c)
         return 0;
+    /* before the chunk is used: wakes (or first starts) the pre-faulter
+     * when its headroom runs low; one atomic load otherwise */
+    hbt_prefault_kick(t, index, mode);
     struct hbt_chunk_header *h = (struct hbt_chunk_header *)c;
     h->os_tid = (uint64_t)syscall(SYS_gettid);
     h->thread_slot = t->thread_slot;
@@ -322,6 +383,7 @@ void hbt_after_fork_child(void)
     }
     hbt_reset_counters();
     pthread_mutex_init(&hbt_g.lock, NULL);
+    hbt_prefault_after_fork_child();   /* the thread did not survive the fork */
     __atomic_store_n(&hbt_g.state, st, __ATOMIC_RELEASE);
 
     struct hbt_tls *t = &hbt_tls;
@@ -388,21 +450,54 @@ int hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid)
  * exit, with no thread besides the first, is a bystander (a shell child of a
  * traced script); remove its file so that it does not litter the directory.
  * allow_signal: also when it is dying of SIGPIPE, the usual end of the
- * writer of a shell pipeline (yes | head). Async-signal-safe.
+ * writer of a shell pipeline (yes | head). Async-signal-safe. Returns 1 if
+ * the file was removed.
  */
-void hbt_unlink_if_empty(int allow_signal)
+int hbt_unlink_if_empty(int allow_signal)
 {
     if (hbt_state() != HBT_ON || !hbt_g.hdr)
-        return;
+        return 0;
     if (__atomic_load_n(&hbt_g.nthreads, __ATOMIC_ACQUIRE) > 1 ||
         __atomic_load_n(&hbt_g.hdr->lost_records, __ATOMIC_RELAXED) != 0)
-        return;
-    uint64_t n = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_ACQUIRE);
-    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
-    if (n > mapped)
-        n = mapped;
+        return 0;
+    /* never past file_chunks: after the trim at exit the mappings reach
+     * beyond the end of the file */
+    uint64_t n = hbt_chunks_handed_out();
     for (uint64_t c = 0; c < n; c++)
         if (!hbt_chunk_is_bystander(hbt_chunk_addr(c), hbt_g.chunk_slots, allow_signal))
-            return;
-    unlink(hbt_g.path);
+            return 0;
+    return unlink(hbt_g.path) == 0;
+}
+
+/*
+ * At a clean process end (exit, return from main, _exit; never in a signal
+ * handler): give back the reserved tail of the chunk area, so that a file
+ * does not keep up to twice its used size on disk.
+ *
+ * Other threads run on during exit handlers and may still take chunks; the
+ * tail beyond the allocation point is unused by definition, and growth
+ * keeps working after the trim. Under g.lock (see hbt_trim_locked):
+ * file_chunks, the reach of the file, is lowered to the chunks handed out
+ * so far plus one, then next_chunk is read again (seq_cst on both sides,
+ * see hbt_take_chunk), and the file is cut after max(both reads, the
+ * chunks the pre-faulter's write fallback announced in pf.claim; its
+ * madvise cannot fault past the end of a file). A chunk number handed out
+ * before the lowering is inside what is kept; a later one at or beyond the
+ * lowered file_chunks makes its thread extend the file again (g.lock,
+ * posix_fallocate, data_length) before touching it, exactly as growth
+ * does. The mappings stay; nothing touches them past the end of the file.
+ * Nothing waits for another thread, nothing is dropped.
+ */
+void hbt_trim_at_exit(void)
+{
+    if (hbt_state() != HBT_ON || !hbt_g.hdr || getpid() != hbt_g.pid)
+        return;
+    if (__atomic_exchange_n(&hbt_g.closing, 1, __ATOMIC_ACQ_REL))
+        return;   /* once */
+    /* the pre-faulter may be growing the file (posix_fallocate); do not
+     * hold up the exit for long if the lock is busy */
+    if (!hbt_lock_for_ms(200))
+        return;
+    hbt_trim_locked();
+    hbt_unlock();
 }

@@ -222,10 +222,12 @@ void hbt_reset_counters(void)
     hbt_g.fd = -1;
     __atomic_store_n(&hbt_g.next_chunk, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.mapped_chunks, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.file_chunks, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.n_extents, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.nthreads, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.full, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.full_warned, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.closing, 0, __ATOMIC_RELAXED);
 }
 
 /* Create and map the trace file. Called with g.lock held. */
@@ -245,6 +247,7 @@ int hbt_open_trace(void)
     hbt_g.max_mb = hbt_max_mb();
     uint64_t cap = hbt_g.max_mb * HBT_MIB;
     hbt_g.max_chunks = cap > HBT_DATA_OFFSET ? (cap - HBT_DATA_OFFSET) / hbt_g.chunk_size : 0;
+    hbt_prefault_config();
     uint64_t first = HBT_FIRST_EXTENT / hbt_g.chunk_size;
     if (first > hbt_g.max_chunks)
         first = hbt_g.max_chunks;
@@ -289,6 +292,7 @@ int hbt_open_trace(void)
     hbt_g.hdr = h;
     hbt_g.ext[0] = (struct hbt_extent){ .base = base, .first = 0, .count = first };
     __atomic_store_n(&hbt_g.n_extents, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&hbt_g.file_chunks, first, __ATOMIC_RELEASE);
     __atomic_store_n(&hbt_g.mapped_chunks, first, __ATOMIC_RELEASE);
 
     hbt_fill_header(h, first * hbt_g.chunk_size);
@@ -310,10 +314,46 @@ fail:
     return 0;
 }
 
-/* Map more of the file until chunk `need` is covered. g.lock held. */
+/*
+ * After the trim at exit the mappings reach past the end of the file: put
+ * the file back under chunk `need` (allocated, as growth does), and no
+ * further, before any thread touches it. g.lock held.
+ */
+static int hbt_extend_locked(uint64_t need, unsigned mode)
+{
+    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST);
+    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
+    if (file > need || file >= mapped)
+        return 1;
+    if (mode & HBT_M_AHEAD)
+        return 0;   /* the pre-faulter does not pre-extend after the trim */
+    uint64_t upto = need + 1 < mapped ? need + 1 : mapped;
+    int err = hbt_check_fd() ? 0 : (errno ? errno : EBADF);
+    if (!err)
+        err = hbt_allocate((off_t)(HBT_DATA_OFFSET + file * hbt_g.chunk_size),
+                           (off_t)((upto - file) * hbt_g.chunk_size));
+    if (err) {
+        hbt_set_full(mode, NULL, err);
+        return 0;
+    }
+    __atomic_store_n(&hbt_g.file_chunks, upto, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&hbt_g.hdr->data_length, upto * hbt_g.chunk_size, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* Map more of the file until chunk `need` is covered. g.lock held.
+ * HBT_M_AHEAD (the pre-faulter growing ahead of the allocation point): a
+ * failure only returns 0; the tracer goes on with what is mapped.
+ * Once closing (trim at exit), new extents are mapped as usual but the file
+ * is only extended to chunk `need` (hbt_extend_locked), so that a thread
+ * still beating while the process exits does not leave a new, mostly empty
+ * extent behind. */
 int hbt_grow_locked(uint64_t need, unsigned mode)
 {
     uint64_t max_ext = HBT_MAX_EXTENT / hbt_g.chunk_size;
+    int closing = __atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE);
+    if (!hbt_extend_locked(need, mode))
+        return 0;
     while (__atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE) <= need) {
         if (__atomic_load_n(&hbt_g.full, __ATOMIC_ACQUIRE))
             return 0;
@@ -325,6 +365,8 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
         if (count > hbt_g.max_chunks - mapped)
             count = hbt_g.max_chunks - mapped;
         if (count == 0 || n >= HBT_MAX_EXTENTS) {
+            if (mode & HBT_M_AHEAD)
+                return 0;
             char why[64];
             snprintf(why, sizeof why, "HBTRACE_MAX_MB=%llu",
                      (unsigned long long)hbt_g.max_mb);
@@ -332,23 +374,56 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
             return 0;
         }
         if (!hbt_check_fd()) {
-            hbt_set_full(mode, NULL, errno ? errno : EBADF);
+            if (!(mode & HBT_M_AHEAD))
+                hbt_set_full(mode, NULL, errno ? errno : EBADF);
             return 0;
         }
         off_t off = (off_t)(HBT_DATA_OFFSET + mapped * hbt_g.chunk_size);
         size_t len = count * hbt_g.chunk_size;
-        int err = hbt_allocate(off, (off_t)len);
+        int err = closing ? 0 : hbt_allocate(off, (off_t)len);
         char *base = err ? NULL : hbt_map(off, len);
         if (!base) {
-            hbt_set_full(mode, NULL, err ? err : errno);
+            if (!(mode & HBT_M_AHEAD))
+                hbt_set_full(mode, NULL, err ? err : errno);
             return 0;
         }
         hbt_g.ext[n] = (struct hbt_extent){ .base = base, .first = mapped, .count = count };
+        if (!closing)
+            __atomic_store_n(&hbt_g.file_chunks, mapped + count, __ATOMIC_SEQ_CST);
         /* publish the extent, then the chunk count that makes it reachable */
         __atomic_store_n(&hbt_g.n_extents, n + 1, __ATOMIC_RELEASE);
         __atomic_store_n(&hbt_g.mapped_chunks, mapped + count, __ATOMIC_RELEASE);
-        __atomic_store_n(&hbt_g.hdr->data_length, (mapped + count) * hbt_g.chunk_size,
-                         __ATOMIC_RELEASE);
+        if (!closing)
+            __atomic_store_n(&hbt_g.hdr->data_length, (mapped + count) * hbt_g.chunk_size,
+                             __ATOMIC_RELEASE);
     }
-    return 1;
+    return closing ? hbt_extend_locked(need, mode) : 1;
+}
+
+/* The file part of hbt_trim_at_exit (core.c), which explains the protocol.
+ * g.lock held, so no growth runs meanwhile. */
+void hbt_trim_locked(void)
+{
+    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST);
+    /* one spare chunk: records of the exiting thread after this point (exit
+     * handlers that run after ours) need no system call */
+    uint64_t keep = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_SEQ_CST) + 1;
+    if (keep >= file)
+        return;   /* nothing reserved beyond the allocation point */
+    __atomic_store_n(&hbt_g.file_chunks, keep, __ATOMIC_SEQ_CST);
+    /* chunk numbers handed out before the store above, and the chunks the
+     * pre-faulter may be touching, stay inside the file */
+    uint64_t n = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_SEQ_CST);
+    uint64_t claim = __atomic_load_n(&hbt_g.pf.claim, __ATOMIC_SEQ_CST);
+    if (n > keep)
+        keep = n;
+    if (claim > keep)
+        keep = claim;
+    if (keep < file && hbt_check_fd() &&
+        ftruncate(hbt_g.fd, (off_t)(HBT_DATA_OFFSET + keep * hbt_g.chunk_size)) == 0) {
+        __atomic_store_n(&hbt_g.hdr->data_length, keep * hbt_g.chunk_size, __ATOMIC_RELEASE);
+        __atomic_store_n(&hbt_g.file_chunks, keep, __ATOMIC_SEQ_CST);
+    } else {
+        __atomic_store_n(&hbt_g.file_chunks, file, __ATOMIC_SEQ_CST);   /* not cut */
+    }
 }

@@ -6,6 +6,9 @@
  *   core.c       chunks, thread registration, records off the hot path,
  *                fork and exit handling of the file
  *   meta.c       the metadata text block
+ *   prefault.c   the background pre-faulter: keeps the chunk area ahead of
+ *                the allocation point populated, so that beating threads do
+ *                not take the page faults of fresh file pages
  *   api.c        the public API (hbtrace.h)
  *   lifecycle.c  pthread_create/pthread_exit/_exit interposition, on_exit,
  *                the constructor
@@ -15,7 +18,9 @@
  * its initial-exec TLS block (struct hbt_tls). Shared state (struct hbt_global)
  * is touched only on rare paths: taking a chunk (one atomic add), growing the
  * file and appending metadata (under g.lock, with a timeout), counting lost
- * records (one atomic add into the mapped header).
+ * records (one atomic add into the mapped header). The pre-faulter thread
+ * only reads the allocation point, takes g.lock with trylock to grow the
+ * file ahead, and is woken (futex) from the rare path of taking a chunk.
  */
 #ifndef HBT_INTERNAL_H
 #define HBT_INTERNAL_H
@@ -87,6 +92,7 @@ struct hbt_tls {
     uint8_t  user_set;
     uint8_t  end_recorded;    /* THREAD_END written (pthread_exit before unwinding) */
     uint8_t  resolving;       /* inside dlsym: do not recurse */
+    uint8_t  internal;        /* the tracer's own pre-faulter thread */
 };
 
 extern __thread struct hbt_tls hbt_tls
@@ -109,6 +115,9 @@ enum {
     HBT_M_LOST    = 1u << 2,  /* count in lost_records if it cannot be stored */
     HBT_M_RESERVE = 1u << 3,  /* may use the chunk's last, reserved slot */
     HBT_M_SIGNAL  = 1u << 4,  /* async-signal context: no lock, no malloc */
+    HBT_M_AHEAD   = 1u << 5,  /* growth ahead by the pre-faulter: a failure
+                                 does not stop the tracer (a thread that
+                                 really needs the chunk will find out) */
 };
 
 #define HBT_MODE_BEAT   (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST)
@@ -122,6 +131,30 @@ struct hbt_extent {
     char     *base;           /* mapping of chunks [first, first + count) */
     uint64_t  first;
     uint64_t  count;
+};
+
+/* The pre-faulter (prefault.c). */
+enum {
+    HBT_PF_IDLE    = 0,   /* not started (yet) in this process */
+    HBT_PF_RUNNING = 1,
+    HBT_PF_DEAD    = 2,   /* stopped or failed: never restarted in this process */
+};
+
+struct hbt_prefault {
+    int       enabled;            /* HBTRACE_PREFAULT, set when the file opens */
+    uint64_t  ahead;              /* headroom in chunks (HBTRACE_PREFAULT_MB) */
+    uint64_t  done;               /* atomic: chunks below this are populated
+                                     (or were handed out before the
+                                     pre-faulter reached them) */
+    uint64_t  claim;              /* atomic: the pre-faulter may be touching
+                                     chunks below this right now; 0 = none */
+    int       run;                /* atomic: HBT_PF_* */
+    int       stop;               /* atomic: asks the thread to return */
+    int       waiting;            /* atomic: the thread sleeps on word */
+    uint32_t  word;               /* futex word, bumped by every wake-up */
+    int       have_thread;        /* a joinable thread exists (under lock) */
+    pthread_t thread;
+    pthread_mutex_t lock;         /* start and stop only, never the hot path */
 };
 
 struct hbt_global {
@@ -138,11 +171,16 @@ struct hbt_global {
     uint64_t max_mb;
     uint64_t next_chunk;                /* atomic: chunks handed out */
     uint64_t mapped_chunks;             /* atomic: chunks backed by a mapping */
+    uint64_t file_chunks;               /* atomic: chunks inside the allocated
+                                           file; below mapped_chunks only after
+                                           the trim at exit */
     uint32_t n_extents;                 /* atomic */
     uint32_t nthreads;                  /* atomic: threads registered */
     int full;                           /* atomic: cap reached or no space */
     int full_warned;                    /* atomic */
-    pthread_mutex_t lock;               /* init, growth, metadata */
+    int closing;                        /* atomic: trimmed at exit */
+    pthread_mutex_t lock;               /* init, growth, metadata, trim */
+    struct hbt_prefault pf;
     struct hbt_extent ext[HBT_MAX_EXTENTS];
     char dir[4096];
     char path[4096];
@@ -154,6 +192,7 @@ extern struct hbt_global hbt_g HBT_HIDDEN;
 HBT_HIDDEN int  hbt_open_trace(void);
 HBT_HIDDEN int  hbt_grow_locked(uint64_t need, unsigned mode);
 HBT_HIDDEN void hbt_reset_counters(void);
+HBT_HIDDEN void hbt_trim_locked(void);
 
 /* ---- core.c ---- */
 HBT_HIDDEN int  hbt_ensure_open(void);
@@ -166,9 +205,13 @@ HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned 
 HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode);
 HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
 HBT_HIDDEN void hbt_after_fork_child(void);
-HBT_HIDDEN void hbt_unlink_if_empty(int allow_signal);
+HBT_HIDDEN int  hbt_unlink_if_empty(int allow_signal);
+HBT_HIDDEN char *hbt_chunk_span(uint64_t i, uint64_t *ext_end);
+HBT_HIDDEN uint64_t hbt_chunks_handed_out(void);
+HBT_HIDDEN void hbt_trim_at_exit(void);
 HBT_HIDDEN void hbt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HBT_HIDDEN int  hbt_lock(void);
+HBT_HIDDEN int  hbt_lock_for_ms(long ms);
 HBT_HIDDEN void hbt_unlock(void);
 HBT_HIDDEN int  hbt_env_flag(const char *name);
 
@@ -178,6 +221,13 @@ HBT_HIDDEN void hbt_meta_write_initial(void);
 
 /* ---- lifecycle.c ---- */
 HBT_HIDDEN void *hbt_real(void **cache, const char *name);
+HBT_HIDDEN void *hbt_real_pthread_create(void);
+
+/* ---- prefault.c ---- */
+HBT_HIDDEN void hbt_prefault_config(void);
+HBT_HIDDEN void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode);
+HBT_HIDDEN void hbt_prefault_stop(void);
+HBT_HIDDEN void hbt_prefault_after_fork_child(void);
 
 /* ---- signals.c ---- */
 HBT_HIDDEN void hbt_signals_resolve(void);

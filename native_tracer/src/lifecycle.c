@@ -45,6 +45,12 @@ void *hbt_real(void **cache, const char *name)
     return f;
 }
 
+/* The real pthread_create, for the tracer's own thread (prefault.c). */
+void *hbt_real_pthread_create(void)
+{
+    return hbt_real(&hbt_real_create, "pthread_create");
+}
+
 /* ------------------------------------------------------------------ */
 /* threads                                                             */
 
@@ -109,6 +115,12 @@ HBT_EXPORT void pthread_exit(void *retval)
 {
     if (hbt_state() == HBT_ON)
         hbt_thread_end(HBT_END_PTHREAD_EXIT);
+    /* The main thread leaves the process to its other threads, and the
+     * process must end when the last of them does: stop (and join) the
+     * pre-faulter first, for good, so that it neither keeps the process
+     * alive nor becomes the last thread that runs the exit handlers. */
+    if ((pid_t)syscall(SYS_gettid) == getpid())
+        hbt_prefault_stop();
     hbt_pexit_fn real = (hbt_pexit_fn)hbt_real(&hbt_real_pexit, "pthread_exit");
     if (real)
         real(retval);
@@ -125,8 +137,13 @@ static void hbt_process_exit(int status, uint16_t how)
      * unlink) its parent's file */
     if (hbt_state() != HBT_ON || getpid() != hbt_g.pid)
         return;
-    hbt_event(HBT_REC_PROCESS_EXIT, how, (uint32_t)status, HBT_MODE_END);
-    hbt_unlink_if_empty(0);
+    /* the pre-faulter runs the exit handlers only when it outlived every
+     * program thread without being told (see prefault.c): it is no program
+     * thread and records nothing */
+    if (!hbt_tls.internal)
+        hbt_event(HBT_REC_PROCESS_EXIT, how, (uint32_t)status, HBT_MODE_END);
+    if (!hbt_unlink_if_empty(0))
+        hbt_trim_at_exit();
 }
 
 static void hbt_on_exit(int status, void *unused)

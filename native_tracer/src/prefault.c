@@ -1,0 +1,368 @@
+/*
+ * prefault.c -- the background pre-faulter.
+ *
+ * A record is stored straight into a MAP_SHARED mapping of the trace file.
+ * The first store into each fresh 4 KiB page takes a page fault that finds
+ * or allocates the page-cache page and makes it writable (page_mkwrite):
+ * one fault per 128 beats, and on a virtual machine one such fault can cost
+ * as much as several hundred beats. This thread takes those faults instead:
+ * it keeps the chunk area ahead of the allocation point (chunks are handed
+ * out in increasing file offset, see hbt_take_chunk) populated writable with
+ * madvise(MADV_POPULATE_WRITE), `ahead` chunks deep, and grows the file
+ * ahead when that headroom reaches past the mapped extents.
+ *
+ * What it must never do:
+ *   - block a beating thread: beating threads never wait for it; if it is
+ *     behind, they take the faults themselves as they would without it. It
+ *     takes g.lock only with trylock, and only to grow the file.
+ *   - be seen as a program thread: created with the real pthread_create
+ *     (not our interposed one), never registered, records nothing, all
+ *     signals blocked.
+ *   - change the data: it only populates chunks not yet handed out (all
+ *     zero). The fallback for kernels without MADV_POPULATE_WRITE writes
+ *     with an atomic "add 0", which cannot change a value even if a thread
+ *     took the chunk meanwhile.
+ *   - touch the file past its end after the trim at exit: madvise only
+ *     fails there (EFAULT; it never raises SIGBUS). The fallback announces
+ *     the chunks it is about to touch in pf.claim, then reads file_chunks
+ *     (both seq_cst); hbt_trim_locked keeps claimed chunks. After the trim
+ *     it does nothing.
+ *   - keep the process alive: exit() ends it like any other thread (it is
+ *     never waited for). When the main thread calls pthread_exit, the
+ *     process must end with the last other thread: hbt_prefault_stop (from
+ *     our pthread_exit) stops and joins it first, for good. If the main
+ *     thread went away by a path we do not see (thrd_exit, cancellation),
+ *     the thread notices it once idle (main thread a zombie in
+ *     /proc/self/stat) and returns.
+ *
+ * It is started lazily, on the rare path of a thread that takes its second
+ * chunk (so a process that records only its lifecycle never gets an extra
+ * thread), and again in a fork child once the child needs its own file. It
+ * sleeps on a futex; the rare path of taking a chunk wakes it when the
+ * headroom falls below half (one load per chunk otherwise, one syscall per
+ * many chunks when it sleeps), and it wakes by itself every 50 ms, backing
+ * off to 1 s while no chunk is taken.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+
+#define HBT_PF_DEFAULT_MB   4u
+#define HBT_PF_MAX_MB       1024u
+#define HBT_PF_STEP         4u       /* chunks per madvise: short mmap_lock holds */
+#define HBT_PF_PERIOD_MS    50u
+#define HBT_PF_IDLE_MAX_MS  1000u
+#define HBT_PF_STACK        (128u * 1024u)
+#define HBT_PF_JOIN_S       2
+
+typedef int (*hbt_create_fn)(pthread_t *, const pthread_attr_t *,
+                             void *(*)(void *), void *);
+
+/* Read HBTRACE_PREFAULT and HBTRACE_PREFAULT_MB; called when the file opens
+ * (chunk_size and max_chunks are set). */
+void hbt_prefault_config(void)
+{
+    struct hbt_prefault *pf = &hbt_g.pf;
+    const char *v = getenv("HBTRACE_PREFAULT");
+    pf->enabled = !(v && strcmp(v, "0") == 0);
+    uint64_t mb = HBT_PF_DEFAULT_MB;
+    v = getenv("HBTRACE_PREFAULT_MB");
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (!errno && !*end)
+            mb = x > HBT_PF_MAX_MB ? HBT_PF_MAX_MB : x;
+    }
+    pf->ahead = mb * 1024u * 1024u / hbt_g.chunk_size;
+    if (pf->ahead == 0)
+        pf->enabled = 0;
+    else if (pf->ahead < 2)
+        pf->ahead = 2;
+}
+
+static long hbt_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+static void hbt_pf_wake(struct hbt_prefault *pf)
+{
+    __atomic_fetch_add(&pf->word, 1, __ATOMIC_SEQ_CST);
+    hbt_futex(&pf->word, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+/* Populate [addr, addr+len) writable. 0, or -1 when this range could not be
+ * done (the caller moves on). *touch: use the fallback from the next range
+ * on (the caller announces the ranges the fallback writes to). */
+static int hbt_pf_populate(char *addr, size_t len, int *touch)
+{
+    if (!*touch) {
+        if (madvise(addr, len, MADV_POPULATE_WRITE) == 0)
+            return 0;
+        if (errno == EINVAL || errno == ENOSYS)
+            *touch = 1;   /* kernel before 5.14 */
+        return -1;        /* also EFAULT (past the end of the file), ENOMEM */
+    }
+    /* One write per page. "Add 0" is a write access (the page is made
+     * writable) that leaves the value as it was, whoever stored it. */
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        page = 4096;
+    for (size_t o = 0; o < len; o += (size_t)page)
+        __atomic_fetch_add((uint64_t *)(void *)(addr + o), 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* The main thread has exited (a zombie leader) while we still run. */
+static int hbt_pf_main_thread_gone(void)
+{
+    char buf[512];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');   /* the name may contain ')' */
+    if (!p || p[1] != ' ')
+        return 0;
+    return p[2] == 'Z' || p[2] == 'X';
+}
+
+/* One round of work. Returns 1 if it did something (call again), 0 if the
+ * headroom is full or cannot be extended now. */
+static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_failed)
+{
+    if (__atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE))
+        return 0;   /* trimmed at exit: nothing ahead is wanted any more */
+    uint64_t next = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_SEQ_CST);
+    uint64_t cap = hbt_g.max_chunks;
+    uint64_t target = next + pf->ahead < cap ? next + pf->ahead : cap;
+    uint64_t done = __atomic_load_n(&pf->done, __ATOMIC_RELAXED);
+    if (done < next)
+        done = next;   /* handed out before we got there: skip */
+    if (done >= target)
+        return 0;
+    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
+    if (done >= mapped) {
+        if (mapped == *grow_failed)
+            return 0;   /* until a thread grows the file itself */
+        if (__atomic_load_n(&hbt_g.full, __ATOMIC_ACQUIRE) ||
+            pthread_mutex_trylock(&hbt_g.lock) != 0)
+            return 0;   /* somebody else is growing it */
+        int ok = hbt_grow_locked(done, HBT_M_AHEAD);
+        pthread_mutex_unlock(&hbt_g.lock);
+        if (!ok) {
+            *grow_failed = mapped;
+            return 0;
+        }
+        return 1;
+    }
+    uint64_t ext_end;
+    char *addr = hbt_chunk_span(done, &ext_end);
+    uint64_t end = done + HBT_PF_STEP;
+    if (end > target)
+        end = target;
+    if (end > ext_end)
+        end = ext_end;
+    /* the fallback writes: announce, then check the reach of the file,
+     * which the trim at exit may have lowered */
+    if (*touch)
+        __atomic_store_n(&pf->claim, end, __ATOMIC_SEQ_CST);
+    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST);
+    if (end > file)
+        end = file;
+    if (end > done)
+        (void)hbt_pf_populate(addr, (size_t)(end - done) * hbt_g.chunk_size, touch);
+    if (*touch)
+        __atomic_store_n(&pf->claim, 0, __ATOMIC_RELEASE);
+    if (end <= done)
+        return 0;
+    __atomic_store_n(&pf->done, end, __ATOMIC_RELEASE);
+    return 1;
+}
+
+static void *hbt_pf_main(void *unused)
+{
+    (void)unused;
+    struct hbt_prefault *pf = &hbt_g.pf;
+    hbt_tls.internal = 1;
+    (void)prctl(PR_SET_NAME, "hbt-prefault", 0, 0, 0);   /* for ps, top, gdb */
+    /* Lowest nice level: it runs on spare CPU time and never takes a CPU
+     * from the program. Its work only replaces page faults the beating
+     * threads would otherwise take themselves; when no CPU is spare (the
+     * program's threads or other processes fill them all) it falls behind
+     * and they do, as without it. (At the creator's priority it was better
+     * while this process's own beaters filled every CPU, but worse when
+     * other processes did: it then took CPU time from the beater.) */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+
+    int touch = 0;
+    uint64_t grow_failed = UINT64_MAX;
+    unsigned period = HBT_PF_PERIOD_MS;
+    uint64_t seen = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_RELAXED);
+    while (!__atomic_load_n(&pf->stop, __ATOMIC_ACQUIRE)) {
+        if (hbt_pf_work(pf, &touch, &grow_failed))
+            continue;
+        /* sleep until woken or `period` ms; `waiting` is set before the
+         * last look at next_chunk, so a wake-up is not lost */
+        uint32_t w = __atomic_load_n(&pf->word, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&pf->waiting, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&pf->stop, __ATOMIC_SEQ_CST) ||
+            hbt_pf_work(pf, &touch, &grow_failed)) {
+            __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
+            continue;
+        }
+        struct timespec ts = { .tv_sec = period / 1000,
+                               .tv_nsec = (long)(period % 1000) * 1000000 };
+        long rc = hbt_futex(&pf->word, FUTEX_WAIT_PRIVATE, w, &ts);
+        int timed_out = rc != 0 && errno == ETIMEDOUT;
+        __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
+
+        uint64_t now = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_RELAXED);
+        if (now != seen || !timed_out) {
+            seen = now;
+            period = HBT_PF_PERIOD_MS;
+        } else {
+            /* idle: back off, and make sure we are not the last thread of
+             * a process whose main thread left unseen */
+            period = period * 2 > HBT_PF_IDLE_MAX_MS ? HBT_PF_IDLE_MAX_MS : period * 2;
+            if (hbt_pf_main_thread_gone())
+                break;
+        }
+    }
+    __atomic_store_n(&pf->run, HBT_PF_DEAD, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Start the thread, from the rare path of a thread taking a chunk; never
+ * waits: gives up if another thread is starting or stopping it. */
+static void hbt_pf_start(void)
+{
+    struct hbt_prefault *pf = &hbt_g.pf;
+    if (pthread_mutex_trylock(&pf->lock) != 0)
+        return;
+    if (__atomic_load_n(&pf->run, __ATOMIC_ACQUIRE) != HBT_PF_IDLE || pf->have_thread ||
+        getpid() != hbt_g.pid) {   /* getpid: not from a vfork child */
+        pthread_mutex_unlock(&pf->lock);
+        return;
+    }
+    hbt_create_fn create = (hbt_create_fn)hbt_real_pthread_create();
+    int rc = EAGAIN;
+    pthread_attr_t attr;
+    if (create && pthread_attr_init(&attr) == 0) {
+        size_t stack = HBT_PF_STACK;
+        long min = sysconf(_SC_THREAD_STACK_MIN);
+        if (min > 0 && (size_t)min > stack)
+            stack = (size_t)min;
+        (void)pthread_attr_setstacksize(&attr, stack);
+        /* the thread inherits a mask with every signal blocked: no signal
+         * meant for the program is ever delivered to it */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        __atomic_store_n(&pf->stop, 0, __ATOMIC_RELAXED);
+        rc = create(&pf->thread, &attr, hbt_pf_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (rc == 0) {
+        pf->have_thread = 1;
+        __atomic_store_n(&pf->run, HBT_PF_RUNNING, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&pf->run, HBT_PF_DEAD, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&pf->lock);
+}
+
+/*
+ * From hbt_new_chunk, after chunk `chunk` was handed out to thread t, before
+ * it is used. The common case is one load and one compare.
+ */
+void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode)
+{
+    struct hbt_prefault *pf = &hbt_g.pf;
+    if (!pf->enabled)
+        return;
+    int run = __atomic_load_n(&pf->run, __ATOMIC_ACQUIRE);
+    if (run == HBT_PF_RUNNING) {
+        uint64_t want = chunk + 1 + pf->ahead / 2;
+        if (want > hbt_g.max_chunks)
+            want = hbt_g.max_chunks;
+        if (__atomic_load_n(&pf->done, __ATOMIC_RELAXED) >= want)
+            return;
+        /* next_chunk was advanced (seq_cst) before we look at `waiting`;
+         * the thread sets `waiting` before it looks at next_chunk */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&pf->waiting, __ATOMIC_SEQ_CST) &&
+            __atomic_exchange_n(&pf->waiting, 0, __ATOMIC_SEQ_CST))
+            hbt_pf_wake(pf);   /* async-signal-safe: a futex syscall */
+        return;
+    }
+    /* start on the second chunk of a thread: it is beating. Not from a
+     * signal handler (pthread_create is not async-signal-safe). */
+    if (run == HBT_PF_IDLE && t->chunk_seq >= 1 && (mode & HBT_M_GROW) &&
+        !(mode & HBT_M_SIGNAL))
+        hbt_pf_start();
+}
+
+/* The main thread is about to pthread_exit: stop the thread and wait until
+ * it is gone (it returns within one populate step), and never start it
+ * again in this process. */
+void hbt_prefault_stop(void)
+{
+    struct hbt_prefault *pf = &hbt_g.pf;
+    __atomic_store_n(&pf->run, HBT_PF_DEAD, __ATOMIC_RELEASE);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += HBT_PF_JOIN_S;
+    /* held only by a thread starting it (bounded); timed in case that was
+     * this very thread, interrupted by a signal handler that exits */
+    if (pthread_mutex_timedlock(&pf->lock, &dl) != 0)
+        return;
+    __atomic_store_n(&pf->run, HBT_PF_DEAD, __ATOMIC_RELEASE);
+    if (pf->have_thread) {
+        __atomic_store_n(&pf->stop, 1, __ATOMIC_SEQ_CST);
+        hbt_pf_wake(pf);
+        if (pthread_timedjoin_np(pf->thread, NULL, &dl) == 0)
+            pf->have_thread = 0;
+    }
+    pthread_mutex_unlock(&pf->lock);
+}
+
+/* fork child: the thread was not copied; start afresh with the child's own
+ * file. Runs in the only thread of the child. */
+void hbt_prefault_after_fork_child(void)
+{
+    struct hbt_prefault *pf = &hbt_g.pf;
+    pthread_mutex_init(&pf->lock, NULL);
+    pf->have_thread = 0;
+    __atomic_store_n(&pf->done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf->claim, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf->stop, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf->word, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf->run, HBT_PF_IDLE, __ATOMIC_RELEASE);
+    hbt_tls.internal = 0;
+}
