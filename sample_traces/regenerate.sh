@@ -17,14 +17,17 @@ rec() {  # rec NAME PROGRAM ARGS...: record one run into $out/NAME (status of a 
   "$hb" record -q -o "$out/$name" -- "$@" --truth "$out/$name/truth.json" >/dev/null || true
 }
 
-rec jacobi-normal   $bin/jacobi_omp --threads 4 --beats 400 --seed 11
-rec jacobi-leak     $bin/jacobi_omp --threads 4 --beats 400 --seed 12 --inject leak --inject-thread 1 --inject-beat 150 --leak-bytes 4194304
-rec jacobi-busywait $bin/jacobi_omp --threads 4 --beats 400 --seed 13 --inject busywait --inject-thread 2 --inject-beat 200
-rec pi-shutdown     $bin/pi_pthread --threads 4 --beats 400 --seed 14 --inject shutdown --shutdown-mode thread --inject-thread 3 --inject-beat 120
-rec pi-condwait     $bin/pi_pthread --threads 4 --beats 400 --seed 15 --inject condwait --inject-thread 0 --inject-beat 200 --wait-ms 300
-rec pi-segv         $bin/pi_pthread --threads 4 --beats 400 --seed 16 --inject shutdown --shutdown-mode segv --inject-thread 1 --inject-beat 250
-rec matmul-exit1    $bin/matmul_pthread --threads 4 --beats 300 --seed 17 --inject shutdown --shutdown-mode exit --inject-thread 2 --inject-beat 100
-rec matmul-earlyexit $bin/matmul_pthread --threads 4 --beats 300 --seed 18 --inject earlyexit --inject-thread 0 --inject-beat 150
+# the settings of the evaluation data set (benchmarks/make_dataset.py): 4 threads, 1000 beats,
+# a leak of 2 MiB per beat
+rec jacobi-normal   $bin/jacobi_omp --threads 4 --beats 1000 --seed 11
+rec jacobi-leak     $bin/jacobi_omp --threads 4 --beats 1000 --seed 12 --inject leak --inject-thread 1 --inject-beat 400 --leak-bytes 2097152
+rec jacobi-busywait $bin/jacobi_omp --threads 4 --beats 1000 --seed 13 --inject busywait --inject-thread 2 --inject-beat 500
+rec pi-normal       $bin/pi_pthread --threads 4 --beats 1000 --seed 20
+rec pi-shutdown     $bin/pi_pthread --threads 4 --beats 1000 --seed 14 --inject shutdown --shutdown-mode thread --inject-thread 3 --inject-beat 300
+rec pi-condwait     $bin/pi_pthread --threads 4 --beats 1000 --seed 15 --inject condwait --inject-thread 0 --inject-beat 500 --wait-ms 300
+rec pi-segv         $bin/pi_pthread --threads 4 --beats 1000 --seed 16 --inject shutdown --shutdown-mode segv --inject-thread 1 --inject-beat 600
+rec matmul-exit1    $bin/matmul_pthread --threads 4 --beats 1000 --seed 17 --inject shutdown --shutdown-mode exit --inject-thread 2 --inject-beat 300
+rec matmul-earlyexit $bin/matmul_pthread --threads 4 --beats 1000 --seed 18 --inject earlyexit --inject-thread 0 --inject-beat 500
 
 # killed from outside with SIGKILL in the middle of the run
 rm -rf "$out/pi-sigkill"; mkdir -p "$out/pi-sigkill"

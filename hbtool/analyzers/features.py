@@ -17,7 +17,7 @@ from .align import common_grid, fit_poly
 from .heartrate import heart_rate
 
 PAPER_FEATURES = ("GTR", "LTR", "GHR", "LHR", "DTW", "LB")
-FEATURES = PAPER_FEATURES + ("progress",)
+FEATURES = PAPER_FEATURES + ("LTRmax", "progress")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class FeatureSettings:
     dtw_max_points: int = config.DTW_MAX_POINTS  # longer sequences are mean-pooled
     band: int | None = config.DTW_BAND           # Sakoe-Chiba half-width, None: none
     lb_radius: int = config.LB_RADIUS            # LB_Keogh envelope half-width (points)
+    peak_windows: int = config.PEAK_WINDOWS      # LTRmax: equal windows over the common beats
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,6 +82,18 @@ def _ltr(tq: np.ndarray, tc: np.ndarray, w: int) -> float:
     if not ok.any():
         return float("nan")
     return float(np.mean(dc[ok] / dq[ok]))
+
+
+def _ltr_max(tq: np.ndarray, tc: np.ndarray, k: int) -> float:
+    """The largest ratio of durations over `k` equal windows of the beats both sequences
+    have: how much slower C was than Q at its slowest stretch."""
+    n = min(tq.size, tc.size)
+    if n < 2 * k or k < 1:
+        return float("nan")
+    idx = np.linspace(0, n - 1, k + 1).astype(np.int64)
+    dq, dc = np.diff(tq[idx]), np.diff(tc[idx])
+    ok = dq > 0
+    return float(np.max(dc[ok] / dq[ok])) if ok.any() else float("nan")
 
 
 def _lhr(q: Series, c: Series, s: FeatureSettings) -> float:
@@ -142,6 +155,7 @@ def compute_features(q: Series, c: Series, s: FeatureSettings, expected_beats: f
     if q.t.size and c.t.size and q.t[-1] > 0:
         out["GTR"] = float(c.t[-1] / q.t[-1])
     out["LTR"] = _ltr(q.t, c.t, s.ltr_window)
+    out["LTRmax"] = _ltr_max(q.t, c.t, s.peak_windows)
     w = s.window
     qh, ch = q.hr[w:], c.hr[w:]
     mq, mc = np.nanmean(qh) if np.isfinite(qh).any() else np.nan, np.nanmean(ch) if np.isfinite(ch).any() else np.nan

@@ -16,7 +16,7 @@ from .. import __version__, config
 from .features import FEATURES, FeatureSettings
 
 STATUSES = ("normal", "memoryleak", "shutdown")
-UPPER_ONLY = ("DTW", "LB")
+UPPER_ONLY = ("DTW", "LB", "LTRmax")
 LOWER_ONLY = ("progress",)
 MODEL_FORMAT = "hbtool-hsa-model"
 MODEL_VERSION = 1
@@ -26,6 +26,7 @@ MODEL_VERSION = 1
 class HsaModel:
     ranges: dict[str, tuple[float | None, float | None]]
     level: float
+    margin: float = 0.0
     settings: FeatureSettings = field(default_factory=FeatureSettings)
     expected_beats: float | None = None
     lifecycle_rule: bool = True
@@ -37,6 +38,7 @@ class HsaModel:
             "model_version": MODEL_VERSION,
             "hbtool_version": __version__,
             "level": self.level,
+            "margin": self.margin,
             "expected_beats": self.expected_beats,
             "lifecycle_rule": self.lifecycle_rule,
             "ranges": {k: [lo, hi] for k, (lo, hi) in self.ranges.items()},
@@ -45,38 +47,24 @@ class HsaModel:
         }
 
 
-def _z(level: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(0.5 + level / 2)) if level < 1 else float("inf")
-
-
-def fit_ranges(normal: pd.DataFrame, level: float) -> dict[str, tuple[float | None, float | None]]:
-    """Per-feature normal interval from the rows of normal sequences."""
-    z = _z(level)
+def fit_ranges(normal: pd.DataFrame, level: float, margin: float = 0.0) -> dict[str, tuple[float | None, float | None]]:
+    """Per-feature normal interval from the rows of normal sequences: the central `level`
+    share of the values (level 1: their minimum to maximum), each end then moved away from
+    the median by `margin` times its distance to the median (the tails of a few dozen
+    training values understate those of the population)."""
     ranges = {}
     for f in FEATURES:
-        x = normal[f].to_numpy(dtype=float)
+        x = normal[f].to_numpy(dtype=float) if f in normal else np.empty(0)
         x = x[np.isfinite(x)]
         if x.size == 0:
             ranges[f] = (None, None)
             continue
         med = float(np.median(x))
-        spread = 1.4826 * float(np.median(np.abs(x - med)))
-        if spread == 0:
-            spread = float(np.std(x))
-        spread = max(spread, config.HSA_MIN_SPREAD * max(abs(med), 1e-12))
-        if np.isinf(z):
-            lo, hi = float(x.min()), float(x.max())
-        else:
-            lo, hi = med - z * spread, med + z * spread
-            # an interval never excludes the bulk of its own training data
-            lo, hi = min(lo, float(np.quantile(x, 0.5 - level / 2))), max(hi, float(np.quantile(x, 0.5 + level / 2)))
-        if f in UPPER_ONLY:
-            lo = None
-        if f in LOWER_ONLY:
-            hi = None
-        ranges[f] = (lo, hi)
+        lo, hi = (float(v) for v in np.quantile(x, [0.5 - level / 2, 0.5 + level / 2]))
+        floor = config.HSA_MIN_SPREAD * max(abs(med), 1e-12)
+        lo = med - (1 + margin) * max(med - lo, floor)
+        hi = med + (1 + margin) * max(hi - med, floor)
+        ranges[f] = (None if f in UPPER_ONLY else lo, None if f in LOWER_ONLY else hi)
     return ranges
 
 
@@ -114,6 +102,16 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
         return "shutdown", f"completed {row['beats']} beats, {_describe('progress', prog, rg['progress'])} (ended early)"
     mintime, maxtime = rg["GTR"]
     gtr = row["GTR"]
+    peak = row.get("LTRmax", float("nan"))
+    if "LTRmax" in rg and np.isfinite(peak) and not _inside(peak, rg["LTRmax"]):
+        # a stretch of the run much slower than the reference, not explained by an early end
+        why = "; ".join(_describe(f, row[f], rg[f]) for f in outside_ranges(row, rg))
+        return "memoryleak", f"slowed down: at its slowest it took {peak:.2f}x the reference's time: {why}"
+    done = "progress" in rg and np.isfinite(prog) and _inside(prog, rg["progress"])
+    if done and mintime is not None and np.isfinite(gtr) and gtr < mintime and not (row["GHR"] < (rg["GHR"][0] or 0)):
+        # it did all its work, sooner than the reference: not a shutdown, not a leak
+        why = "; ".join(_describe(f, row[f], rg[f]) for f in outside_ranges(row, rg))
+        return "normal", f"completed its beats faster than the reference: {why}"
     dist_ok = all(_inside(row[f], rg[f]) for f in ("DTW", "LB") if np.isfinite(row[f]))
     out = outside_ranges(row, rg)
     why = "; ".join(_describe(f, row[f], rg[f]) for f in out)
@@ -122,17 +120,31 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
         if not time_ok:
             if mintime is not None and gtr < mintime:
                 return "shutdown", f"similar heart rate, but ended early: {why}"
-            hr_ok = all(_inside(row[f], rg[f]) for f in ("GHR", "LHR") if np.isfinite(row[f]))
-            if maxtime is not None and gtr > maxtime and not hr_ok:
-                return "memoryleak", f"slower, with a lower heart rate: {why}"
+            # second evidence: the heart rate (GHR, LHR, as in Algorithm 1) or, added by hbtool,
+            # the local time ratios (LTR, LTRmax), which a leak that starts late moves more
+            local_ok = all(_inside(row[f], rg[f]) for f in ("GHR", "LHR", "LTR", "LTRmax")
+                           if f in rg and np.isfinite(row.get(f, np.nan)))
+            if maxtime is not None and gtr > maxtime and not local_ok:
+                return "memoryleak", f"slower, locally and overall: {why}"
         return "normal", ("within the normal ranges" if not out else f"not enough to call an anomaly: {why}")
     if mintime is not None and np.isfinite(gtr) and gtr < mintime:
         return "shutdown", f"heart rate unlike the reference and ended early: {why}"
     return "memoryleak", f"heart rate unlike the reference: {why}"
 
 
+def with_progress(features: pd.DataFrame, expected_beats: float | None) -> pd.DataFrame:
+    """The table with progress = beats / expected_beats (a model's learned count); as is
+    when there is none (progress then stays relative to each row's reference)."""
+    if not expected_beats or "beats" not in features:
+        return features
+    out = features.copy()
+    out["progress"] = out["beats"].to_numpy(dtype=float) / float(expected_beats)
+    return out
+
+
 def classify(features: pd.DataFrame, model: HsaModel) -> pd.DataFrame:
     """Status, reason and out-of-range features of every row of a features table."""
+    features = with_progress(features, model.expected_beats)
     rows = features.to_dict(orient="records")
     res = [classify_row(r, model) for r in rows]
     return pd.DataFrame({
@@ -163,13 +175,39 @@ def confusion(y_true, y_pred, classes=STATUSES + ("unknown",)) -> pd.DataFrame:
     return m
 
 
+def _cv_f1(features: pd.DataFrame, labels: np.ndarray, level: float, margin: float, settings, folds: int,
+           seed: int) -> float:
+    """Macro-F1 of `level` by k-fold cross-validation inside the training rows: each fold's
+    ranges come from the other folds' normal rows, so training normals are judged by
+    ranges they did not shape (scoring on the rows that made the ranges flatters a
+    level that merely spans them)."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(labels), dtype=int)
+    for lab in np.unique(labels):
+        idx = np.flatnonzero(labels == lab)
+        fold[rng.permutation(idx)] = np.arange(idx.size) % folds
+    pred = np.empty(len(labels), dtype=object)
+    for k in range(folds):
+        fit = (fold != k) & (labels == "normal")
+        if not fit.any():
+            return float("nan")
+        normal = features[fit]
+        expected = float(np.median(normal["beats"])) if "beats" in normal else None
+        model = HsaModel(fit_ranges(with_progress(normal, expected), level, margin), level, margin, settings, expected)
+        pred[fold == k] = classify(features[fold == k], model)["status"].to_numpy()
+    return macro_f1(labels, pred)
+
+
 def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = None,
-          levels=config.HSA_LEVELS, default_level: float = config.HSA_DEFAULT_LEVEL) -> HsaModel:
+          levels=config.HSA_LEVELS, margins=config.HSA_MARGINS, default_level: float = config.HSA_DEFAULT_LEVEL,
+          default_margin: float = config.HSA_DEFAULT_MARGIN, folds: int = config.HSA_CV_FOLDS,
+          seed: int = 0) -> HsaModel:
     """Learn the normal ranges from the rows labelled normal.
 
-    With only normal rows the level is `default_level`. With anomalous rows too, the
-    level in `levels` that maximises the training macro-F1 is chosen (ties: the
-    higher level, which flags fewer normal sequences).
+    With only normal rows the level and margin are the defaults. With anomalous rows
+    too, the (level, margin) with the best cross-validated macro-F1 on the training rows
+    is chosen (the mean over config.HSA_CV_REPEATS shuffles; ties: the one nearest the
+    defaults, so that a small training set that cannot tell settings apart gets them).
     """
     labels = np.asarray(labels, dtype=object)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
@@ -177,23 +215,37 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     if not len(normal):
         raise ValueError("no normal sequence with features to learn the normal ranges from")
     expected = float(np.median(normal["beats"])) if "beats" in normal else None
+    normal = with_progress(normal, expected)
     settings = settings or FeatureSettings()
     counts = {c: int(np.sum(labels == c)) for c in STATUSES}
     anomalous = counts["memoryleak"] + counts["shutdown"] > 0
-    best = None
-    for level in (sorted(levels) if anomalous else [default_level]):
-        model = HsaModel(fit_ranges(normal, level), level, settings, expected)
-        f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else float("nan")
-        if best is None or (anomalous and f1 >= best[0]):
-            best = (f1, model)
-    f1, model = best
-    model.training = {"sequences": counts, "macro_f1": None if np.isnan(f1) else round(f1, 4),
-                      "level_chosen_by": "training macro-F1" if anomalous else "default (normal data only)"}
+    level, margin, f1 = default_level, default_margin, float("nan")
+    grid = [(lv, m) for lv in levels for m in margins]
+    if anomalous and len(grid) > 1:
+        k = max(2, min(folds, counts["normal"]))
+        scores = []
+        for lv, m in grid:
+            cv = [_cv_f1(features[usable], labels[usable], lv, m, settings, k, seed + r)
+                  for r in range(config.HSA_CV_REPEATS)]
+            prior = abs(lv - default_level) + abs(m - default_margin)
+            scores.append((round(float(np.nanmean(cv)), 6) if np.isfinite(cv).any() else -1.0, -prior, lv, m))
+        f1, _, level, margin = max(scores)
+    elif anomalous:
+        level, margin = grid[0]
+    model = HsaModel(fit_ranges(normal, level, margin), level, margin, settings, expected)
+    train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
+    model.training = {
+        "sequences": counts,
+        "macro_f1": None if train_f1 is None else round(train_f1, 4),
+        "cv_macro_f1": None if np.isnan(f1) else round(f1, 4),
+        "level_chosen_by": (f"{k}-fold cross-validated macro-F1 on the training sequences"
+                            if anomalous and len(grid) > 1 else "given" if anomalous else "default (normal data only)"),
+    }
     return model
 
 
 def default_model(settings: FeatureSettings | None = None) -> HsaModel:
     """The ranges used when no model is given (documented in docs/methods.md)."""
     r = {k: tuple(v) for k, v in config.HSA_DEFAULT_RANGES.items()}
-    return HsaModel(r, level=float("nan"), settings=settings or FeatureSettings(), expected_beats=None,
+    return HsaModel(r, level=float("nan"), margin=float("nan"), settings=settings or FeatureSettings(), expected_beats=None,
                     training={"source": "built-in default ranges (docs/methods.md)"})

@@ -1,0 +1,57 @@
+"""The evaluation protocol of seed 000 4.2 (SPEC 4): per benchmark, a stratified random
+30 % of the sequences train, the rest test, three repetitions with fixed seeds; mean
+macro-F1 over normal/memoryleak/shutdown, and the summed confusion matrix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .hsa import STATUSES, classify, confusion, macro_f1, train
+
+
+@dataclass
+class BenchmarkResult:
+    benchmark: str
+    sequences: dict[str, int]
+    f1: list[float]
+    levels: list[float]
+    confusion: pd.DataFrame
+
+    @property
+    def mean_f1(self) -> float:
+        return float(np.mean(self.f1)) if self.f1 else float("nan")
+
+
+def stratified_split(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask of the training rows: `fraction` of each label (at least one of each)."""
+    train_mask = np.zeros(len(labels), dtype=bool)
+    for lab in np.unique(labels):
+        idx = np.flatnonzero(labels == lab)
+        k = max(1, int(round(fraction * idx.size))) if idx.size > 1 else idx.size
+        train_mask[rng.choice(idx, size=k, replace=False)] = True
+    return train_mask
+
+
+def evaluate_table(table: pd.DataFrame, repeats: int = 3, fraction: float = 0.3, seed: int = 0,
+                   settings=None) -> list[BenchmarkResult]:
+    """`table`: a features table with `benchmark` and `label` columns, one row per sequence."""
+    results = []
+    for bench, sub in table.groupby("benchmark", sort=True):
+        sub = sub.reset_index(drop=True)
+        labels = sub["label"].to_numpy(dtype=object)
+        f1s, levels, conf = [], [], None
+        for rep in range(repeats):
+            rng = np.random.default_rng([seed, rep])
+            tr = stratified_split(labels, fraction, rng)
+            model = train(sub[tr], labels[tr], settings)
+            pred = classify(sub[~tr], model)["status"].to_numpy()
+            f1s.append(macro_f1(labels[~tr], pred))
+            levels.append(model.level)
+            c = confusion(labels[~tr], pred)
+            conf = c if conf is None else conf + c
+        counts = {s: int(np.sum(labels == s)) for s in STATUSES}
+        results.append(BenchmarkResult(str(bench), counts, f1s, levels, conf))
+    return results

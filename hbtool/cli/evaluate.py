@@ -1,0 +1,63 @@
+"""hbtool evaluate: seed 000's evaluation protocol on a labelled data set."""
+
+from __future__ import annotations
+
+import click
+
+from .output import emit, output_options, warn
+
+
+@click.command()
+@click.argument("dataset", metavar="DATASET_DIR", type=click.Path(file_okay=False))
+@click.option("--repeats", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option("--train-fraction", type=click.FloatRange(0.05, 0.95), default=0.3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random splits.")
+@output_options
+def evaluate(dataset, repeats, train_fraction, seed, fmt):
+    """Mean macro-F1 per benchmark: stratified 30 % train, the rest test, 3 repetitions.
+
+    DATASET_DIR is laid out <benchmark>/<label>/<run>/ with label normal, memoryleak or
+    shutdown (benchmarks/make_dataset.py makes one with the real tracer).
+
+    \b
+    Example:
+      python benchmarks/make_dataset.py /tmp/hbds && hbtool evaluate /tmp/hbds
+    """
+    import pandas as pd
+
+    from ..analyzers.diagnosis import features_table
+    from ..analyzers.evaluation import evaluate_table
+    from ..io import read_heartbeats
+    from ..io.dataset import find_runs
+    from .progress import progress
+
+    runs = find_runs(dataset)
+    tables, warnings = [], []
+    with progress(runs, "features") as bar:
+        for lr in bar:
+            tr = read_heartbeats(lr.path)
+            warnings.extend(tr.warnings)
+            t = features_table(tr)
+            t["benchmark"] = lr.benchmark
+            t["label"] = [lr.thread_labels.get(int(th), lr.label) for th in t["thread"]]
+            tables.append(t)
+    warn(warnings)
+    table = pd.concat(tables, ignore_index=True)
+    results = evaluate_table(table, repeats=repeats, fraction=train_fraction, seed=seed)
+    rows = []
+    for r in results:
+        rows.append({"benchmark": r.benchmark, **{f"n_{k}": v for k, v in r.sequences.items()},
+                     "macro_f1": round(r.mean_f1, 4), "macro_f1_runs": [round(x, 4) for x in r.f1], "levels": r.levels,
+                     "confusion": {t: {p: int(n) for p, n in row.items()} for t, row in r.confusion.iterrows()}})
+    cols = ["benchmark", "n_normal", "n_memoryleak", "n_shutdown", "macro_f1", "macro_f1_runs", "levels"]
+    overall = float(sum(r.mean_f1 for r in results) / len(results))
+    extra = {"protocol": {"repeats": repeats, "train_fraction": train_fraction, "seed": seed,
+                          "stratified": True}, "mean_macro_f1": overall}
+    preamble = [f"{len(runs)} runs, {len(table)} thread sequences; stratified {train_fraction:.0%} train / "
+                f"{1 - train_fraction:.0%} test, {repeats} repetitions (seed {seed})", ""]
+    emit(fmt, rows, cols if fmt != "csv" else cols[:-2], key="benchmarks", extra=extra, preamble=preamble,
+         headers={"macro_f1": "mean macro-F1", "macro_f1_runs": "per repetition"})
+    if fmt == "text":
+        for r in results:
+            click.echo(f"\nconfusion matrix, {r.benchmark} (test sets of all repetitions; rows: truth)")
+            click.echo(r.confusion.to_string())

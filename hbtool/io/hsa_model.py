@@ -1,0 +1,86 @@
+"""The trained HSA model: a small human-readable JSON file (read and write)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from ..errors import HbtoolError
+from ..analyzers.features import FEATURES, FeatureSettings
+from ..analyzers.hsa import MODEL_FORMAT, MODEL_VERSION, HsaModel
+
+MAX_MODEL_BYTES = 1 << 20
+
+
+class ModelFormatError(HbtoolError):
+    """A model file that is not a model, or from an incompatible version."""
+
+
+def write_model(model: HsaModel, path: str | os.PathLike) -> None:
+    text = json.dumps(model.to_dict(), indent=2, allow_nan=False) + "\n"
+    tmp = f"{path}.tmp{os.getpid()}"
+    Path(tmp).write_text(text)
+    os.replace(tmp, path)
+
+
+def _num(v, what: str, path) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ModelFormatError(f"{path}: {what} is not a finite number ({v!r}): the model file is damaged; train it again")
+    return float(v)
+
+
+def read_model(path: str | os.PathLike) -> HsaModel:
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFormatError(f"{path}: no such model file (make one with 'hbtool train')")
+    if p.stat().st_size > MAX_MODEL_BYTES:
+        raise ModelFormatError(f"{path}: {p.stat().st_size} bytes is far too large for a model file")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFormatError(f"{path}: not a model file (not JSON: {exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
+        raise ModelFormatError(f"{path}: not an hbtool model (no \"format\": \"{MODEL_FORMAT}\"); make one with 'hbtool train'")
+    ver = doc.get("model_version")
+    if ver != MODEL_VERSION:
+        raise ModelFormatError(
+            f"{path}: model version {ver!r} from hbtool {doc.get('hbtool_version', '?')}; this hbtool reads "
+            f"version {MODEL_VERSION}: train the model again with this hbtool"
+        )
+    ranges_doc = doc.get("ranges")
+    if not isinstance(ranges_doc, dict):
+        raise ModelFormatError(f"{path}: the model has no \"ranges\" object: train it again")
+    ranges = {}
+    for f in FEATURES:
+        r = ranges_doc.get(f)
+        if not isinstance(r, list) or len(r) != 2:
+            raise ModelFormatError(f"{path}: range of {f} is missing or not [low, high]: train the model again")
+        lo, hi = _num(r[0], f"the low end of {f}", path), _num(r[1], f"the high end of {f}", path)
+        if lo is not None and hi is not None and lo > hi:
+            raise ModelFormatError(f"{path}: range of {f} is empty ({lo} > {hi}): train the model again")
+        ranges[f] = (lo, hi)
+    settings = doc.get("settings", {})
+    if not isinstance(settings, dict):
+        raise ModelFormatError(f"{path}: \"settings\" is not an object: train the model again")
+    try:
+        st = FeatureSettings.from_dict(settings)
+        for name, v in st.to_dict().items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+                raise ValueError(f"{name}={v!r}")
+    except (TypeError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc
+    level = doc.get("level")
+    margin = doc.get("margin")
+    return HsaModel(
+        ranges=ranges,
+        level=float(level) if isinstance(level, (int, float)) else float("nan"),
+        margin=float(margin) if isinstance(margin, (int, float)) else 0.0,
+        settings=st,
+        expected_beats=_num(doc.get("expected_beats"), "expected_beats", path),
+        lifecycle_rule=bool(doc.get("lifecycle_rule", True)),
+        training=doc.get("training", {}) if isinstance(doc.get("training"), dict) else {},
+    )

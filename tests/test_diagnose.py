@@ -1,0 +1,162 @@
+"""features / train / diagnose / evaluate on real traces from the tracer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hbtool.io import write_heartbeats
+
+from conftest import ROOT, SAMPLES, make_trace, run_cli, run_hbtool
+
+
+def _status(doc):
+    return {(t["run"], t["thread"]): t["status"] for t in doc["threads"]}
+
+
+def test_diagnose_sample_traces_without_model(capsys):
+    code, out, err = run_cli(capsys, "diagnose", "--format", "json", SAMPLES / "jacobi-leak",
+                             SAMPLES / "pi-shutdown", SAMPLES / "matmul-exit1", SAMPLES / "jacobi-normal")
+    assert code == 0, err
+    st = _status(json.loads(out))
+    assert st[("jacobi-leak", 1)] == "memoryleak"
+    assert st[("pi-shutdown", 3)] == "shutdown"
+    assert all(st[("matmul-exit1", t)] == "shutdown" for t in range(4))
+    assert all(st[("jacobi-normal", t)] == "normal" for t in range(4))
+    doc = json.loads(out)
+    t = next(x for x in doc["threads"] if (x["run"], x["thread"]) == ("jacobi-leak", 1))
+    assert "LTRmax" in t["outside"] and "GTR" in t["outside"] and t["reference"].startswith("team median")
+    assert doc["reference"] == "team-median" and doc["ranges"]["source"] == "default"
+
+
+def test_diagnose_text_says_which_reference(capsys):
+    code, out, _ = run_cli(capsys, "diagnose", SAMPLES / "pi-shutdown")
+    assert code == 0
+    assert out.splitlines()[0] == "ranges: built-in default ranges (no --model); compared with each run's own median thread"
+    assert "completed 301 beats" in out
+
+
+def test_diagnose_legacy_csv_xlsx(capsys):
+    for p in (SAMPLES / "pi-shutdown.csv", SAMPLES / "jacobi-normal.xlsx"):
+        code, out, err = run_cli(capsys, "diagnose", "--format", "json", p)
+        assert code == 0, err
+        assert len(json.loads(out)["threads"]) == 4
+
+
+def test_diagnose_with_reference(capsys):
+    code, out, _ = run_cli(capsys, "diagnose", "--format", "json", SAMPLES / "jacobi-leak",
+                           "--reference", SAMPLES / "jacobi-normal")
+    doc = json.loads(out)
+    assert code == 0 and doc["reference"].endswith("jacobi-normal")
+    assert {t["reference"] for t in doc["threads"]} == {f"reference jacobi-normal thread {k}" for k in range(4)}
+
+
+def test_unknown_for_too_few_beats_never_crash(capsys, tmp_path):
+    p = tmp_path / "odd.csv"
+    rows = ["thread,t"]
+    rows += [f"0,{i * 0.001}" for i in range(1, 200)]        # normal
+    rows += [f"1,{i * 0.001}" for i in range(1, 200)]
+    rows += [f"2,{i * 0.001}" for i in range(1, 200)]
+    rows += ["3,0.5"]                                          # one beat
+    rows += ["4,0.1"] * 30                                     # repeated timestamps: NaN rates
+    p.write_text("\n".join(rows) + "\n")
+    code, out, err = run_cli(capsys, "diagnose", "--format", "json", p)
+    assert code == 0, err
+    by = {t["thread"]: t for t in json.loads(out)["threads"]}
+    assert by[3]["status"] == "unknown" and "too few" in by[3]["reason"]
+    assert by[4]["status"] == "unknown" and "no elapsed time" in by[4]["reason"]
+    assert by[3]["GTR"] is None
+    assert by[0]["status"] == "normal"
+
+
+def test_empty_trace_is_bad_input(tmp_path):
+    p = tmp_path / "empty.csv"
+    p.write_text("thread,t\n")
+    r = run_hbtool("diagnose", p)
+    assert r.returncode == 0 or r.returncode == 2
+    assert "Traceback" not in r.stderr
+
+
+def test_features_command(capsys):
+    code, out, _ = run_cli(capsys, "features", "--format", "csv", SAMPLES / "pi-shutdown")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0] == "run,process,thread,beats,GTR,LTR,GHR,LHR,DTW,LB,progress,reference,na_reason"
+    assert len(lines) == 5
+
+
+def test_train_then_diagnose(capsys, tmp_path):
+    model = tmp_path / "m.json"
+    code, _, err = run_cli(capsys, "train", "--normal", SAMPLES / "jacobi-normal", SAMPLES / "pi-normal",
+                           "-o", model)
+    assert code == 0, err
+    assert "level 1" in err
+    doc = json.loads(model.read_text())
+    assert doc["expected_beats"] == 1000 and doc["training"]["sequences"]["normal"] == 8
+    code, out, err = run_cli(capsys, "diagnose", "--format", "json", "--model", model, SAMPLES / "pi-shutdown")
+    assert code == 0, err
+    assert _status(json.loads(out))[("pi-shutdown", 3)] == "shutdown"
+
+
+def test_train_usage_errors(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "train", "-o", tmp_path / "m.json")
+    assert code == 2 and "--normal" in err
+    code, _, err = run_cli(capsys, "train", SAMPLES / "jacobi-normal", "-o", tmp_path / "m.json")
+    assert code == 2 and "say which label" in err
+
+
+@pytest.mark.parametrize("content", ["{}", "garbage", '{"format": "hbtool-hsa-model", "model_version": 7}'])
+def test_diagnose_bad_model_one_line_exit_2(tmp_path, content):
+    m = tmp_path / "m.json"
+    m.write_text(content)
+    r = run_hbtool("diagnose", "--model", m, SAMPLES / "pi-shutdown")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("hbtool: error:")
+
+
+def test_reference_and_model_are_exclusive(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "diagnose", "--reference", SAMPLES / "jacobi-normal", "--model", tmp_path / "x",
+                           SAMPLES / "pi-shutdown")
+    assert code == 2 and "not both" in err
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory, tracer_built):
+    out = tmp_path_factory.mktemp("ds")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_dataset.py"), str(out), "--runs", "4",
+                        "--beats", "150", "--benchmarks", "pi_pthread", "--leak-bytes", str(1 << 20)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_dataset_layout_and_labels(tiny_dataset):
+    runs = sorted(p.relative_to(tiny_dataset).parts[:2] for p in tiny_dataset.glob("*/*/run*"))
+    assert runs.count(("pi_pthread", "normal")) == 4 and runs.count(("pi_pthread", "shutdown")) == 4
+    labels = json.loads((tiny_dataset / "pi_pthread" / "memoryleak" / "run000" / "labels.json").read_text())
+    assert sorted(labels["threads"].values()) == ["memoryleak", "normal", "normal", "normal"]
+    process_stop = json.loads((tiny_dataset / "pi_pthread" / "shutdown" / "run000" / "labels.json").read_text())
+    assert set(process_stop["threads"].values()) == {"shutdown"} and process_stop["mode"] == "exit"
+
+
+def test_evaluate_tiny_dataset(capsys, tiny_dataset):
+    code, out, err = run_cli(capsys, "evaluate", "--format", "json", tiny_dataset)
+    assert code == 0, err
+    doc = json.loads(out)
+    b = doc["benchmarks"][0]
+    assert b["benchmark"] == "pi_pthread" and len(b["macro_f1_runs"]) == 3
+    assert b["n_normal"] + b["n_memoryleak"] + b["n_shutdown"] == 48
+    assert 0 <= b["macro_f1"] <= 1
+    total = sum(sum(r.values()) for r in b["confusion"].values())
+    test_rows = 48 - sum(round(0.3 * n) or 1 for n in (b["n_normal"], b["n_memoryleak"], b["n_shutdown"]))
+    assert total == 3 * test_rows
+    code, out, _ = run_cli(capsys, "evaluate", tiny_dataset)
+    assert "confusion matrix, pi_pthread" in out
+
+
+def test_evaluate_not_a_dataset(tmp_path):
+    r = run_hbtool("evaluate", tmp_path)
+    assert r.returncode == 2 and "no runs found" in r.stderr

@@ -1,0 +1,189 @@
+"""HSA: alignment, features, ranges, the decision rules, training, macro-F1, model files."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbtool.analyzers.align import common_grid, fit_poly
+from hbtool.analyzers.features import FEATURES, FeatureSettings, compute_features, make_series, too_few_beats
+from hbtool.analyzers.hsa import HsaModel, classify, classify_row, fit_ranges, macro_f1, train
+from hbtool.io.hsa_model import ModelFormatError, read_model, write_model
+
+S = FeatureSettings()
+
+
+def test_fit_poly_finds_the_lowest_degree_that_fits():
+    t = np.linspace(-5, 5, 200)  # symmetric: a line explains none of t^2 (R^2 = 0)
+    f = fit_poly(t, 3 * t**2 - t + 5)
+    assert f.degree == 2 and f.r2 == pytest.approx(1.0)
+    np.testing.assert_allclose(f(np.array([2.0])), [3 * 4 - 2 + 5])
+    assert fit_poly(t, 2 * t + 1).degree == 1
+    # SPEC 2: the lowest degree reaching R^2 >= 0.9 wins, even when a higher one is exact
+    u = np.linspace(0, 10, 200)
+    assert fit_poly(u, 3 * u**2 - u + 5).degree == 1
+
+
+def test_fit_poly_ignores_nan_and_handles_tiny_input():
+    t = np.arange(10.0)
+    y = 2 * t
+    y[3] = np.nan
+    assert fit_poly(t, y).r2 == pytest.approx(1.0)
+    assert np.isnan(fit_poly([1.0], [2.0])(np.array([1.0]))).all()
+    assert common_grid(np.array([0.0, 1.0]), np.array([2.0, 3.0]), 10).size == 0
+
+
+def _steady(n, period, start=0.0):
+    return start + period * np.arange(1, n + 1)
+
+
+def test_identical_sequences():
+    q = make_series(_steady(300, 0.001), S.window)
+    f = compute_features(q, q, S)
+    assert f["GTR"] == 1 and f["LTR"] == 1 and f["GHR"] == 1 and f["progress"] == 1
+    assert f["LHR"] == pytest.approx(1.0) and f["DTW"] == 0 and f["LB"] == 0
+
+
+def test_twice_slower_sequence():
+    q = make_series(_steady(300, 0.001), S.window)
+    c = make_series(_steady(300, 0.002), S.window)
+    f = compute_features(q, c, S)
+    assert f["GTR"] == pytest.approx(2.0)
+    assert f["LTR"] == pytest.approx(2.0)
+    assert f["GHR"] == pytest.approx(0.5)
+    assert f["LHR"] == pytest.approx(0.5, rel=1e-6)
+    assert f["DTW"] > 0 and f["LB"] > 0
+
+
+def test_truncated_sequence_and_expected_beats():
+    q = make_series(_steady(300, 0.001), S.window)
+    c = make_series(_steady(120, 0.001), S.window)
+    f = compute_features(q, c, S)
+    assert f["progress"] == pytest.approx(0.4)
+    assert f["GTR"] == pytest.approx(0.4)
+    assert compute_features(q, c, S, expected_beats=240)["progress"] == pytest.approx(0.5)
+
+
+def test_too_few_beats_and_repeated_timestamps():
+    assert "too few" in too_few_beats(make_series(_steady(5, 0.1), S.window), S)
+    assert "no elapsed time" in too_few_beats(make_series(np.zeros(50), S.window), S)
+    assert too_few_beats(make_series(_steady(50, 0.1), S.window), S) is None
+
+
+RANGES = {"GTR": (0.8, 1.2), "LTR": (0.8, 1.2), "GHR": (0.8, 1.2), "LHR": (0.8, 1.2),
+          "DTW": (None, 10.0), "LB": (None, 5.0), "LTRmax": (None, 2.0), "progress": (0.9, None)}
+MODEL = HsaModel(RANGES, level=0.99)
+
+
+def row(**kw):
+    r = {"GTR": 1.0, "LTR": 1.0, "GHR": 1.0, "LHR": 1.0, "DTW": 1.0, "LB": 1.0, "LTRmax": 1.2, "progress": 1.0,
+         "beats": 100, "na_reason": "", "died": False, "ended": ""}
+    r.update(kw)
+    return r
+
+
+@pytest.mark.parametrize("kw,status", [
+    ({}, "normal"),
+    ({"na_reason": "3 beats: too few"}, "unknown"),
+    ({"died": True}, "shutdown"),
+    ({"progress": 0.5, "GTR": 0.5}, "shutdown"),                        # progress rule
+    ({"GTR": 0.6, "GHR": 1.3, "DTW": 50.0}, "normal"),                  # guard: did all its work sooner
+    ({"GTR": 1.5, "LTR": 1.4, "GHR": 0.6}, "memoryleak"),               # Alg. 1: similar shape, slower, lower rate
+    ({"GTR": 1.5}, "normal"),                                           # slower overall, no local evidence
+    ({"GTR": 1.5, "LTR": 1.4}, "memoryleak"),                           # slower, and locally (hbtool's addition)
+    ({"LTRmax": 3.0}, "memoryleak"),                                    # one stretch much slower (LTRmax rule)
+    ({"DTW": 50.0, "GTR": 1.4, "GHR": 0.7}, "memoryleak"),              # Alg. 1: distance out of range
+    ({"DTW": 50.0}, "memoryleak"),
+])
+def test_decision_rules(kw, status):
+    assert classify_row(row(**kw), MODEL)[0] == status
+
+
+def test_algorithm1_shutdown_branch_without_progress():
+    m = HsaModel({k: v for k, v in RANGES.items() if k != "progress"}, level=0.99)
+    assert classify_row(row(GTR=0.5, LTR=0.5, progress=float("nan")), m)[0] == "shutdown"
+    assert classify_row(row(GTR=0.5, DTW=50.0, progress=float("nan")), m)[0] == "shutdown"
+
+
+def test_reason_names_the_features_outside():
+    status, why = classify_row(row(DTW=50.0, GTR=1.4, GHR=0.7), MODEL)
+    assert "DTW 50 > 10" in why and "GTR 1.4 outside [0.8, 1.2]" in why
+
+
+def test_fit_ranges_one_sided_level_and_margin():
+    normal = pd.DataFrame({f: np.linspace(0.5, 1.5, 101) for f in FEATURES})  # median 1.0
+    r = fit_ranges(normal, 1.0)
+    assert r["DTW"][0] is None and r["LB"][0] is None and r["LTRmax"][0] is None and r["progress"][1] is None
+    assert r["GTR"] == pytest.approx((0.5, 1.5))
+    assert fit_ranges(normal, 1.0, margin=0.5)["GTR"] == pytest.approx((0.25, 1.75))
+    assert fit_ranges(normal, 0.9)["GTR"] == pytest.approx((0.55, 1.45))
+
+
+def test_macro_f1_exact():
+    assert macro_f1(["normal", "shutdown"], ["normal", "shutdown"]) == 1.0
+    # normal: tp 1 fp 1 fn 0 -> 2/3; shutdown: tp 0 fp 0 fn 1 -> 0
+    assert macro_f1(["normal", "shutdown"], ["normal", "normal"]) == pytest.approx(1 / 3)
+
+
+def _table(n_normal=60, n_leak=20, n_stop=20, seed=1):
+    rng = np.random.default_rng(seed)
+    rows, labels = [], []
+    for _ in range(n_normal):
+        rows.append(row(**{f: rng.normal(1.0, 0.05) for f in ("GTR", "LTR", "GHR", "LHR")},
+                        DTW=abs(rng.normal(5, 2)), LB=abs(rng.normal(1, 0.5)), beats=400))
+        labels.append("normal")
+    for _ in range(n_leak):
+        rows.append(row(GTR=rng.uniform(1.5, 3), LTR=rng.uniform(1.5, 3), GHR=rng.uniform(0.3, 0.6),
+                        LHR=rng.uniform(0.3, 0.6), DTW=rng.uniform(30, 90), LB=rng.uniform(10, 50), beats=400))
+        labels.append("memoryleak")
+    for _ in range(n_stop):
+        b = int(rng.integers(100, 300))
+        rows.append(row(GTR=b / 400, beats=b, DTW=abs(rng.normal(5, 2))))
+        labels.append("shutdown")
+    return pd.DataFrame(rows), np.array(labels, dtype=object)
+
+
+def test_train_learns_expected_beats_and_separates_classes():
+    table, labels = _table()
+    model = train(table, labels)
+    assert model.expected_beats == 400
+    assert model.training["sequences"] == {"normal": 60, "memoryleak": 20, "shutdown": 20}
+    assert model.training["macro_f1"] >= 0.95
+    test, tl = _table(seed=7)
+    assert macro_f1(tl, classify(test, model)["status"]) >= 0.95
+
+
+def test_train_from_normal_only_uses_default_level():
+    table, labels = _table(n_leak=0, n_stop=0)
+    model = train(table, labels)
+    assert (model.level, model.margin) == (1.0, 0.5) and model.training["macro_f1"] is None
+
+
+def test_model_file_round_trip(tmp_path):
+    table, labels = _table()
+    model = train(table, labels)
+    p = tmp_path / "m.json"
+    write_model(model, p)
+    doc = json.loads(p.read_text())
+    assert doc["format"] == "hbtool-hsa-model" and doc["model_version"] == 1 and "hbtool_version" in doc
+    back = read_model(p)
+    assert back.ranges == model.ranges and back.expected_beats == model.expected_beats
+    assert (back.level, back.margin) == (model.level, model.margin)
+    assert back.settings == model.settings
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("not json", "not JSON"),
+    ('{"a": 1}', "not an hbtool model"),
+    ('{"format": "hbtool-hsa-model", "model_version": 99, "hbtool_version": "9.0"}', "train the model again"),
+    ('{"format": "hbtool-hsa-model", "model_version": 1, "ranges": {"GTR": [1, 2]}}', "missing"),
+    ('{"format": "hbtool-hsa-model", "model_version": 1, "ranges": {"GTR": [2, 1]}}', "empty"),
+    ('{"format": "hbtool-hsa-model", "model_version": 1, "ranges": {"GTR": ["a", 1]}}', "not a finite number"),
+    ('[1, 2]', "not an hbtool model"),
+])
+def test_bad_model_files(tmp_path, content, needle):
+    p = tmp_path / "m.json"
+    p.write_text(content)
+    with pytest.raises(ModelFormatError, match=needle):
+        read_model(p)
