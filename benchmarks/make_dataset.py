@@ -36,6 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "native_tracer" / "examples" / "bin"
 BENCHMARKS = ("jacobi_omp", "pi_pthread", "matmul_pthread")
+#: beats per thread relative to --beats, so that every benchmark's run lasts about 1 s
+#: with about 0.5 ms of CPU per beat (matmul's beats take half as long as the others':
+#: with as many beats its runs would be half as long, and noisier)
+BEATS_FACTOR = {"matmul_pthread": 2}
 #: shutdown modes and their share of shutdown runs (the rest: thread)
 PROCESS_MODES = ("exit", "abort", "segv")
 PROCESS_SHARE = 0.3
@@ -52,7 +56,8 @@ def one_run(bench: str, label: str, i: int, args, out: Path) -> dict:
     d.mkdir(parents=True, exist_ok=True)
     for f in d.glob("*.hbt"):
         f.unlink()
-    cmd = [str(BIN / bench), "--threads", str(args.threads), "--beats", str(args.beats), "--seed", str(seed),
+    beats = args.beats * BEATS_FACTOR.get(bench, 1)
+    cmd = [str(BIN / bench), "--threads", str(args.threads), "--beats", str(beats), "--seed", str(seed),
            "--truth", str(d / "truth.json")]
     mode = None
     if label == "memoryleak":

@@ -93,7 +93,7 @@ def test_train_then_diagnose(capsys, tmp_path):
     code, _, err = run_cli(capsys, "train", "--normal", SAMPLES / "jacobi-normal", SAMPLES / "pi-normal",
                            "-o", model)
     assert code == 0, err
-    assert "level 1" in err
+    assert "level 0.95" in err
     doc = json.loads(model.read_text())
     assert doc["expected_beats"] == 1000 and doc["training"]["sequences"]["normal"] == 8
     code, out, err = run_cli(capsys, "diagnose", "--format", "json", "--model", model, SAMPLES / "pi-shutdown")

@@ -112,12 +112,16 @@ def test_reason_names_the_features_outside():
 
 
 def test_fit_ranges_one_sided_level_and_margin():
-    normal = pd.DataFrame({f: np.linspace(0.5, 1.5, 101) for f in FEATURES})  # median 1.0
+    # ratios are fitted on their log: values e^-1 .. e^1 around a median of 1
+    normal = pd.DataFrame({f: np.exp(np.linspace(-1, 1, 101)) for f in FEATURES})
     r = fit_ranges(normal, 1.0)
     assert r["DTW"][0] is None and r["LB"][0] is None and r["LTRmax"][0] is None and r["progress"][1] is None
-    assert r["GTR"] == pytest.approx((0.5, 1.5))
-    assert fit_ranges(normal, 1.0, margin=0.5)["GTR"] == pytest.approx((0.25, 1.75))
-    assert fit_ranges(normal, 0.9)["GTR"] == pytest.approx((0.55, 1.45))
+    assert r["GTR"] == pytest.approx((np.exp(-1), np.exp(1)))
+    assert fit_ranges(normal, 1.0, margin=0.5)["GTR"] == pytest.approx((np.exp(-1.5), np.exp(1.5)))
+    assert fit_ranges(normal, 0.9)["GTR"] == pytest.approx((np.exp(-0.9), np.exp(0.9)))
+    # distances on log(1 + x)
+    d = pd.DataFrame({"DTW": np.expm1(np.linspace(0, 4, 101))})
+    assert fit_ranges(d, 1.0, margin=0.5)["DTW"] == pytest.approx((None, np.expm1(5.0)))
 
 
 def test_macro_f1_exact():
@@ -157,7 +161,7 @@ def test_train_learns_expected_beats_and_separates_classes():
 def test_train_from_normal_only_uses_default_level():
     table, labels = _table(n_leak=0, n_stop=0)
     model = train(table, labels)
-    assert (model.level, model.margin) == (1.0, 0.5) and model.training["macro_f1"] is None
+    assert (model.level, model.margin) == (0.95, 1.0) and model.training["macro_f1"] is None
 
 
 def test_model_file_round_trip(tmp_path):

@@ -47,11 +47,29 @@ class HsaModel:
         }
 
 
+#: features that are ratios (1 = like the reference): ranges are fitted on their log,
+#: where twice as slow and twice as fast lie equally far from 1
+RATIO_FEATURES = ("GTR", "LTR", "GHR", "LHR", "LTRmax", "progress")
+
+
+def _to_fit_scale(f: str, x: np.ndarray) -> np.ndarray:
+    if f in RATIO_FEATURES:
+        return np.log(np.maximum(x, 1e-12))
+    return np.log1p(np.maximum(x, 0.0))  # distances: >= 0, heavy right tail
+
+
+def _from_fit_scale(f: str, v: float) -> float:
+    return float(np.exp(v)) if f in RATIO_FEATURES else float(np.expm1(v))
+
+
 def fit_ranges(normal: pd.DataFrame, level: float, margin: float = 0.0) -> dict[str, tuple[float | None, float | None]]:
-    """Per-feature normal interval from the rows of normal sequences: the central `level`
-    share of the values (level 1: their minimum to maximum), each end then moved away from
-    the median by `margin` times its distance to the median (the tails of a few dozen
-    training values understate those of the population)."""
+    """Per-feature normal interval from the rows of normal sequences.
+
+    On a log scale (ratios: log; distances: log(1 + x)): the central `level` share of the
+    values (level 1: their minimum to maximum), each end then moved away from the median
+    by `margin` times its distance to the median, because the tails of a few dozen
+    training values understate those of the population.
+    """
     ranges = {}
     for f in FEATURES:
         x = normal[f].to_numpy(dtype=float) if f in normal else np.empty(0)
@@ -59,12 +77,14 @@ def fit_ranges(normal: pd.DataFrame, level: float, margin: float = 0.0) -> dict[
         if x.size == 0:
             ranges[f] = (None, None)
             continue
-        med = float(np.median(x))
-        lo, hi = (float(v) for v in np.quantile(x, [0.5 - level / 2, 0.5 + level / 2]))
-        floor = config.HSA_MIN_SPREAD * max(abs(med), 1e-12)
+        y = _to_fit_scale(f, x)
+        med = float(np.median(y))
+        lo, hi = (float(v) for v in np.quantile(y, [0.5 - level / 2, 0.5 + level / 2]))
+        floor = config.HSA_MIN_SPREAD
         lo = med - (1 + margin) * max(med - lo, floor)
         hi = med + (1 + margin) * max(hi - med, floor)
-        ranges[f] = (None if f in UPPER_ONLY else lo, None if f in LOWER_ONLY else hi)
+        ranges[f] = (None if f in UPPER_ONLY else _from_fit_scale(f, lo),
+                     None if f in LOWER_ONLY else _from_fit_scale(f, hi))
     return ranges
 
 
