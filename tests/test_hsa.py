@@ -191,3 +191,31 @@ def test_bad_model_files(tmp_path, content, needle):
     p.write_text(content)
     with pytest.raises(ModelFormatError, match=needle):
         read_model(p)
+
+
+def _fit_poly_loop(t, y, r2_target=0.9, max_degree=12):
+    """Naive reference: fit every degree in turn (SPEC 2)."""
+    from numpy.polynomial import Polynomial
+
+    sst = np.sum((y - y.mean()) ** 2)
+    best = (-np.inf, None)
+    for d in range(1, min(max_degree, len(t) - 1) + 1):
+        p = Polynomial.fit(t, y, d)
+        r2 = 1 - np.sum((p(t) - y) ** 2) / sst
+        if r2 > best[0]:
+            best = (r2, d)
+        if r2 >= r2_target:
+            break
+    return best[1], best[0]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fit_poly_matches_the_degree_by_degree_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 600))
+    t = np.sort(rng.uniform(0, rng.uniform(0.1, 100), n))
+    y = np.sin(t / t.max() * rng.uniform(1, 12)) * 100 + rng.normal(0, rng.uniform(0.1, 60), n) + 1000
+    f = fit_poly(t, y)
+    d, r2 = _fit_poly_loop(t, y)
+    assert f.degree == d
+    assert f.r2 == pytest.approx(r2, rel=1e-6, abs=1e-9)

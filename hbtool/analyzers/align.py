@@ -31,6 +31,8 @@ def fit_poly(t, y, r2_target: float = 0.9, max_degree: int = 12) -> PolyFit:
 
     NaN samples are ignored. Fewer than 2 usable points: an empty fit (evaluates to NaN).
     A constant y has R^2 = 1 by convention (the fit is exact).
+    Equivalent to fitting degrees 1, 2, ... in turn (tests/test_hsa.py checks it against
+    that loop), at the cost of one fit.
     """
     t = np.asarray(t, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -39,16 +41,25 @@ def fit_poly(t, y, r2_target: float = 0.9, max_degree: int = 12) -> PolyFit:
     if t.size < 2 or np.ptp(t) == 0:
         return PolyFit(None, 0, float("nan"))
     sst = float(np.sum((y - y.mean()) ** 2))
-    best = PolyFit(None, 0, -np.inf)
-    for deg in range(1, min(max_degree, t.size - 1) + 1):
-        p = Polynomial.fit(t, y, deg)
-        sse = float(np.sum((p(t) - y) ** 2))
-        r2 = 1.0 if sst == 0 else 1.0 - sse / sst
-        if r2 > best.r2:
-            best = PolyFit(p, deg, r2)
-        if r2 >= r2_target:
-            break
-    return best
+    top = min(max_degree, t.size - 1)
+    if sst == 0:
+        return PolyFit(Polynomial.fit(t, y, 1), 1, 1.0)
+    # One QR of the Legendre Vandermonde matrix on the scaled domain gives the residual of
+    # every degree at once: the fit of degree d is the projection of y on the first d + 1
+    # orthonormal columns, so SSE_d = |y|^2 - sum of the first d + 1 squared projections.
+    # Only the chosen degree is then fitted for real (as Polynomial.fit does it).
+    lo, hi = t.min(), t.max()
+    x = (2 * t - (lo + hi)) / (hi - lo)
+    q, r = np.linalg.qr(np.polynomial.legendre.legvander(x, top))
+    ok = np.abs(np.diag(r)) > 1e-10 * np.abs(r[0, 0])  # columns that add a direction
+    proj = q.T @ y
+    sse = float(y @ y) - np.cumsum(np.where(ok, proj, 0.0) ** 2)
+    r2 = 1.0 - np.maximum(sse[1:], 0.0) / sst  # degrees 1..top
+    reach = np.flatnonzero(r2 >= r2_target)
+    deg = int(reach[0]) + 1 if reach.size else int(np.argmax(r2)) + 1
+    p = Polynomial.fit(t, y, deg)
+    r2_deg = 1.0 - float(np.sum((p(t) - y) ** 2)) / sst
+    return PolyFit(p, deg, r2_deg)
 
 
 def common_grid(tq, tc, points: int) -> np.ndarray:

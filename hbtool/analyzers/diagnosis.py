@@ -67,6 +67,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     run_teams: dict[str, dict] = {}
     for k, s in series.items():
         run_teams.setdefault(k[0], {})[k] = s
+    team_refs: dict[tuple, tuple] = {}  # (run, process) -> (reference key, its series), once per team
     rows = []
     for k, s in series.items():
         row = dict(zip(KEY, k))
@@ -75,11 +76,13 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
             rk, rs_ = ref_series.get(k[2], ref_default or (None, None))
             row["reference"] = f"{'reference ' + _describe_key(rk) if rk is not None else 'none'}"
         else:
-            team = teams[(k[0], k[1])]
-            if len(team) < 2:
-                team = run_teams[k[0]]
-            rk = team_reference(team, settings)
-            rs_ = team[rk] if rk is not None else None
+            if (k[0], k[1]) not in team_refs:
+                team = teams[(k[0], k[1])]
+                if len(team) < 2:
+                    team = run_teams[k[0]]
+                rk = team_reference(team, settings)
+                team_refs[(k[0], k[1])] = (rk, team[rk] if rk is not None else None)
+            rk, rs_ = team_refs[(k[0], k[1])]
             row["reference"] = f"team median: {_describe_key(rk)}" if rk is not None else "none"
         reason = too_few_beats(s, settings)
         if reason is None and rs_ is None:

@@ -50,6 +50,16 @@ class Series:
 
     t: np.ndarray
     hr: np.ndarray = field(repr=False)
+    _fits: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def fit(self, s: "FeatureSettings"):
+        """The polynomial fit of hr(t) (SPEC 2), computed once per settings: a reference
+        is compared with every thread of its team."""
+        key = (s.window, s.dtw_max_points, s.r2_target, s.max_degree)
+        if key not in self._fits:
+            w = s.window
+            self._fits[key] = fit_poly(*_pool_xy(self.t[w:], self.hr[w:], s.dtw_max_points), s.r2_target, s.max_degree)
+        return self._fits[key]
 
     @property
     def beats(self) -> int:
@@ -99,15 +109,11 @@ def _ltr_max(tq: np.ndarray, tc: np.ndarray, k: int) -> float:
 def _lhr(q: Series, c: Series, s: FeatureSettings) -> float:
     """Mean over windows of the ratio of windowed means of the aligned fitted curves."""
     w = s.window
-    qt, qh = q.t[w:], q.hr[w:]
-    ct, ch = c.t[w:], c.hr[w:]
-    grid = common_grid(qt, ct, s.lhr_points)
+    grid = common_grid(q.t[w:], c.t[w:], s.lhr_points)
     if grid.size < s.lhr_window:
         return float("nan")
-    # fit on at most dtw_max_points pooled points: same curve, bounded cost
-    fq = fit_poly(*_pool_xy(qt, qh, s.dtw_max_points), s.r2_target, s.max_degree)
-    fc = fit_poly(*_pool_xy(ct, ch, s.dtw_max_points), s.r2_target, s.max_degree)
-    yq, yc = fq(grid), fc(grid)
+    # fitted on at most dtw_max_points pooled points: same curve, bounded cost
+    yq, yc = q.fit(s)(grid), c.fit(s)(grid)
     k = grid.size // s.lhr_window
     mq = yq[: k * s.lhr_window].reshape(k, -1).mean(axis=1)
     mc = yc[: k * s.lhr_window].reshape(k, -1).mean(axis=1)

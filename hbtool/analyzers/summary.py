@@ -84,8 +84,11 @@ def summarize_threads(trace: HeartbeatTrace) -> pd.DataFrame:
     s["duration_s"] = s["last_s"] - s["first_s"]
     with np.errstate(divide="ignore", invalid="ignore"):
         s["mean_rate"] = np.where(s["duration_s"] > 0, (s["beats"] - 1) / s["duration_s"], np.nan)
-    tids = g["os_tid"].agg(lambda x: sorted(set(int(v) for v in x if v >= 0))).reset_index(drop=True)
-    s["os_tids"] = tids
+    pairs = b.loc[b["os_tid"] >= 0, ["run", "process", "thread", "os_tid"]].drop_duplicates()
+    by_thread: dict[tuple, list[int]] = {}
+    for r, p, t, tid in pairs.itertuples(index=False, name=None):
+        by_thread.setdefault((r, p, t), []).append(int(tid))
+    s["os_tids"] = [sorted(by_thread.get((r, p, t), [])) for r, p, t in zip(s["run"], s["process"], s["thread"])]
     ends = thread_endings(trace)
     end_by_tid = {(r.run, r.process, r.os_tid): (r.ending, r.ended, r.abnormal) for r in ends.itertuples()}
     endings, texts, abnormal = [], [], []
