@@ -9,8 +9,12 @@ from .analyzers.heartrate import heart_rate
 from .analyzers.summary import summarize_threads
 from .io.model import HeartbeatTrace
 
-#: a gap between beats longer than this many median intervals is drawn as a break
-GAP_FACTOR = 20
+#: a gap between beats is drawn as a break when it is longer than this many median
+#: intervals and than GAP_SHARE of the thread's span (a scheduler's time slice is not a gap)
+GAP_FACTOR = 50
+GAP_SHARE = 0.02
+#: the bold line: rolling median over this share of a thread's beats (at least 5 beats)
+SMOOTH_SHARE = 0.02
 
 
 def _decimate(x: np.ndarray, y: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -27,10 +31,19 @@ def _break_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return x, y
     dx = np.diff(x)
     med = np.median(dx)
-    gaps = np.flatnonzero(dx > GAP_FACTOR * med) if med > 0 else np.empty(0, int)
+    limit = max(GAP_FACTOR * med, GAP_SHARE * (x[-1] - x[0]))
+    gaps = np.flatnonzero(dx > limit) if med > 0 else np.empty(0, int)
     if not gaps.size:
         return x, y
     return np.insert(x, gaps + 1, np.nan), np.insert(y, gaps + 1, np.nan)
+
+
+def _smooth(y: np.ndarray) -> np.ndarray:
+    """Rolling median over SMOOTH_SHARE of the points (NaN where undefined)."""
+    import pandas as pd
+
+    k = max(5, int(len(y) * SMOOTH_SHARE))
+    return pd.Series(y).rolling(k, center=True, min_periods=max(1, k // 2)).median().to_numpy()
 
 
 def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int) -> None:
@@ -48,23 +61,32 @@ def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int) -> None:
         groups = list(sub.groupby(["process", "thread"], sort=True))
         cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
         multi = sub["process"].nunique() > 1
+        tops = []
         for i, ((proc, thr), g) in enumerate(groups):
             t = g["t"].to_numpy()
             hr = heart_rate(t, window)
+            sm = _smooth(hr)
             x, y = _decimate(t, hr, config.PLOT_MAX_POINTS)
+            xs, ys = _decimate(t, sm, config.PLOT_MAX_POINTS)
             x, y = _break_gaps(x, y)
+            xs, ys = _break_gaps(xs, ys)
             color = cmap(i % cmap.N)
             label = f"p{proc} t{thr}" if multi else f"thread {thr}"
-            ax.plot(x, y, lw=1.1, color=color, label=label)
+            ax.plot(x, y, lw=0.6, color=color, alpha=0.25)
+            ax.plot(xs, ys, lw=1.8, color=color, label=label)
+            if np.isfinite(sm).any():
+                tops.append(np.nanmax(sm))
             ending, abnormal = ends.get((run, proc, thr), ("unknown", False))
             last = hr[~np.isnan(hr)][-1] if np.any(~np.isnan(hr)) else 0.0
             if abnormal:
                 ax.plot([t[-1]], [last], marker="x", color="red", ms=9, mew=2)
             elif ending != "unknown":
                 ax.plot([t[-1]], [last], marker="o", color=color, ms=5)
-        ax.set_title(f"{run}  ({len(groups)} threads, window {window} beats)", fontsize=10, loc="left")
+        ax.set_title(f"{run}  ({len(groups)} threads; heart rate over {window} beats, faint; "
+                     f"its rolling median, bold)", fontsize=10, loc="left")
         ax.set_ylabel("heart rate (beats/s)")
-        ax.set_ylim(bottom=0)
+        # spikes of a few beats (time slicing) must not squash the band every thread lives in
+        ax.set_ylim(0, 1.3 * max(tops) if tops else None)
         ax.grid(alpha=0.3)
         if len(groups) <= 16:
             ax.legend(fontsize=8, ncol=min(len(groups), 8), loc="lower left")

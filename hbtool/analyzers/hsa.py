@@ -97,17 +97,21 @@ def outside_ranges(row, ranges) -> list[str]:
     return [f for f in FEATURES if f in ranges and np.isfinite(row[f]) and not _inside(row[f], ranges[f])]
 
 
-def _fmt(v) -> str:
-    return "n/a" if v is None or not np.isfinite(v) else f"{v:.3g}"
+def _fmt(v, digits: int = 3) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"{v:.{digits}g}"
 
 
 def _describe(f: str, v: float, r) -> str:
     lo, hi = r
+    bound = hi if lo is None else lo if hi is None else (lo if v < lo else hi)
+    digits = 3
+    while digits < 8 and _fmt(v, digits) == _fmt(bound, digits):  # 1.8604 is not "1.86 > 1.86"
+        digits += 1
     if lo is None:
-        return f"{f} {_fmt(v)} > {_fmt(hi)}"
+        return f"{f} {_fmt(v, digits)} > {_fmt(hi, digits)}"
     if hi is None:
-        return f"{f} {_fmt(v)} < {_fmt(lo)}"
-    return f"{f} {_fmt(v)} outside [{_fmt(lo)}, {_fmt(hi)}]"
+        return f"{f} {_fmt(v, digits)} < {_fmt(lo, digits)}"
+    return f"{f} {_fmt(v, digits)} outside [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
 
 
 def classify_row(row, model: HsaModel) -> tuple[str, str]:
