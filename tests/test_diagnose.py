@@ -8,9 +8,8 @@ import sys
 
 import pytest
 
-from hbtool.io import write_heartbeats
 
-from conftest import ROOT, SAMPLES, make_trace, run_cli, run_hbtool
+from conftest import ROOT, SAMPLES, run_cli, run_hbtool
 
 
 def _status(doc):

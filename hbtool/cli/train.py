@@ -49,7 +49,8 @@ def train(out, level, ref, traces):
       hbtool train --normal runs/normal/* --memoryleak runs/leak/* --shutdown runs/stop/* -o model.json
       hbtool diagnose new_run/ --model model.json
     """
-    import numpy as np
+    from pathlib import Path
+
     import pandas as pd
 
     from .. import config
@@ -66,8 +67,6 @@ def train(out, level, ref, traces):
     tables = []
     for label, paths in groups.items():
         for p in paths:
-            from pathlib import Path
-
             tr = read_all([p], f"reading {label}")
             t = features_table(tr, reference=reference)
             per = _thread_labels(Path(p)) if Path(p).is_dir() else {}
@@ -93,4 +92,3 @@ def train(out, level, ref, traces):
         + (f", expected {model.expected_beats:g} beats per thread" if model.expected_beats else ""),
         err=True,
     )
-    del np

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from .model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace, THREAD_END_REASONS, conform
+from .model import HeartbeatTrace
 
 MAGIC = b"HBTRACE\0"
 VERSION = 1
@@ -426,8 +426,8 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
                 }
             )
         )
-    allrows = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["tid", "t_ns"])
-    allrows = allrows[allrows.get("kind", pd.Series(dtype=int)) != 0] if len(allrows) else allrows
+    allrows = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["tid", "t_ns", "kind"])
+    allrows = allrows[allrows["kind"] != 0]  # event kinds the format has no code for
     t0 = int(allrows["t_ns"].min()) if len(allrows) else 0
     t0 = min(t0, 0)
     chunks = []
