@@ -71,12 +71,13 @@ def test_unknown_for_too_few_beats_never_crash(capsys, tmp_path):
     assert by[0]["status"] == "normal"
 
 
-def test_empty_trace_is_bad_input(tmp_path):
+@pytest.mark.parametrize("cmd", ["diagnose", "features"])
+def test_empty_trace_is_bad_input(tmp_path, cmd):
     p = tmp_path / "empty.csv"
     p.write_text("thread,t\n")
-    r = run_hbtool("diagnose", p)
-    assert r.returncode == 0 or r.returncode == 2
-    assert "Traceback" not in r.stderr
+    r = run_hbtool(cmd, p)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"hbtool: error: {p}: the trace holds no heartbeats: nothing to analyse"
 
 
 def test_features_command(capsys):

@@ -18,6 +18,10 @@ def read_all(paths, label="reading"):
             traces.append(read_heartbeats(p))
     trace = traces[0] if len(traces) == 1 else HeartbeatTrace.concat(traces)
     warn(trace.warnings)
+    if not len(trace.beats):
+        from ..errors import HbtoolError
+
+        raise HbtoolError(f"{', '.join(map(str, paths))}: the trace holds no heartbeats: nothing to analyse")
     return trace
 
 
