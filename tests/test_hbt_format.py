@@ -199,3 +199,32 @@ def test_multi_process_run_needs_a_directory(tmp_path):
     back = read_heartbeats(tmp_path / "rundir")
     assert sorted(back.beats["process"].unique().tolist()) == [0, 1]
     assert len(back.beats) == len(b)
+
+
+def test_random_damage_never_escapes_as_another_error(tmp_path):
+    """Trace files are untrusted: any corruption reads, or fails with TraceFormatError."""
+    from conftest import SAMPLES
+
+    src = next((SAMPLES / "pi-shutdown").glob("*.hbt")).read_bytes()
+    rng = np.random.default_rng(12345)
+    p = tmp_path / "fuzz.hbt"
+    outcomes = {"read": 0, "refused": 0}
+    for i in range(300):
+        raw = bytearray(src)
+        kind = i % 3
+        if kind == 0:  # flip bytes anywhere, the header most often
+            for _ in range(int(rng.integers(1, 8))):
+                pos = int(rng.integers(0, 256)) if rng.random() < 0.6 else int(rng.integers(0, len(raw)))
+                raw[pos] = int(rng.integers(0, 256))
+        elif kind == 1:  # cut anywhere
+            raw = raw[: int(rng.integers(0, len(raw)))]
+        else:  # overwrite a random 32-byte slot with noise
+            pos = 4096 + 32 * int(rng.integers(0, (len(raw) - 4096) // 32))
+            raw[pos:pos + 32] = rng.integers(0, 256, 32, dtype=np.uint8).tobytes()
+        p.write_bytes(bytes(raw))
+        try:
+            read_heartbeats(p)
+            outcomes["read"] += 1
+        except TraceFormatError:
+            outcomes["refused"] += 1
+    assert outcomes["read"] > 0 and outcomes["refused"] > 0

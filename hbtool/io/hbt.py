@@ -153,6 +153,8 @@ def _parse_header(buf, path: str) -> tuple[np.void, str]:
             f"{path}: metadata section (offset {mo}, {ml} bytes) runs past the end of the "
             f"file ({size} bytes): the file is corrupted or cut short"
         )
+    if int(hdr["start_mono_ns"]) >= 1 << 62:
+        raise TraceFormatError(f"{path}: corrupted header (start time {int(hdr['start_mono_ns'])} ns)")
     if do > size:
         raise TraceFormatError(
             f"{path}: data section starts at byte {do}, past the end of the file ({size} bytes)"
