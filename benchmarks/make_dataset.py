@@ -110,7 +110,8 @@ def main() -> None:
                     print(f"\r{done}/{total} runs", end="", file=sys.stderr)
     (args.out / "dataset.json").write_text(json.dumps({
         "maker": "benchmarks/make_dataset.py", "seed": args.seed, "runs_per_label": args.runs,
-        "threads": args.threads, "beats": args.beats, "leak_bytes_per_beat": args.leak_bytes,
+        "threads": args.threads, "beats": args.beats, "beats_factor": BEATS_FACTOR,
+        "leak_bytes_per_beat": args.leak_bytes,
         "process_shutdown_share": PROCESS_SHARE, "benchmarks": benches}, indent=1) + "\n")
     print(f"{'' if not sys.stderr.isatty() else chr(10)}{total} runs in {time.time() - t0:.0f} s -> {args.out}",
           file=sys.stderr)

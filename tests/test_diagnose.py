@@ -153,8 +153,10 @@ def test_evaluate_tiny_dataset(capsys, tiny_dataset):
     total = sum(sum(r.values()) for r in b["confusion"].values())
     test_rows = 48 - sum(round(0.3 * n) or 1 for n in (b["n_normal"], b["n_memoryleak"], b["n_shutdown"]))
     assert total == 3 * test_rows
+    assert doc["dataset"]["leak_bytes_per_beat"] == 1 << 20
     code, out, _ = run_cli(capsys, "evaluate", tiny_dataset)
     assert "confusion matrix, pi_pthread" in out
+    assert "memory leak 1 MiB per beat" in out.splitlines()[1]
 
 
 def test_evaluate_not_a_dataset(tmp_path):

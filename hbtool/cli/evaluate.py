@@ -54,10 +54,34 @@ def evaluate(dataset, repeats, train_fraction, seed, fmt):
     extra = {"protocol": {"repeats": repeats, "train_fraction": train_fraction, "seed": seed,
                           "stratified": True}, "mean_macro_f1": overall}
     preamble = [f"{len(runs)} runs, {len(table)} thread sequences; stratified {train_fraction:.0%} train / "
-                f"{1 - train_fraction:.0%} test, {repeats} repetitions (seed {seed})", ""]
+                f"{1 - train_fraction:.0%} test, {repeats} repetitions (seed {seed})"]
+    made = _dataset_description(dataset)
+    if made:
+        extra["dataset"] = made
+        leak = made.get("leak_bytes_per_beat")
+        preamble.append(
+            f"data set: {made.get('maker', '?')}, seed {made.get('seed', '?')}, {made.get('threads', '?')} threads, "
+            f"{made.get('beats', '?')} beats per thread"
+            + "".join(f" (x{k} for {b})" for b, k in (made.get("beats_factor") or {}).items()
+                      if isinstance(made.get("beats_factor"), dict))
+            + (f", memory leak {leak / 2**20:g} MiB per beat" if isinstance(leak, (int, float)) else ""))
+    preamble.append("")
     emit(fmt, rows, cols if fmt != "csv" else cols[:-2], key="benchmarks", extra=extra, preamble=preamble,
          headers={"macro_f1": "mean macro-F1", "macro_f1_runs": "per repetition"})
     if fmt == "text":
         for r in results:
             click.echo(f"\nconfusion matrix, {r.benchmark} (test sets of all repetitions; rows: truth)")
             click.echo(r.confusion.to_string())
+
+
+def _dataset_description(dataset) -> dict:
+    """What benchmarks/make_dataset.py wrote about the data set (dataset.json), if anything."""
+    import json
+    from pathlib import Path
+
+    f = Path(dataset) / "dataset.json"
+    try:
+        doc = json.loads(f.read_text()) if f.is_file() and f.stat().st_size < 65536 else {}
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
