@@ -162,3 +162,15 @@ def test_evaluate_tiny_dataset(capsys, tiny_dataset):
 def test_evaluate_not_a_dataset(tmp_path):
     r = run_hbtool("evaluate", tmp_path)
     assert r.returncode == 2 and "no runs found" in r.stderr
+
+
+def test_train_takes_thread_labels_from_the_examples_truth_files(capsys, tmp_path):
+    model = tmp_path / "m.json"
+    code, _, err = run_cli(capsys, "train", "--normal", SAMPLES / "jacobi-normal", SAMPLES / "pi-normal",
+                           "--memoryleak", SAMPLES / "jacobi-leak", "--shutdown", SAMPLES / "pi-shutdown",
+                           SAMPLES / "matmul-exit1", "-o", model)
+    assert code == 0, err
+    seq = json.loads(model.read_text())["training"]["sequences"]
+    # jacobi-leak: thread 1 leaks, 3 normal; pi-shutdown: thread 3 stops, 3 normal;
+    # matmul-exit1: the whole process went down, 4 shutdown
+    assert seq == {"normal": 8 + 3 + 3, "memoryleak": 1, "shutdown": 1 + 4}

@@ -42,7 +42,8 @@ def train(out, level, ref, traces):
     minus z(level) spreads; given anomalous traces too, the level that maximises the
     training macro-F1 is chosen. Every thread of a trace counts under the label it is
     given, unless a labels.json beside the trace labels each thread (as
-    benchmarks/make_dataset.py writes).
+    benchmarks/make_dataset.py writes) or the truth.json of the example programs says
+    which thread got the anomaly.
 
     \b
     Example:

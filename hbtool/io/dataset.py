@@ -2,7 +2,8 @@
 
 Each run directory is anything `read_heartbeats` reads as one run (tracer files, legacy
 per-thread files). A `labels.json` beside the trace may give each thread its own label
-({"threads": {"0": "normal", "2": "memoryleak"}}); otherwise every thread of the run
+({"threads": {"0": "normal", "2": "memoryleak"}}); else the `truth.json` that the example
+programs write says which thread got which injection; otherwise every thread of the run
 carries the run's directory label.
 """
 
@@ -45,10 +46,36 @@ def find_runs(root: str | Path) -> list[LabelledRun]:
     return runs
 
 
+def _labels_from_truth(f: Path) -> dict[int, str]:
+    """Thread labels from an example program's truth.json (native_tracer/examples/README.md):
+    the injected thread gets the anomaly; a shutdown that took the whole process down makes
+    every thread's trace end early. Injections HSA has no class for give no labels."""
+    try:
+        doc = json.loads(f.read_text())
+        n = int(doc["threads"])
+        inject = doc.get("inject")
+        thread = doc.get("thread")
+        mode = (doc.get("params") or {}).get("shutdown_mode", "thread")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise HbtoolError(f"{f}: unreadable truth file ({exc})") from exc
+    if not 0 < n <= 1 << 16:
+        raise HbtoolError(f"{f}: unreadable truth file (threads = {n})")
+    if inject in (None, "none") or doc.get("injected") is False:
+        return {t: "normal" for t in range(n)}
+    if inject == "leak" and isinstance(thread, int):
+        return {t: ("memoryleak" if t == thread else "normal") for t in range(n)}
+    if inject == "shutdown" and isinstance(thread, int):
+        if mode != "thread":
+            return {t: "shutdown" for t in range(n)}
+        return {t: ("shutdown" if t == thread else "normal") for t in range(n)}
+    return {}
+
+
 def _thread_labels(run: Path) -> dict[int, str]:
     f = run / "labels.json"
     if not f.is_file():
-        return {}
+        truth = run / "truth.json"
+        return _labels_from_truth(truth) if truth.is_file() else {}
     try:
         doc = json.loads(f.read_text())
         threads = doc.get("threads", {})
