@@ -64,6 +64,8 @@ def fit_poly(t, y, r2_target: float = 0.9, max_degree: int = 12) -> PolyFit:
 
 def common_grid(tq, tc, points: int) -> np.ndarray:
     """`points` evenly spaced times over the overlap of two time spans (empty if none)."""
+    if np.size(tq) == 0 or np.size(tc) == 0:
+        return np.empty(0)
     lo = max(np.nanmin(tq), np.nanmin(tc))
     hi = min(np.nanmax(tq), np.nanmax(tc))
     if not np.isfinite(lo) or not np.isfinite(hi) or hi <= lo:

@@ -85,7 +85,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
             rk, rs_ = team_refs[(k[0], k[1])]
             row["reference"] = f"team median: {_describe_key(rk)}" if rk is not None else "none"
         reason = too_few_beats(s, settings)
-        if reason is None and rs_ is None:
+        if reason is None and (rs_ is None or too_few_beats(rs_, settings) is not None):
             reason = "no reference thread with enough beats"
         row["na_reason"] = reason or ""
         if reason is None:

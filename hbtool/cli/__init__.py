@@ -63,6 +63,16 @@ def _error(message: str) -> None:
     click.echo(f"hbtool: error: {message}", err=True)
 
 
+def _broken_pipe() -> None:
+    """The reader of our stdout went away (| head): quietly stop."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+    sys.exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: exit status 0 ok, 2 bad input or usage, else the command's own."""
     try:
@@ -84,13 +94,11 @@ def main(argv: list[str] | None = None) -> None:
         _error("interrupted")
         sys.exit(130)
     except BrokenPipeError:
-        # the reader of our stdout went away (| head): quietly stop
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
-        sys.exit(0)
+        _broken_pipe()
+    except OSError as exc:  # the file system said no: a path the user gave, not a bug
+        where = exc.filename or ""
+        _error(f"{where + ': ' if where else ''}{exc.strerror or exc}")
+        sys.exit(2)
     except Exception as exc:  # a bug, not bad input: say so in one line, keep the traceback on request
         if os.environ.get("HBTOOL_DEBUG"):
             raise

@@ -26,6 +26,8 @@ def convert(src, out, fmt):
     """
     from ..io import read_heartbeats, write_heartbeats
 
+    if out == "-" and fmt not in (None, "csv"):
+        raise click.UsageError(f"- (stdout) takes csv only; give a file name for {fmt}")
     trace = read_heartbeats(src)
     warn(trace.warnings)
     target = fmt or ("csv" if out == "-" else None)

@@ -29,6 +29,8 @@ def info(paths, fmt):
 
     trace = read_heartbeats(list(paths))
     warn(trace.warnings)
+    if not len(trace.beats) and not len(trace.events):
+        raise click.UsageError(f"{', '.join(paths)}: the trace holds no heartbeats and no lifecycle records")
     s = summarize_threads(trace)
     rows = s.to_dict(orient="records")
     runs = []

@@ -30,6 +30,8 @@ def plot(paths, out, window):
     from ..io import read_heartbeats
     from ..plotting import plot_heart_rates
 
+    if not out.lower().endswith((".png", ".svg", ".pdf")):
+        raise click.UsageError(f"{out}: name the picture .png, .svg or .pdf")
     trace = read_heartbeats(list(paths))
     warn(trace.warnings)
     if not len(trace.beats):

@@ -511,9 +511,13 @@ def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
         e = trace.events[trace.events["process"] == p]
         data = _file_bytes(b, e, meta, pid=0, rank=p if len(procs) > 1 else -1)
         dest = out / f"hbtrace-converted-p{p}{SUFFIX}" if len(procs) > 1 else out
-        tmp = dest.with_name(dest.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
         written.append(str(dest))
     return written
 

@@ -69,7 +69,9 @@ def read_model(path: str | os.PathLike) -> HsaModel:
     try:
         st = FeatureSettings.from_dict(settings)
         for name, v in st.to_dict().items():
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            least, most = (0, 1) if name == "r2_target" else (0, 1_000_000) if name in ("band", "lb_radius") \
+                else (1, 1_000_000)  # windows and counts: a window of 0 beats is no window
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not least <= v <= most):
                 raise ValueError(f"{name}={v!r}")
     except (TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc

@@ -81,17 +81,29 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
             f"found {', '.join(map(str, list(df.columns)[:8])) or 'no columns'}): see docs/formats.md"
         )
     out = pd.DataFrame(index=df.index)
-    t = pd.to_numeric(df[tcol], errors="coerce")
+    raw_t = df[tcol]
+    if pd.api.types.is_datetime64_any_dtype(raw_t) or pd.api.types.is_timedelta64_dtype(raw_t):
+        # a clock column with its own unit: as ns, whatever the name says
+        factor = 1.0
+        raw_t = raw_t.dt.tz_localize(None) if getattr(raw_t.dt, "tz", None) is not None else raw_t
+        t = pd.Series(raw_t.to_numpy().astype("datetime64[ns]" if pd.api.types.is_datetime64_any_dtype(raw_t)
+                                             else "timedelta64[ns]").astype(np.int64), index=df.index, dtype="float64")
+        t[raw_t.isna().to_numpy()] = np.nan
+    else:
+        t = pd.to_numeric(raw_t, errors="coerce")
     bad = t.isna() | ~np.isfinite(t.to_numpy(dtype=float, na_value=np.nan))
     if bad.any():
         warnings.append(f"{source}: {int(bad.sum())} rows without a valid time skipped")
     keep = ~bad
     df, t = df[keep], t[keep]
     out = out[keep]
+    tf = t.astype(float) * factor
+    if (tf.abs() >= 2.0**62).any():
+        raise TraceFormatError(f"{source}: times beyond 146 years in column '{tcol}': not a heartbeat clock")
     if factor == 1.0 and pd.api.types.is_integer_dtype(t):
         t_ns = t.astype(np.int64)
     else:
-        t_ns = np.round(t.astype(float) * factor).astype(np.int64)
+        t_ns = np.round(tf).astype(np.int64)
     out["t_ns"] = t_ns
     for target, names in ALIASES.items():
         col = _find(cols, names)
@@ -101,6 +113,17 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
             out[target] = df[col].astype(str)
             continue
         vals = pd.to_numeric(df[col], errors="coerce")
+        if target == "thread":
+            missing = df[col].isna().to_numpy()
+            if missing.any() and not (vals.isna().to_numpy() & ~missing).any():
+                # numbers with a few blanks: keep the numbers, drop the rows without a thread
+                warnings.append(f"{source}: {int(missing.sum())} rows without a thread skipped")
+                keep2 = ~missing
+                df, vals, out = df[keep2], vals[keep2], out[keep2]
+        if target in ("thread", "process", "loop", "iteration", "tag", "os_tid", "seq") and vals.notna().any():
+            finite = vals.dropna()
+            if (finite.abs() >= 2.0**31 if target in ("thread", "process") else finite.abs() >= 2.0**62).any():
+                raise TraceFormatError(f"{source}: column '{col}' holds numbers too large for a {target} id")
         if target == "thread" and vals.isna().any():
             # thread names ("worker-1"): number them in order of appearance, keep the name as label
             codes, names_ = pd.factorize(df[col].astype(str))
