@@ -96,6 +96,48 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_REC_PROCESS_EXIT   6u  /* exit()/return from main/_exit; aux = exit status, flags = HBT_EXIT_* */
 #define HBT_REC_SIGNAL         7u  /* the process got a fatal signal; aux = signal number */
 #define HBT_REC_LOST           8u  /* the tracer dropped records; aux = how many */
+#define HBT_REC_BEHAVIOR       9u  /* the online monitor saw a thread change behaviour
+                                      (written by the thread that detected it):
+                                      t_ns   = when it was detected,
+                                      seq    = the monitored thread's beat count at the
+                                               onset (low 32 bits),
+                                      thread = the monitored thread's user thread number,
+                                      loop   = the new behaviour, HBT_BHV_*,
+                                      iter   = detection lag in microseconds: t_ns minus
+                                               the onset, the time the behaviour began
+                                               according to the beats (saturated at
+                                               INT32_MAX),
+                                      aux    = the monitored thread's thread_slot,
+                                      flags  = HBT_MON_* mode of the monitor */
+#define HBT_REC_MONITOR       10u  /* monitor statistics, cumulative since the monitor
+                                      started (written at least once a second by a
+                                      centralized monitor, and at Finished and exit):
+                                      seq    = messages exchanged, low 32 bits,
+                                      aux    = messages exchanged, high 32 bits,
+                                      thread = threads being monitored,
+                                      loop   = detection passes, saturated at INT32_MAX,
+                                      iter   = monitor period in microseconds
+                                               (centralized) or the ring's check
+                                               period, saturated,
+                                      flags  = HBT_MON_* mode */
+#define HBT_REC_ADJUST        11u  /* Heartbeat_HeartRate_Adjust (or HBTRACE_HEART_RATE)
+                                      changed how many calls make one beat: from now on
+                                      every aux-th Generate/beat call of a thread is
+                                      recorded; seq = the previous value, iter = the
+                                      target rate in milli-beats/s (saturated) */
+
+/* behaviours (loop of HBT_REC_BEHAVIOR) */
+#define HBT_BHV_RUNNING        0u  /* beats at the thread's usual rate */
+#define HBT_BHV_BUSY_WAITING   1u  /* late, but on the CPU: spinning instead of beating */
+#define HBT_BHV_COND_WAITING   2u  /* late and off the CPU: blocked */
+#define HBT_BHV_EXITED         3u  /* the thread ended normally */
+#define HBT_BHV_FAILED         4u  /* the thread vanished or was cancelled, or the
+                                      process is ending with it still at work */
+
+/* monitor modes (flags of HBT_REC_BEHAVIOR and HBT_REC_MONITOR; the type argument
+ * of Heartbeat_OpenMP_Init and Heartbeat_MultiPthread_Init) */
+#define HBT_MON_CENTRAL        0u  /* one monitor thread checks every worker */
+#define HBT_MON_RING           1u  /* each worker checks its live neighbour on its beats */
 
 /* aux of HBT_REC_THREAD_END */
 #define HBT_END_RETURN         0u  /* start routine returned */
