@@ -69,3 +69,29 @@ HSA_DEFAULT_RANGES = {
     "LTRmax": (None, 3.2),
     "progress": (0.95, None),
 }
+
+# ---- thread behaviour (SPEC 5, seed 001; docs/methods.md "Thread behaviour") ----
+#: the rate around each beat: the mean interval over at least this many intervals ...
+BEHAVIOR_SMOOTH = 9
+#: ... and at least this many seconds (a thread that shares a core runs and waits in
+#: time slices of a few ms: the window averages them out)
+BEHAVIOR_WINDOW_S = 0.05
+#: the thread's usual ("running") level: this quantile of the smoothed level
+BEHAVIOR_REF_QUANTILE = 0.1
+#: busy-waiting: the smoothed interval is at least this many times the usual one ...
+BEHAVIOR_SLOW_FACTOR = 2.0
+#: ... for at least this many consecutive intervals
+BEHAVIOR_MIN_SLOW_BEATS = 4
+#: ... and the rest of the team did not slow down as much at the same time (then it is
+#: the machine, not the thread): team slowdown above this share of the thread's
+BEHAVIOR_TEAM_SHARE = 0.6
+#: conditional waiting: one interval at least this many times the local usual one ...
+BEHAVIOR_GAP_FACTOR = 3.0
+#: ... and at least this long (seconds): shorter stalls are the scheduler's
+BEHAVIOR_MIN_WAIT_S = 0.05
+#: online reports match an offline interval when their onsets differ by at most
+#: this many usual intervals (or this share of the interval's length, if larger)
+BEHAVIOR_MATCH_BEATS = 5
+BEHAVIOR_MATCH_SHARE = 0.25
+#: "messages per window": a window is this many beats per monitored thread (seed 001)
+BEHAVIOR_WINDOW_BEATS = 100

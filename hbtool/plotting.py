@@ -46,7 +46,32 @@ def _smooth(y: np.ndarray) -> np.ndarray:
     return pd.Series(y).rolling(k, center=True, min_periods=max(1, k // 2)).median().to_numpy()
 
 
-def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int) -> None:
+#: colours of `hbtool plot --behavior` (running is left plain)
+BEHAVIOR_COLORS = {"busy-waiting": "#ff9f1c", "conditional-waiting": "#2ec4b6", "exited": "#8d99ae",
+                   "failed": "#e63946", "ended": "#adb5bd", "running": "#d8f3dc"}
+
+
+def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> None:
+    """One row per thread, its behaviour intervals as coloured bars (a Gantt chart)."""
+    order = {(p, t): i for i, ((p, t), _) in enumerate(groups)}
+    for row in timelines:
+        y = order.get((row["process"], row["thread"]))
+        if y is None:
+            continue
+        for iv in row["intervals"]:
+            a, b = iv["start_ns"] / 1e9, iv["end_ns"] / 1e9
+            ax.broken_barh([(a, max(b - a, 1e-9))], (y - 0.4, 0.8), color=BEHAVIOR_COLORS[iv["behavior"]],
+                           edgecolor="none")
+            if iv["online"]:
+                ax.plot([iv["online"]["detected_s"]], [y], marker="|", color="black", ms=10, mew=1.5)
+    ax.set_yticks(range(len(groups)))
+    ax.set_yticklabels([f"p{p} t{t}" if multi else f"t{t}" for (p, t), _ in groups], fontsize=7)
+    ax.set_ylim(-0.6, len(groups) - 0.4)
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+
+
+def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int, behavior: bool = False) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -55,8 +80,25 @@ def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int) -> None:
     runs = list(trace.runs)
     summary = summarize_threads(trace)
     ends = {(r.run, r.process, r.thread): (r.ending, r.abnormal) for r in summary.itertuples()}
-    fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3.2 * len(runs) + 0.6), squeeze=False)
-    for ax, run in zip(axes[:, 0], runs):
+    timelines = []
+    if behavior:
+        from matplotlib.patches import Patch
+
+        from .analyzers.behavior import behavior_timelines
+
+        timelines = behavior_timelines(trace)
+        nthreads = [trace.beats.loc[trace.beats["run"] == r, ["process", "thread"]].drop_duplicates().shape[0]
+                    for r in runs]
+        ratios = []
+        for n in nthreads:
+            ratios += [3.2, 0.35 + 0.18 * n]
+        fig, grid = plt.subplots(2 * len(runs), 1, figsize=(10, sum(ratios) + 0.8), squeeze=False,
+                                 gridspec_kw={"height_ratios": ratios})
+        axes, strips = grid[0::2], grid[1::2]
+    else:
+        fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3.2 * len(runs) + 0.6), squeeze=False)
+        strips = None
+    for k, (ax, run) in enumerate(zip(axes[:, 0], runs)):
         sub = trace.beats[trace.beats["run"] == run]
         groups = list(sub.groupby(["process", "thread"], sort=True))
         cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
@@ -90,6 +132,23 @@ def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int) -> None:
         ax.grid(alpha=0.3)
         if len(groups) <= 16:
             ax.legend(fontsize=8, ncol=min(len(groups), 8), loc="lower left")
+        if strips is not None:
+            mine = [r for r in timelines if r["run"] == run]
+            for r in mine:  # shade the heart-rate panel where a thread misbehaved
+                for iv in r["intervals"]:
+                    if iv["behavior"] in ("busy-waiting", "conditional-waiting"):
+                        ax.axvspan(iv["start_ns"] / 1e9, iv["end_ns"] / 1e9, color=BEHAVIOR_COLORS[iv["behavior"]],
+                                   alpha=0.18, lw=0)
+            sax = strips[k, 0]
+            sax.sharex(ax)
+            _behavior_strip(sax, mine, groups, multi)
+            if k == 0:
+                sax.legend(handles=[Patch(color=c, label=b) for b, c in BEHAVIOR_COLORS.items()]
+                           + [plt.Line2D([], [], marker="|", color="black", ls="", ms=10, label="online monitor report")],
+                           fontsize=7, ncol=7, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(groups) < 3 else -0.15),
+                           frameon=False)
+    if strips is not None:
+        axes = strips
     axes[-1, 0].set_xlabel("time since start (s)   o: ended normally   x: died (signal, error exit, no end record)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)

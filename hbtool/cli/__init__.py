@@ -22,6 +22,7 @@ COMMANDS = {
     "features": ("hbtool.cli.features", "features", "The HSA features of every thread against a reference."),
     "train": ("hbtool.cli.train", "train", "Learn the normal ranges of the features; write a model."),
     "evaluate": ("hbtool.cli.evaluate", "evaluate", "Macro-F1 of the diagnosis on a labelled data set."),
+    "behavior": ("hbtool.cli.behavior", "behavior", "Per thread: running, busy-waiting, waiting, exited, failed, and when."),
     "info": ("hbtool.cli.info", "info", "Beats, time span, heart rate and ending of every thread."),
     "convert": ("hbtool.cli.convert", "convert", "Convert a trace between csv, xlsx, parquet and the binary format."),
     "plot": ("hbtool.cli.plot", "plot", "Draw the heart rate of every thread over time to a PNG."),

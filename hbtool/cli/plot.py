@@ -15,16 +15,23 @@ MAX_PANELS = 16
               help="PNG file to write.")
 @click.option("--window", type=click.IntRange(1, 100000), default=None,
               help="Heart-rate window in beats (default 10).")
-def plot(paths, out, window):
+@click.option("--behavior", "behavior", is_flag=True,
+              help="Colour each thread's behaviour intervals (as 'hbtool behavior' finds them) below the plot.")
+def plot(paths, out, window, behavior):
     """Draw the heart rate of every thread over time to a PNG.
 
     Each run gets a panel; each thread a line; a thread's end is marked: a
     dot where it ended itself, a red cross where it died or its trace stops
     without an end record.
 
+    With --behavior, a strip under each panel shows every thread's behaviour
+    timeline (running, busy-waiting, conditional waiting, exited, failed), with
+    a tick where the online monitor reported it.
+
     \b
-    Example:
+    Examples:
       hbtool plot sample_traces/jacobi-leak -o leak.png
+      hbtool plot --behavior sample_traces/pi-condwait -o condwait.png
     """
     from .. import config
     from ..io import read_heartbeats
@@ -38,5 +45,5 @@ def plot(paths, out, window):
         raise click.UsageError("the trace holds no heartbeats: nothing to plot")
     if len(trace.runs) > MAX_PANELS:
         raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
-    plot_heart_rates(trace, out, window or config.HEART_RATE_WINDOW)
+    plot_heart_rates(trace, out, window or config.HEART_RATE_WINDOW, behavior=behavior)
     click.echo(f"hbtool: wrote {out}", err=True)

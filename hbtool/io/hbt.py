@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from .model import HeartbeatTrace
+from .model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, HeartbeatTrace, empty_frame
 
 MAGIC = b"HBTRACE\0"
 VERSION = 1
@@ -46,6 +46,8 @@ REC_KINDS = {
     8: "lost",
 }
 KIND_CODES = {v: k for k, v in REC_KINDS.items()}
+#: records of the online behaviour monitor: read into HeartbeatTrace.monitor
+MONITOR_KINDS = {9: "behavior", 10: "monitor", 11: "adjust"}
 
 
 def header_dtype(order: str = "<") -> np.dtype:
@@ -266,6 +268,49 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
     return out
 
 
+def _monitor_frame(r, sel, t_ns, run, proc, path, warnings) -> pd.DataFrame:
+    """The online monitor's records of one process, decoded (MONITOR_COLUMNS)."""
+    kind = r["kind"][sel].astype(np.int64)
+    n = kind.size
+    seq = r["seq"][sel].astype(np.int64)
+    aux = r["aux"][sel].astype(np.int64)
+    loop = r["loop"][sel].astype(np.int64)
+    it = r["iter"][sel].astype(np.int64)
+    flags = r["flags"][sel].astype(np.int64)
+    t = t_ns[sel]
+    isb, ism, isa = kind == 9, kind == 10, kind == 11
+    badb = isb & ((loop < 0) | (loop >= len(BEHAVIORS)) | (it < 0))
+    if badb.any():
+        warnings.append(f"{path}: skipped {int(badb.sum())} behaviour records with an unknown behaviour code")
+    keep = ~badb
+    lag = np.where(isb, it, 0) * 1000
+    mode = [MONITOR_MODES.get(int(f), f"mode {int(f)}") if k != 11 else "" for k, f in zip(kind.tolist(), flags.tolist())]
+    neg = np.full(n, -1, dtype=np.int64)
+    df = pd.DataFrame(
+        {
+            "run": run,
+            "process": proc,
+            "os_tid": r["os_tid"][sel],
+            "t_ns": t,
+            "t": t / 1e9,
+            "kind": [MONITOR_KINDS[int(k)] for k in kind.tolist()],
+            "mode": mode,
+            "thread": np.where(isb, r["thread"][sel].astype(np.int64), -1),
+            "behavior": [BEHAVIORS[int(c)] if b and 0 <= c < len(BEHAVIORS) else "" for b, c in zip(isb.tolist(), loop.tolist())],
+            "onset_ns": np.where(isb, t - lag, -1),
+            "onset_seq": np.where(isb, seq, -1),
+            "messages": np.where(ism, seq | (aux << 32), neg),
+            "passes": np.where(ism, loop, neg),
+            "monitored": np.where(ism, r["thread"][sel].astype(np.int64), neg),
+            "period_us": np.where(ism, it, neg),
+            "every": np.where(isa, aux, neg),
+            "previous_every": np.where(isa, seq, neg),
+            "target_hz": np.where(isa, it / 1000.0, np.nan),
+        }
+    )
+    return df[keep].reset_index(drop=True)
+
+
 def _unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Undo the 32-bit wrap of per-thread sequence numbers (records are in thread order)."""
     s = seq.astype(np.int64)
@@ -299,7 +344,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         range(len(parsed)),
         key=lambda i: (parsed[i]["header"]["rank"] < 0, parsed[i]["header"]["rank"], offsets[i], parsed[i]["header"]["pid"]),
     )
-    beats, events, procmeta = [], [], []
+    beats, events, monitor, procmeta = [], [], [], []
     for process, i in enumerate(order):
         p = parsed[i]
         hdr, r = p["header"], p["records"]
@@ -327,7 +372,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
             )
         )
         known = np.isin(kind, list(REC_KINDS))
-        unknown = ~isbeat & ~known
+        ismon = np.isin(kind, list(MONITOR_KINDS))
+        unknown = ~isbeat & ~known & ~ismon
         if unknown.any():
             warnings.append(
                 f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
@@ -353,6 +399,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                 }
             )
         )
+        if ismon.any():
+            monitor.append(_monitor_frame(r, ismon, t_ns, run, proc, paths[i], warnings))
         procmeta.append(
             {
                 "file": str(paths[i]),
@@ -363,6 +411,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                 "clock": CLOCKS.get(hdr["clock_id"], f"clock {hdr['clock_id']}"),
                 "clock_res_ns": int(hdr["clock_res_ns"]),
                 "start_real_ns": int(hdr["start_real_ns"]),
+                "start_mono_ns": int(hdr["start_mono_ns"]),
+                "t0_offset_ns": int(offsets[i]),
                 "preload": bool(hdr["flags"] & FLAG_PRELOAD),
                 "converted": bool(hdr["flags"] & FLAG_CONVERTED),
                 "lost_records": int(hdr["lost_records"]),
@@ -373,6 +423,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         "format": "hbtrace",
         "source": os.path.commonpath([str(p) for p in paths]) if len(paths) > 1 else str(paths[0]),
         # converted files know lifecycle only if their source did
+        # clock value of the run's t = 0 (same host and clock only), to place outside times
+        "zero_mono_ns": int(zero) if same_clock else None,
         "lifecycle": all(not pm["converted"] or pm["meta"].get("lifecycle") == "1" for pm in procmeta),
         "processes": procmeta,
     }
@@ -381,6 +433,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         events=pd.concat(events, ignore_index=True),
         runs={run: meta},
         warnings=warnings,
+        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
     )
 
 

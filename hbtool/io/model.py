@@ -48,6 +48,33 @@ EVENT_KINDS = {
 
 THREAD_END_REASONS = {0: "returned", 1: "pthread_exit", 2: "cancelled"}
 
+#: columns of HeartbeatTrace.monitor: what the tracer's online behaviour monitor
+#: recorded (HBT_REC_BEHAVIOR, HBT_REC_MONITOR and HBT_REC_ADJUST records)
+MONITOR_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "os_tid": "int64",      # OS thread that wrote the record
+    "t": "float64",         # when it was written (behavior: when it was detected)
+    "t_ns": "int64",
+    "kind": "object",       # "behavior", "monitor" or "adjust"
+    "mode": "object",       # "central" or "ring" ("" for adjust)
+    "thread": "int64",      # behavior: the monitored thread's user thread number
+    "behavior": "object",   # behavior: one of BEHAVIORS
+    "onset_ns": "int64",    # behavior: when it began according to the beats
+    "onset_seq": "int64",   # behavior: the monitored thread's beat count at the onset
+    "messages": "int64",    # monitor: messages exchanged so far
+    "passes": "int64",      # monitor: detection passes so far
+    "monitored": "int64",   # monitor: threads being monitored
+    "period_us": "int64",   # monitor: poll (or ring check) period
+    "every": "int64",       # adjust: calls per recorded beat from now on
+    "previous_every": "int64",  # adjust: the value before
+    "target_hz": "float64",     # adjust: the heart rate aimed at
+}
+
+#: behaviour names, in the order of the format's HBT_BHV_* codes
+BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "exited", "failed"]
+MONITOR_MODES = {0: "central", 1: "ring"}
+
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
@@ -131,16 +158,20 @@ class HeartbeatTrace:
       process ends (the tracer's binary format), so that "no end record" means
       something.
     * ``warnings``: what the reader skipped or repaired, one line each.
+    * ``monitor``: records of the tracer's online behaviour monitor, columns
+      MONITOR_COLUMNS (empty for other sources).
     """
 
     beats: pd.DataFrame
     events: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENT_COLUMNS))
     runs: dict[str, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    monitor: pd.DataFrame = field(default_factory=lambda: empty_frame(MONITOR_COLUMNS))
 
     def __post_init__(self) -> None:
         self.beats = conform(self.beats, BEAT_COLUMNS)
         self.events = conform(self.events, EVENT_COLUMNS)
+        self.monitor = conform(self.monitor, MONITOR_COLUMNS)
         if len(self.beats):
             self.beats = _sorted(self.beats, ["run", "process", "thread", "seq", "t_ns"])
         runs = self.beats["run"]
@@ -160,7 +191,7 @@ class HeartbeatTrace:
     @staticmethod
     def concat(traces: list["HeartbeatTrace"]) -> "HeartbeatTrace":
         """Join traces of different runs (run names must differ; later duplicates get a suffix)."""
-        beats, events, runs, warnings = [], [], {}, []
+        beats, events, monitor, runs, warnings = [], [], [], {}, []
         for tr in traces:
             rename = {}
             for name in tr.runs:
@@ -173,15 +204,19 @@ class HeartbeatTrace:
                 runs[new] = tr.runs[name]
             b = tr.beats.copy()
             e = tr.events.copy()
+            m = tr.monitor.copy()
             if any(k != v for k, v in rename.items()):
                 b["run"] = b["run"].map(rename)
                 e["run"] = e["run"].map(rename)
+                m["run"] = m["run"].map(rename)
             beats.append(b)
             events.append(e)
+            monitor.append(m)
             warnings.extend(tr.warnings)
         return HeartbeatTrace(
             beats=pd.concat(beats, ignore_index=True) if beats else empty_frame(BEAT_COLUMNS),
             events=pd.concat(events, ignore_index=True) if events else empty_frame(EVENT_COLUMNS),
             runs=runs,
             warnings=warnings,
+            monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
         )

@@ -1,0 +1,443 @@
+"""Thread behaviour timelines (SPEC 5, seed 001 HBTM), computed offline.
+
+Per thread, a list of intervals labelled ``running``, ``busy-waiting``,
+``conditional-waiting``, ``exited``, ``failed`` (or ``ended`` when the trace
+cannot tell exit from failure), from the beats and the lifecycle records; beside
+it, what the tracer's online monitor reported and how late.
+
+The method (docs/methods.md, "Thread behaviour"):
+
+* intervals between beats, divided by the calls-per-beat in force (the ADJUST
+  records of Heartbeat_HeartRate_Adjust), on a log scale;
+* conditional waiting: one interval at least BEHAVIOR_GAP_FACTOR times the local
+  usual interval (running median around it) and at least BEHAVIOR_MIN_WAIT_S
+  long, with the beats on both sides back at the usual rate: no beats for a
+  while, then beats resume;
+* busy-waiting: the running median of the intervals at least
+  BEHAVIOR_SLOW_FACTOR times the thread's usual level (a low quantile of that
+  median) for BEHAVIOR_MIN_SLOW_BEATS intervals or more, unless the rest of the
+  team slowed down as much over the same time (then it is the machine);
+* the end, from the lifecycle records: the thread's own end record (returned or
+  pthread_exit: exited; cancelled: failed), else the process's end (a fatal
+  signal or a non-zero exit status with the thread still at work: failed; a
+  normal exit: exited), else the online monitor's word that the thread
+  vanished (failed); with no lifecycle records at all: ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import config
+from ..io.model import THREAD_END_REASONS, HeartbeatTrace
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+           8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
+           24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+
+OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "exited", "failed", "ended"]
+
+
+@dataclass
+class BehaviorSettings:
+    smooth: int = config.BEHAVIOR_SMOOTH
+    ref_quantile: float = config.BEHAVIOR_REF_QUANTILE
+    slow_factor: float = config.BEHAVIOR_SLOW_FACTOR
+    window_s: float = config.BEHAVIOR_WINDOW_S
+    min_slow_beats: int = config.BEHAVIOR_MIN_SLOW_BEATS
+    team_share: float = config.BEHAVIOR_TEAM_SHARE
+    gap_factor: float = config.BEHAVIOR_GAP_FACTOR
+    min_wait_s: float = config.BEHAVIOR_MIN_WAIT_S
+    match_beats: float = config.BEHAVIOR_MATCH_BEATS
+    match_share: float = config.BEHAVIOR_MATCH_SHARE
+    window_beats: int = config.BEHAVIOR_WINDOW_BEATS
+
+
+@dataclass
+class ThreadBeats:
+    """One thread's beats, prepared: times, normalised log intervals, smoothed level."""
+
+    run: str
+    process: int
+    thread: int
+    os_tids: list[int]
+    t_ns: np.ndarray          # beat times
+    x: np.ndarray             # log of normalised intervals (len n-1)
+    gap: np.ndarray = field(default=None)      # conditional-waiting intervals (bool, n-1)
+    level: np.ndarray = field(default=None)    # running median of x, gaps left out (n-1)
+    ref: float = float("nan")                  # usual level (log seconds)
+
+    @property
+    def n(self) -> int:
+        return len(self.t_ns)
+
+    def level_between(self, t0: int, t1: int) -> float:
+        """Median smoothed level of the intervals that end inside [t0, t1] (nan if none)."""
+        if self.level is None or not len(self.level):
+            return float("nan")
+        ends = self.t_ns[1:]
+        sel = (ends >= t0) & (ends <= t1) & ~self.gap
+        return float(np.median(self.level[sel])) if sel.any() else float("nan")
+
+
+def _running_median(x: np.ndarray, w: int) -> np.ndarray:
+    if len(x) == 0:
+        return x
+    return pd.Series(x).rolling(w, center=True, min_periods=1).median().to_numpy()
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) index pairs of the True runs of a boolean array."""
+    if not mask.any():
+        return []
+    d = np.diff(np.r_[0, mask.astype(np.int8), 0])
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
+
+
+def _calls_per_beat(trace: HeartbeatTrace, run: str, process: int, t_ns: np.ndarray) -> np.ndarray | None:
+    """Calls per recorded beat in force at each time (ADJUST records), or None if never changed."""
+    m = trace.monitor
+    if not len(m):
+        return None
+    a = m[(m["kind"] == "adjust") & (m["run"] == run) & (m["process"] == process)].sort_values("t_ns")
+    if not len(a):
+        return None
+    at = a["t_ns"].to_numpy()
+    every = np.r_[max(int(a["previous_every"].iloc[0]), 1), np.maximum(a["every"].to_numpy(), 1)]
+    return every[np.searchsorted(at, t_ns, side="right")].astype(np.float64)
+
+
+def prepare(trace: HeartbeatTrace, s: BehaviorSettings) -> list[ThreadBeats]:
+    out = []
+    for (run, process, thread), g in trace.threads():
+        t = g["t_ns"].to_numpy().astype(np.int64)
+        order = np.argsort(t, kind="stable")
+        t = t[order]
+        d = np.diff(t).astype(np.float64)
+        k = _calls_per_beat(trace, run, process, t[1:]) if len(d) else None
+        if k is not None:
+            d = d / k
+        x = np.log(np.maximum(d, 1.0) * 1e-9)
+        tids = [int(v) for v in pd.unique(g["os_tid"]) if v > 0]
+        tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x)
+        _find_gaps(tb, s)
+        out.append(tb)
+    return out
+
+
+def _find_gaps(tb: ThreadBeats, s: BehaviorSettings) -> None:
+    x = tb.x
+    n = len(x)
+    tb.gap = np.zeros(n, dtype=bool)
+    if n == 0:
+        tb.level = x
+        return
+    local = _running_median(x, 2 * s.smooth + 1)
+    cand = (x - local > np.log(s.gap_factor)) & (np.exp(x) >= s.min_wait_s)
+    if cand.any():
+        # a stall, not a plateau: the beats on both sides are back near the local level
+        tol = np.log(s.gap_factor) / 2
+        prev_ok = np.r_[True, x[:-1] - local[:-1] < tol]
+        next_ok = np.r_[x[1:] - local[1:] < tol, True]
+        tb.gap = cand & (prev_ok | next_ok)
+    d = np.exp(x)
+    if tb.gap.any():
+        d[tb.gap] = np.exp(local[tb.gap])  # the stall does not count in the rate
+    tb.level = _window_level(tb.t_ns, d, s)
+    keep = tb.level[~tb.gap] if (~tb.gap).any() else tb.level
+    tb.ref = float(np.quantile(keep, s.ref_quantile))
+
+
+def _window_level(t_ns: np.ndarray, d: np.ndarray, s: BehaviorSettings) -> np.ndarray:
+    """log of the median interval in a window around each interval.
+
+    The window spans `window_s` seconds or `smooth` usual intervals, whichever is
+    longer. A median, not a mean: a thread that shares a core with another runs most
+    beats at its usual pace and loses whole time slices now and then (a few long
+    intervals), which moves the median little; a thread that spins between beats
+    stretches every interval, which moves it all the way.
+    """
+    n = len(d)
+    if n == 0:
+        return d
+    pos = np.r_[0.0, np.cumsum(d)][:-1] + d / 2  # interval centres on the stall-free clock
+    width = max(s.window_s, s.smooth * float(np.median(d)))
+    idx = pd.to_timedelta(pos, unit="s")
+    med = pd.Series(d, index=idx).rolling(pd.Timedelta(seconds=width), center=True, min_periods=1).median()
+    return np.log(med.to_numpy())
+
+
+def _near(tb: ThreadBeats, i: int, s: BehaviorSettings, lo: int, hi: int) -> tuple[int, int]:
+    """Intervals within one smoothing window of interval i (at least `smooth` each side), in [lo, hi]."""
+    t = tb.t_ns[min(i, len(tb.t_ns) - 1)]
+    w = int(s.window_s * 1e9)
+    a = min(int(np.searchsorted(tb.t_ns, t - w)), i - s.smooth)
+    b = max(int(np.searchsorted(tb.t_ns, t + w)), i + s.smooth)
+    return max(a, lo), min(b, hi)
+
+
+def _refine_step(x: np.ndarray, a: int, lo: int, hi: int, up: bool) -> int:
+    """The best single change point of x in [lo, hi] (least squares), near the rough one a."""
+    lo, hi = max(lo, 0), min(hi, len(x))
+    if hi - lo < 3:
+        return a
+    seg = x[lo:hi]
+    cs = np.cumsum(seg)
+    m = len(seg)
+    k = np.arange(1, m)
+    left = cs[:-1] / k
+    right = (cs[-1] - cs[:-1]) / (m - k)
+    gain = k * (m - k) / m * (right - left) ** 2
+    gain = np.where((right > left) if up else (right < left), gain, -1.0)
+    return lo + int(np.argmax(gain)) + 1 if gain.max() > 0 else a
+
+
+# --------------------------------------------------------------------------- endings
+
+
+def _process_end(trace: HeartbeatTrace, run: str, process: int) -> dict:
+    """How and when a process ended, from its lifecycle records."""
+    ev = trace.events
+    ev = ev[(ev["run"] == run) & (ev["process"] == process)]
+    out = {"how": None, "t_ns": None, "detail": "", "finished_ns": None}
+    fin = ev[ev["kind"] == "finished"]
+    if len(fin):
+        out["finished_ns"] = int(fin["t_ns"].min())
+    sig = ev[ev["kind"] == "signal"]
+    ex = ev[ev["kind"] == "process_exit"]
+    if len(sig):
+        r = sig.iloc[0]
+        name = SIGNALS.get(int(r["detail"]), f"signal {int(r['detail'])}")
+        out.update(how="died", t_ns=int(r["t_ns"]), detail=f"the process was killed by {name}")
+    elif len(ex):
+        r = ex.sort_values("t_ns").iloc[-1]
+        status = int(r["detail"])
+        call = "_exit" if int(r["flags"]) & 1 else "exit"
+        if status != 0:
+            out.update(how="died", t_ns=int(r["t_ns"]), detail=f"the process ended by {call}({status})")
+        else:
+            out.update(how="normal", t_ns=int(r["t_ns"]), detail=f"the process ended by {call}(0)")
+    return out
+
+
+def _run_end(trace: HeartbeatTrace, run: str, process: int) -> int:
+    b = trace.beats
+    e = trace.events
+    m = trace.monitor
+    ends = [b.loc[(b["run"] == run) & (b["process"] == process), "t_ns"].max()]
+    ends.append(e.loc[(e["run"] == run) & (e["process"] == process), "t_ns"].max() if len(e) else np.nan)
+    ends.append(m.loc[(m["run"] == run) & (m["process"] == process), "t_ns"].max() if len(m) else np.nan)
+    return int(np.nanmax([float(v) for v in ends]))
+
+
+def _thread_end_record(trace: HeartbeatTrace, run: str, process: int, tids: list[int]):
+    if not tids:
+        return None
+    e = trace.events
+    te = e[(e["run"] == run) & (e["process"] == process) & (e["kind"] == "thread_end") & e["os_tid"].isin(tids)]
+    if not len(te):
+        return None
+    return te.sort_values("t_ns").iloc[-1]
+
+
+# --------------------------------------------------------------------------- the timeline
+
+
+def _interval(behavior, start, end, first_beat=None, last_beat=None, detail=""):
+    return {"behavior": behavior, "start_ns": int(start), "end_ns": int(max(end, start)),
+            "first_beat": first_beat, "last_beat": last_beat, "detail": detail}
+
+
+def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, notes: list[str]):
+    """Busy-waiting stretches as (first interval, last interval + 1, slowdown factor)."""
+    if tb.n < 3 or not np.isfinite(tb.ref):
+        return []
+    slow = (tb.level - tb.ref >= np.log(s.slow_factor)) & ~tb.gap
+    out = []
+    for a, b in _runs(slow):
+        # the window blurs the edges: put each where the intervals themselves step
+        a = _refine_step(tb.x, a, *_near(tb, a, s, 0, b), up=True)
+        b = _refine_step(tb.x, b, *_near(tb, b, s, a + 1, len(tb.x)), up=False)
+        if b - a < s.min_slow_beats or (tb.t_ns[b] - tb.t_ns[a]) / 1e9 < s.window_s:
+            continue
+        excess = float(np.median(tb.level[a:b]) - tb.ref)
+        t0, t1 = int(tb.t_ns[a]), int(tb.t_ns[b])
+        others = []
+        for o in team:
+            if o is tb or o.n < 3 or not np.isfinite(o.ref):
+                continue
+            cover = min(t1, o.t_ns[-1]) - max(t0, o.t_ns[0])
+            if cover < 0.5 * (t1 - t0):
+                continue
+            lv = o.level_between(t0, t1)
+            if np.isfinite(lv):
+                others.append(lv - o.ref)
+        if others and np.median(others) >= s.team_share * excess:
+            notes.append(
+                f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but so was the rest "
+                f"of the team: the machine, not this thread (not labelled busy-waiting)"
+            )
+            continue
+        out.append((a, b, float(np.exp(excess))))
+    return out
+
+
+def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBeats], s: BehaviorSettings,
+                    lifecycle: bool) -> dict:
+    notes: list[str] = []
+    t = tb.t_ns
+    usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
+    # episodes inside the beats: (first interval index, end index, behaviour, detail, start, end)
+    episodes = []
+    for a, b, f in _busy_runs(tb, team, s, notes):
+        episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual", int(t[a]), int(t[b])))
+    for i in np.flatnonzero(tb.gap).tolist():
+        local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
+        end = int(t[i + 1] - local * 1e9)
+        episodes.append((i, i + 1, "conditional-waiting",
+                         f"no beats for {(t[i + 1] - t[i]) / 1e9:.3f} s, then beats resumed",
+                         int(t[i]), max(end, int(t[i]))))
+    episodes.sort(key=lambda e: e[4])
+    intervals = []
+    cursor, cursor_beat = int(t[0]), 0
+    for a, b, name, detail, start, end in episodes:
+        if start < cursor:  # overlaps the previous episode: keep the earlier one
+            continue
+        if start > cursor:
+            intervals.append(_interval("running", cursor, start, cursor_beat, a, ""))
+        intervals.append(_interval(name, start, end, a, b, detail))
+        cursor, cursor_beat = end, b
+    last = int(t[-1])
+    if last > cursor or not intervals:
+        intervals.append(_interval("running", cursor, last, cursor_beat, tb.n - 1, ""))
+
+    # the end
+    run_end = _run_end(trace, tb.run, tb.process)
+    end_rec = _thread_end_record(trace, tb.run, tb.process, tb.os_tids)
+    pend = _process_end(trace, tb.run, tb.process)
+    vanished = _monitor_reports(trace, tb).query("behavior == 'failed'") if len(trace.monitor) else None
+    gap_s = max(s.gap_factor * usual_s, s.min_wait_s) if np.isfinite(usual_s) else s.min_wait_s
+    if not lifecycle:
+        intervals.append(_interval("ended", last, run_end, tb.n - 1, None,
+                                   "beats end here; the trace has no lifecycle records (legacy or table "
+                                   "format), so exit and failure cannot be told apart"))
+    elif end_rec is not None and (pend["t_ns"] is None or int(end_rec["t_ns"]) <= pend["t_ns"]):
+        how = THREAD_END_REASONS.get(int(end_rec["detail"]), f"end reason {int(end_rec['detail'])}")
+        if int(end_rec["detail"]) == 2:
+            intervals.append(_interval("failed", last, run_end, tb.n - 1, None, "the thread was cancelled"))
+        else:
+            text = "returned from its start routine" if how == "returned" else "called pthread_exit"
+            intervals.append(_interval("exited", last, run_end, tb.n - 1, None, f"the thread {text}"))
+    elif vanished is not None and len(vanished):
+        onset = int(vanished["onset_ns"].iloc[0])
+        intervals.append(_interval("failed", max(min(onset, run_end), last), run_end, tb.n - 1, None,
+                                   "the thread vanished without an end record (seen by the online monitor)"))
+    elif pend["how"] == "died":
+        death = pend["t_ns"]
+        if (death - last) / 1e9 > gap_s:
+            intervals.append(_interval("conditional-waiting", last, death, tb.n - 1, None,
+                                       f"no beats for {(death - last) / 1e9:.3f} s before the process died"))
+            start = death
+        else:
+            start = death
+            # beats recorded while exit() ran its handlers still count as running
+            if intervals[-1]["behavior"] == "running":
+                intervals[-1]["end_ns"] = max(intervals[-1]["end_ns"], death)
+        start = max(start, intervals[-1]["end_ns"])
+        intervals.append(_interval("failed", start, max(run_end, start), tb.n - 1, None,
+                                   f"{pend['detail']} while the thread was at work"))
+    elif pend["how"] == "normal" or pend["finished_ns"] is not None:
+        what = pend["detail"] or "the program called Finished"
+        intervals.append(_interval("exited", last, run_end, tb.n - 1, None,
+                                   f"beats end here; no end record of its own, and {what}"))
+    else:
+        intervals.append(_interval("ended", last, run_end, tb.n - 1, None,
+                                   "beats end here; the trace does not record how the process ended "
+                                   "(killed by SIGKILL, or still running when it was read)"))
+        notes.append("the process's end is not in the trace: exit and failure cannot be told apart")
+    return {"run": tb.run, "process": tb.process, "thread": tb.thread,
+            "os_tid": tb.os_tids[-1] if tb.os_tids else -1, "beats": tb.n,
+            "usual_interval_s": usual_s, "intervals": intervals, "notes": notes}
+
+
+# --------------------------------------------------------------------------- the online monitor
+
+
+def _monitor_reports(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
+    m = trace.monitor
+    return m[(m["kind"] == "behavior") & (m["run"] == tb.run) & (m["process"] == tb.process)
+             & (m["thread"] == tb.thread)].sort_values("t_ns")
+
+
+def _attach_online(row: dict, reports: pd.DataFrame, s: BehaviorSettings) -> None:
+    """Beside each offline interval, the online report that matches it (same behaviour, near onset)."""
+    usual = row["usual_interval_s"] if np.isfinite(row["usual_interval_s"]) else 0.0
+    used = set()
+    rep = reports.to_dict(orient="records")
+    for iv in row["intervals"]:
+        iv["online"] = None
+        if iv["behavior"] in ("running", "ended"):
+            continue
+        tol = max(s.match_beats * usual, s.match_share * (iv["end_ns"] - iv["start_ns"]) / 1e9, 1e-3)
+        best = None
+        for k, r in enumerate(rep):
+            if k in used or r["behavior"] != iv["behavior"]:
+                continue
+            if abs(r["onset_ns"] - iv["start_ns"]) / 1e9 <= tol or (
+                    iv["start_ns"] <= r["onset_ns"] <= iv["end_ns"] and iv["behavior"] in ("exited", "failed")):
+                if best is None or r["t_ns"] < rep[best]["t_ns"]:
+                    best = k
+        if best is not None:
+            used.add(best)
+            r = rep[best]
+            iv["online"] = {"mode": r["mode"], "detected_s": r["t_ns"] / 1e9, "onset_s": r["onset_ns"] / 1e9,
+                            "lag_s": (r["t_ns"] - r["onset_ns"]) / 1e9,
+                            "latency_s": (r["t_ns"] - iv["start_ns"]) / 1e9}
+    row["online"] = [{"behavior": r["behavior"], "mode": r["mode"], "onset_s": r["onset_ns"] / 1e9,
+                      "detected_s": r["t_ns"] / 1e9, "lag_s": (r["t_ns"] - r["onset_ns"]) / 1e9,
+                      "matched": k in used} for k, r in enumerate(rep)]
+
+
+def monitor_summary(trace: HeartbeatTrace, s: BehaviorSettings) -> list[dict]:
+    """Per process with a monitor: its mode, messages and passes, and messages per window."""
+    m = trace.monitor
+    out = []
+    if not len(m):
+        return out
+    st = m[m["kind"] == "monitor"]
+    for (run, process), g in st.groupby(["run", "process"], observed=True, sort=True):
+        last = g.sort_values("t_ns").iloc[-1]
+        b = trace.beats
+        beats = int(((b["run"] == run) & (b["process"] == process)).sum())
+        threads = int(b.loc[(b["run"] == run) & (b["process"] == process), "thread"].nunique())
+        windows = beats / (s.window_beats * max(threads, 1)) if beats else float("nan")
+        rep = m[(m["kind"] == "behavior") & (m["run"] == run) & (m["process"] == process)]
+        out.append({"run": str(run), "process": int(process), "mode": last["mode"],
+                    "messages": int(last["messages"]), "passes": int(last["passes"]),
+                    "monitored": int(last["monitored"]), "period_us": int(last["period_us"]),
+                    "beats": beats, "window_beats": s.window_beats,
+                    "messages_per_window": float(last["messages"]) / windows if windows else float("nan"),
+                    "reports": int(len(rep))})
+    return out
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None = None) -> list[dict]:
+    """Every thread's behaviour timeline (dicts; times in ns, see hbtool.cli.behavior for output)."""
+    s = settings or BehaviorSettings()
+    prepared = prepare(trace, s)
+    teams: dict[tuple, list[ThreadBeats]] = {}
+    for tb in prepared:
+        teams.setdefault((tb.run, tb.process), []).append(tb)
+    rows = []
+    for tb in prepared:
+        lifecycle = bool(trace.runs.get(tb.run, {}).get("lifecycle"))
+        row = thread_timeline(tb, trace, teams[(tb.run, tb.process)], s, lifecycle)
+        _attach_online(row, _monitor_reports(trace, tb) if len(trace.monitor) else trace.monitor, s)
+        rows.append(row)
+    return rows
