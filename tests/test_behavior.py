@@ -1,0 +1,281 @@
+"""hbtool behavior: offline timelines on synthetic traces with known answers, the
+sample traces the real tracer wrote, the command's outputs and its bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbtool.analyzers.behavior import BehaviorSettings, behavior_timelines
+from hbtool.analyzers.behavior_eval import score_run, truth_episodes
+from hbtool.io import read_heartbeats
+from hbtool.io.model import HeartbeatTrace
+
+from conftest import SAMPLES, run_cli
+
+RNG = np.random.default_rng(5)
+
+
+def _beats(intervals_by_thread: dict[int, np.ndarray], run="r", start=0.01) -> pd.DataFrame:
+    rows = []
+    for th, d in intervals_by_thread.items():
+        t = start + np.r_[0.0, np.cumsum(d)]
+        t_ns = np.round(t * 1e9).astype(np.int64)
+        rows.append(pd.DataFrame({"run": run, "process": 0, "thread": th, "seq": np.arange(len(t)),
+                                  "t_ns": t_ns, "t": t_ns / 1e9, "loop": 1, "iteration": np.arange(len(t)),
+                                  "tag": 0, "os_tid": 5000 + th}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _events(rows: list[tuple], run="r") -> pd.DataFrame:
+    return pd.DataFrame([{"run": run, "process": 0, "os_tid": tid, "thread": -1, "t_ns": int(t * 1e9), "t": t,
+                          "kind": kind, "detail": detail, "flags": flags} for tid, t, kind, detail, flags in rows])
+
+
+def _trace(d, events=None, lifecycle=True) -> HeartbeatTrace:
+    b = _beats(d)
+    kw = {"events": _events(events)} if events else {}
+    return HeartbeatTrace(beats=b, runs={"r": {"lifecycle": lifecycle}}, **kw)
+
+
+def _noisy(n, period=0.002, cv=0.05):
+    return period * (1 + cv * RNG.standard_normal(n)).clip(0.5)
+
+
+def _end_events(d, how=None, status=0):
+    """Thread end records for every thread at its last beat, and a process exit."""
+    ev = []
+    for th, iv in d.items():
+        t_end = 0.01 + iv.sum() + 1e-4
+        if how is not None:
+            ev.append((5000 + th, t_end, "thread_end", how, 0))
+    last = 0.01 + max(iv.sum() for iv in d.values()) + 1e-3
+    ev.append((4999, last, "process_exit", status, 0))
+    return ev
+
+
+def _labels(row):
+    return [iv["behavior"] for iv in row["intervals"]]
+
+
+def test_normal_threads_run_then_exit():
+    d = {0: _noisy(800), 1: _noisy(800)}
+    rows = behavior_timelines(_trace(d, _end_events(d, how=0)))
+    for r in rows:
+        assert _labels(r) == ["running", "exited"]
+        assert r["intervals"][-1]["detail"] == "the thread returned from its start routine"
+        assert r["usual_interval_s"] == pytest.approx(0.002, rel=0.1)
+
+
+def test_busy_waiting_found_with_its_start_and_end():
+    a = _noisy(300)
+    busy = _noisy(150, period=0.008)  # 4x slower, steady
+    d = {0: np.r_[a, busy, _noisy(300)], 1: _noisy(1200), 2: _noisy(1200)}
+    rows = behavior_timelines(_trace(d, _end_events(d, how=0)))
+    r0 = rows[0]
+    assert _labels(r0) == ["running", "busy-waiting", "running", "exited"]
+    bw = r0["intervals"][1]
+    t_start = 0.01 + a.sum()
+    t_end = t_start + busy.sum()
+    assert bw["start_ns"] / 1e9 == pytest.approx(t_start, abs=3 * 0.002)
+    assert bw["end_ns"] / 1e9 == pytest.approx(t_end, abs=3 * 0.008)
+    assert "4.0x slower" in bw["detail"] or "3.9x" in bw["detail"] or "4.1x" in bw["detail"]
+    for r in rows[1:]:
+        assert _labels(r) == ["running", "exited"]
+
+
+def test_team_wide_slowdown_is_the_machine_not_busy_waiting():
+    slow = lambda: np.r_[_noisy(300), _noisy(150, period=0.008), _noisy(300)]  # noqa: E731
+    d = {0: slow(), 1: slow(), 2: slow()}
+    rows = behavior_timelines(_trace(d, _end_events(d, how=0)))
+    for r in rows:
+        assert "busy-waiting" not in _labels(r)
+        assert any("the machine, not this thread" in n for n in r["notes"])
+
+
+def test_conditional_wait_found_and_short_stalls_ignored():
+    a = _noisy(400)
+    d0 = np.r_[a, [0.5], _noisy(400)]                     # a 0.5 s wait
+    d1 = np.r_[_noisy(400), [0.02], _noisy(400)]          # a 20 ms scheduler stall: not a wait
+    d = {0: d0, 1: d1}
+    rows = behavior_timelines(_trace(d, _end_events(d, how=0)))
+    assert _labels(rows[0]) == ["running", "conditional-waiting", "running", "exited"]
+    cw = rows[0]["intervals"][1]
+    assert cw["start_ns"] / 1e9 == pytest.approx(0.01 + a.sum(), abs=1e-6)
+    assert (cw["end_ns"] - cw["start_ns"]) / 1e9 == pytest.approx(0.5 - 0.002, abs=0.002)
+    assert _labels(rows[1]) == ["running", "exited"]
+    # a lower --min-wait makes the 20 ms stall a wait
+    rows = behavior_timelines(_trace(d, _end_events(d, how=0)), BehaviorSettings(min_wait_s=0.01))
+    assert "conditional-waiting" in _labels(rows[1])
+
+
+def test_cancelled_thread_failed_pthread_exit_exited():
+    d = {0: _noisy(300), 1: _noisy(800), 2: _noisy(500)}
+    ev = [(5000, 0.01 + d[0].sum() + 1e-4, "thread_end", 2, 0),
+          (5001, 0.01 + d[1].sum() + 1e-4, "thread_end", 0, 0),
+          (5002, 0.01 + d[2].sum() + 1e-4, "thread_end", 1, 0),
+          (4999, 0.01 + d[1].sum() + 1e-3, "process_exit", 0, 0)]
+    rows = {r["thread"]: r for r in behavior_timelines(_trace(d, ev))}
+    assert _labels(rows[0])[-1] == "failed" and "cancelled" in rows[0]["intervals"][-1]["detail"]
+    assert _labels(rows[1])[-1] == "exited"
+    assert _labels(rows[2])[-1] == "exited" and "pthread_exit" in rows[2]["intervals"][-1]["detail"]
+    assert rows[0]["intervals"][-1]["start_ns"] / 1e9 == pytest.approx(0.01 + d[0].sum(), abs=1e-6)
+
+
+def test_process_death_fails_threads_at_work_and_waiting_threads_wait_first():
+    d = {0: _noisy(500), 1: _noisy(100)}   # thread 1 stopped beating long before the death
+    death = 0.01 + d[0].sum() + 5e-4
+    ev = [(4999, death, "signal", 11, 0)]
+    rows = {r["thread"]: r for r in behavior_timelines(_trace(d, ev))}
+    assert _labels(rows[0]) == ["running", "failed"]
+    assert rows[0]["intervals"][-1]["start_ns"] / 1e9 == pytest.approx(death, abs=1e-6)
+    assert "SIGSEGV" in rows[0]["intervals"][-1]["detail"]
+    assert _labels(rows[1]) == ["running", "conditional-waiting", "failed"]
+    # a non-zero exit status is a death too; status 0 is a normal end
+    for status, last in ((3, "failed"), (0, "exited")):
+        ev = [(4999, death, "process_exit", status, 0)]
+        rows = {r["thread"]: r for r in behavior_timelines(_trace(d, ev))}
+        assert _labels(rows[0])[-1] == last
+
+
+def test_no_lifecycle_records_gives_ended_and_says_why():
+    d = {0: _noisy(200)}
+    rows = behavior_timelines(_trace(d, lifecycle=False))
+    assert _labels(rows[0]) == ["running", "ended"]
+    assert "cannot be told apart" in rows[0]["intervals"][-1]["detail"]
+    # lifecycle records exist but the process end is missing (SIGKILL): ended, with a note
+    rows = behavior_timelines(_trace(d, [(5000, 0.0, "thread_start", 0, 0)]))
+    assert _labels(rows[0]) == ["running", "ended"]
+    assert any("not in the trace" in n for n in rows[0]["notes"])
+
+
+def test_adjusted_beat_rate_is_not_busy_waiting():
+    """Heartbeat_HeartRate_Adjust making every 4th call a beat is not a slowdown."""
+    d = {0: np.r_[_noisy(300), _noisy(300, period=0.008)]}
+    tr = _trace(d, _end_events(d, how=0))
+    t_adj = int((0.01 + d[0][:300].sum() - 1e-4) * 1e9)
+    tr.monitor = pd.DataFrame([{"run": "r", "process": 0, "os_tid": 5000, "t_ns": t_adj, "t": t_adj / 1e9,
+                                "kind": "adjust", "mode": "", "every": 4, "previous_every": 1}])
+    tr.__post_init__()
+    assert _labels(behavior_timelines(tr)[0]) == ["running", "exited"]
+    tr.monitor = tr.monitor.iloc[:0]
+    assert "busy-waiting" in _labels(behavior_timelines(tr)[0])
+
+
+def test_online_reports_attached_with_latency():
+    d = {0: np.r_[_noisy(400), [0.5], _noisy(400)]}
+    tr = _trace(d, _end_events(d, how=0))
+    onset = int((0.01 + d[0][:400].sum()) * 1e9)
+    det = onset + 3_000_000
+    tr.monitor = pd.DataFrame([
+        {"run": "r", "process": 0, "os_tid": 1, "t_ns": det, "t": det / 1e9, "kind": "behavior", "mode": "ring",
+         "thread": 0, "behavior": "conditional-waiting", "onset_ns": onset, "onset_seq": 400},
+        {"run": "r", "process": 0, "os_tid": 1, "t_ns": det + 10**8, "t": det / 1e9 + 0.1, "kind": "behavior",
+         "mode": "ring", "thread": 0, "behavior": "busy-waiting", "onset_ns": det, "onset_seq": 400},
+    ])
+    tr.__post_init__()
+    row = behavior_timelines(tr)[0]
+    cw = row["intervals"][1]
+    assert cw["online"]["mode"] == "ring"
+    assert cw["online"]["latency_s"] == pytest.approx(0.003, abs=1e-6)
+    assert [o["matched"] for o in row["online"]] == [True, False]
+
+
+# ---------------------------------------------------------------- real traces
+
+
+@pytest.mark.parametrize("name,thread,behavior", [
+    ("pi-condwait", 0, "conditional-waiting"),
+    ("jacobi-busywait", 2, "busy-waiting"),
+    ("pi-shutdown", 3, "exited"),
+    ("matmul-earlyexit", 0, "exited"),
+])
+def test_sample_traces_injected_behaviour_found_at_the_injection(name, thread, behavior):
+    tr = read_heartbeats(str(SAMPLES / name))
+    truth = json.loads((SAMPLES / name / "truth.json").read_text())
+    rows = behavior_timelines(tr)
+    sc = score_run(tr, rows, truth, tr.run_names[0])
+    assert sc.tp[behavior] >= 1 and sum(sc.fn.values()) == 0, sc.missed
+    assert sc.start_errors[behavior] and abs(sc.start_errors[behavior][0]) < 0.01
+    hit = [iv for r in rows if r["thread"] == thread for iv in r["intervals"] if iv["behavior"] == behavior]
+    assert hit
+
+
+@pytest.mark.parametrize("name", ["pi-segv", "matmul-exit1"])
+def test_sample_traces_process_death_fails_every_thread(name):
+    tr = read_heartbeats(str(SAMPLES / name))
+    truth = json.loads((SAMPLES / name / "truth.json").read_text())
+    sc = score_run(tr, behavior_timelines(tr), truth, tr.run_names[0])
+    assert sc.tp["failed"] == truth["threads"] and sc.fp["failed"] == 0
+    assert max(abs(e) for e in sc.start_errors["failed"]) < 0.05
+
+
+def test_truth_episodes_of_each_injection():
+    base = {"threads": 2, "beats": 100, "thread": 1, "injected": True, "inject_mono_ns": 2_000_000_000,
+            "beats_done": [100, 40]}
+    eps = truth_episodes({**base, "inject": "busywait"}, 1_000_000_000)
+    assert {"thread": 1, "behavior": "busy-waiting", "start_ns": 1_000_000_000} in eps
+    eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "segv", "beats_done": [60, 40]}, 0)
+    assert [e["behavior"] for e in eps] == ["failed", "failed"]
+    eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "segv"}, 0)
+    assert [e["behavior"] for e in eps] == ["exited", "failed"]  # thread 0 had finished
+    eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "vanish"}, 0)
+    assert eps[1]["behavior"] == "failed" and eps[0] == {"thread": 0, "behavior": "exited", "start_ns": None}
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_text_json_csv(capsys):
+    code, out, err = run_cli(capsys, "behavior", SAMPLES / "pi-condwait")
+    assert code == 0
+    assert "conditional-waiting" in out and "no beats for" in out
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "pi-condwait", "--format", "json")
+    doc = json.loads(out)
+    th = {t["thread"]: t for t in doc["threads"]}
+    assert set(th) == {0, 1, 2, 3}
+    for t in doc["threads"]:
+        assert t["run"] == "pi-condwait"
+        for iv in t["intervals"]:
+            assert set(iv) >= {"behavior", "start_s", "end_s"} and iv["end_s"] >= iv["start_s"]
+    assert [iv["behavior"] for iv in th[0]["intervals"]] == ["running", "conditional-waiting", "running", "exited"]
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "pi-condwait", "--format", "csv")
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("run,process,thread,behavior,start_s,end_s")
+    assert sum("conditional-waiting" in ln for ln in lines) == 1
+
+
+def test_cli_legacy_and_table_traces_end_as_ended(capsys):
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "pi-shutdown.csv", "--format", "json")
+    assert code == 0
+    ends = [t["intervals"][-1] for t in json.loads(out)["threads"]]
+    assert {e["behavior"] for e in ends} == {"ended"}
+    assert all("lifecycle" in e["detail"] for e in ends)
+
+
+def test_cli_options_change_the_labels(capsys):
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "pi-condwait", "--min-wait", "1", "--format", "json")
+    th0 = json.loads(out)["threads"][0]
+    assert "conditional-waiting" not in [iv["behavior"] for iv in th0["intervals"]]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["/nonexistent/trace.hbt"], "No such file"),
+    (["--slow-factor", "0.5", "x"], "slow-factor"),
+])
+def test_cli_bad_input_one_line_exit_2(capsys, args, msg):
+    code, out, err = run_cli(capsys, "behavior", *args)
+    assert code == 2
+    assert msg.lower() in err.lower() or msg.lower() in out.lower()
+    assert "Traceback" not in err
+
+
+def test_plot_behavior_writes_a_png(tmp_path, capsys):
+    out = tmp_path / "b.png"
+    code, _, err = run_cli(capsys, "plot", "--behavior", SAMPLES / "pi-condwait", SAMPLES / "pi-segv", "-o", out)
+    assert code == 0, err
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000
