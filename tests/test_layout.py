@@ -44,6 +44,14 @@ def test_constants_match_c(layout):
     assert k["HBT_REC_BEAT"] == hbt.REC_BEAT
     for code, name in hbt.REC_KINDS.items():
         assert k["HBT_REC_" + name.upper()] == code
+    for code, name in hbt.MONITOR_KINDS.items():
+        assert k["HBT_REC_" + name.upper()] == code
+    from hbtool.io.model import BEHAVIORS, MONITOR_MODES
+
+    c_names = {"running": "RUNNING", "busy-waiting": "BUSY_WAITING", "conditional-waiting": "COND_WAITING",
+               "exited": "EXITED", "failed": "FAILED"}
+    assert [k["HBT_BHV_" + c_names[b]] for b in BEHAVIORS] == list(range(len(BEHAVIORS)))
+    assert {k["HBT_MON_CENTRAL"]: "central", k["HBT_MON_RING"]: "ring"} == MONITOR_MODES
     assert k["HBT_FLAG_PRELOAD"] == hbt.FLAG_PRELOAD and k["HBT_FLAG_CONVERTED"] == hbt.FLAG_CONVERTED
 
 
