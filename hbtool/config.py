@@ -95,3 +95,21 @@ BEHAVIOR_MATCH_BEATS = 5
 BEHAVIOR_MATCH_SHARE = 0.25
 #: "messages per window": a window is this many beats per monitored thread (seed 001)
 BEHAVIOR_WINDOW_BEATS = 100
+
+# ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
+#: relative distance at which the computation clustering starts a new cluster
+INTERFERENCE_REL_DISTANCE = 0.1
+#: groups with fewer segments are not judged
+INTERFERENCE_MIN_GROUP = 5
+#: a segment is interfered above median + this many MADs of its group
+INTERFERENCE_MADS = 4.0
+#: classes: low below, high above (percent of the run's time)
+INTERFERENCE_LOW = 7.5
+INTERFERENCE_HIGH = 15.0
+#: logistic probability of a highly interfered run: midpoint and steepness
+INTERFERENCE_MIDPOINT = 11.25
+INTERFERENCE_STEEPNESS = 0.35
+#: warn when segments come this often (per second): too short to judge (seed 004: ~300 Hz)
+INTERFERENCE_MAX_RATE_HZ = 200.0
+#: readers: most rows accepted from a segment table or profile (processes x segments)
+MAX_PROFILE_ROWS = 200_000_000

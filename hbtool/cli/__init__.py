@@ -23,6 +23,7 @@ COMMANDS = {
     "train": ("hbtool.cli.train", "train", "Learn the normal ranges of the features; write a model."),
     "evaluate": ("hbtool.cli.evaluate", "evaluate", "Macro-F1 of the diagnosis on a labelled data set."),
     "behavior": ("hbtool.cli.behavior", "behavior", "Per thread: running, busy-waiting, waiting, exited, failed, and when."),
+    "interference": ("hbtool.cli.interference", "interference", "How much of an MPI run's time was lost to outside interference."),
     "info": ("hbtool.cli.info", "info", "Beats, time span, heart rate and ending of every thread."),
     "convert": ("hbtool.cli.convert", "convert", "Convert a trace between csv, xlsx, parquet and the binary format."),
     "plot": ("hbtool.cli.plot", "plot", "Draw the heart rate of every thread over time to a PNG."),
