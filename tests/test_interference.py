@@ -1,0 +1,200 @@
+"""hbtool interference: the seed-004 analysis with known answers, segment tables, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbtool.analyzers.interference import (SegmentProfile, classify, estimate, measured, probability_high,
+                                           relative_clusters)
+
+from conftest import run_cli
+
+
+def _profile(durations_by_segment, comp=None, feats=None, ranks=2, name="r", noise=0):
+    """Every rank has the same duration (the max is what counts) unless noise."""
+    d = np.asarray(durations_by_segment, dtype=np.int64)
+    S = len(d)
+    seg = np.repeat(np.arange(S), ranks)
+    rank = np.tile(np.arange(ranks), S)
+    dur = d[seg].copy()
+    if noise:
+        dur[rank == 0] -= noise  # rank 0 a bit faster: the max over processes is rank 1's
+    c = np.full(S, 1e6) if comp is None else np.asarray(comp, dtype=float)
+    f = np.zeros((S, 0)) if feats is None else np.asarray(feats, dtype=float).reshape(S, -1)
+    return SegmentProfile(name, rank, seg, dur, c[seg], f[seg], [f"f{j}" for j in range(f.shape[1])])
+
+
+def test_relative_distance_clusters():
+    x = np.array([10.0, 10.9, 11.0, 12.2, 0.0, 0.0, 1000.0, 1099.0, 1100.0])
+    cid = relative_clusters(x)
+    # 0,0 | 10, 10.9 (0.09), 11.0 (0.009) | 12.2 ((12.2-11)/11 > 0.1) | 1000, 1099 (0.099), 1100
+    assert cid[4] == cid[5] == 0
+    assert cid[0] == cid[1] == cid[2] == 1
+    assert cid[3] == 2
+    assert cid[6] == cid[7] == cid[8] == 3
+    # exactly 0.1 apart starts a new cluster; equal values never split
+    assert list(relative_clusters(np.array([10.0, 11.0]))) == [0, 1]
+    assert list(relative_clusters(np.array([5.0, 5.0, 5.0]))) == [0, 0, 0]
+
+
+def test_logistic_and_classes():
+    assert probability_high(11.25) == pytest.approx(0.5)
+    assert probability_high(7.5) == pytest.approx(0.21, abs=0.005)
+    assert probability_high(15.0) == pytest.approx(0.79, abs=0.005)
+    assert [classify(x) for x in (0, 7.49, 7.5, 15.0, 15.01)] == ["low", "low", "medium", "medium", "high"]
+
+
+def test_one_interfered_segment_exact_impact():
+    d = [100] * 9 + [200]  # median 100, MAD 0: the threshold is 100, the excess 100
+    e = estimate(_profile(d))
+    assert e.segments == 10 and e.groups == 1 and e.segments_interfered == 1
+    assert e.interference_percent == pytest.approx(100 * 100 / 1100)
+    assert e.klass == "medium"
+    assert e.top[0]["segment"] == 9 and e.top[0]["impact_s"] == pytest.approx(100e-9)
+
+
+def test_duration_is_max_and_computation_median_over_processes():
+    e = estimate(_profile([1000] * 9 + [1500], noise=300))
+    # rank 1 carries the durations; rank 0's shorter ones do not count
+    assert e.impact_s == pytest.approx(500e-9)
+
+
+def test_mad_threshold():
+    d = [100, 102, 98, 101, 99, 100, 103, 97, 100, 110]
+    e = estimate(_profile(d))
+    med = np.median(d)
+    mad = np.median(np.abs(np.array(d) - med))
+    assert e.impact_s == pytest.approx((110 - (med + 4 * mad)) * 1e-9)
+
+
+def test_groups_by_computation_and_features_and_small_groups_not_judged():
+    # two computation classes (1e6 and 3e6) x two feature tuples; one group of 4 is too small
+    comp = [1e6] * 10 + [3e6] * 10 + [1e6] * 4
+    feats = [[0]] * 20 + [[7]] * 4
+    d = [100] * 9 + [150] + [300] * 10 + [900] * 4
+    e = estimate(_profile(d, comp=comp, feats=feats))
+    assert e.clusters == 2 and e.groups == 3 and e.groups_judged == 2
+    assert e.segments_judged == 20
+    assert e.impact_s == pytest.approx(50e-9)   # the 900s are in a group of 4: not judged
+
+
+def test_nothing_judged_is_said():
+    e = estimate(_profile([100, 200, 300]))
+    assert not e.judged and any("nothing can be judged" in w for w in e.warnings)
+    assert e.interference_percent == 0
+
+
+def test_fast_collectives_warned():
+    e = estimate(_profile([1_000_000] * 50))  # 1 ms segments: 1000 per second
+    assert any("too short to judge" in w for w in e.warnings)
+    e = estimate(_profile([50_000_000] * 50))
+    assert not any("too short" in w for w in e.warnings)
+
+
+def test_measured_interference_and_accuracy_against_the_fastest_run():
+    base = [1000] * 40
+    fast = _profile(base, name="fast")
+    hit = list(base)
+    hit[5] = 1000 + 8000  # instantaneous: 8000 ns lost
+    slow = _profile(hit, name="hit")
+    cont = _profile([1100] * 40, name="continuous")  # every segment 10 % slower: continuous, not reported
+    ests = [estimate(p) for p in (fast, slow, cont)]
+    rows = {r["run"]: r for r in measured(ests)}
+    assert rows["fast"]["fastest"] and rows["fast"]["measured_percent"] == 0
+    t_hit = (39 * 1000 + 9000) * 1e-9
+    assert rows["hit"]["slower_than_fastest_percent"] == pytest.approx(100 * 8000e-9 / t_hit)
+    assert rows["hit"]["measured_percent"] == pytest.approx(100 * 8000e-9 / t_hit)
+    assert rows["hit"]["estimated_percent"] == pytest.approx(100 * 8000e-9 / t_hit)
+    assert rows["hit"]["accuracy"] == pytest.approx(1.0)
+    # the continuous run is slower, but its medians moved by as much: measured ~0
+    assert rows["continuous"]["slower_than_fastest_percent"] > 9
+    assert rows["continuous"]["measured_percent"] == pytest.approx(0, abs=1e-9)
+    assert rows["continuous"]["accuracy"] == pytest.approx(1.0)
+
+
+def test_a_million_segments_is_fast_enough_structure():
+    """Correctness at scale (not timing): 200 000 segments x 8 processes, 1 % hit."""
+    rng = np.random.default_rng(0)
+    S, R = 200_000, 8
+    seg = np.repeat(np.arange(S), R)
+    rank = np.tile(np.arange(R), S)
+    dur = np.full(S * R, 1_000_000, dtype=np.int64)
+    hit = np.flatnonzero(rng.random(S) < 0.01)
+    dur[hit * R + 3] += 500_000
+    p = SegmentProfile("big", rank, seg, dur, np.full(S * R, 5e6), np.zeros((S * R, 0)), [])
+    e = estimate(p)
+    assert e.segments_interfered == len(hit)
+    assert e.impact_s == pytest.approx(len(hit) * 500_000e-9)
+
+
+# ------------------------------------------------------------------ tables and the command
+
+
+def _table(tmp_path, name="seg.csv", **over):
+    S, R = 60, 4
+    seg = np.repeat(np.arange(S), R)
+    rank = np.tile(np.arange(R), S)
+    dur = np.full(S * R, 20_000_000, dtype=np.int64)
+    dur[(seg == 30) & (rank == 2)] += 10_000_000
+    df = pd.DataFrame({"rank": rank, "segment": seg, "duration_ns": dur, "computation": 1e7,
+                       "p2p_blocking": 2, "posix_write_bytes": np.where(seg % 10 == 0, 4096, 0)})
+    for k, v in over.items():
+        if v is None:
+            df = df.drop(columns=[k])
+        else:
+            df[k] = v
+    path = tmp_path / name
+    df.to_parquet(path) if name.endswith(".parquet") else df.to_csv(path, index=False)
+    return path
+
+
+def test_cli_json_on_a_table(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "interference", _table(tmp_path), "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for k in ("interference_percent", "class", "probability_high"):
+        assert k in doc
+    r = doc["runs"][0]
+    assert r["segments"] == 60 and r["groups"] == 2 and r["segments_interfered"] == 1
+    assert doc["interference_percent"] == pytest.approx(100 * 10e-3 / (60 * 20e-3 + 10e-3))
+    assert r["most_interfered"][0]["segment"] == 30
+
+
+def test_cli_text_csv_and_parquet(tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "interference", _table(tmp_path, "s.parquet"))
+    assert code == 0 and "lost to interference" in out and "LOW" in out
+    code, out, _ = run_cli(capsys, "interference", _table(tmp_path), _table(tmp_path, "b.csv"), "--format", "csv")
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("run,interference_percent,class") and len(lines) == 3
+
+
+def test_cli_nothing_judged_exits_0(tmp_path, capsys):
+    df = pd.DataFrame({"rank": [0, 0, 0], "segment": [0, 1, 2], "duration_ns": [5, 6, 7], "computation": [1, 2, 3]})
+    path = tmp_path / "tiny.csv"
+    df.to_csv(path, index=False)
+    code, out, err = run_cli(capsys, "interference", path)
+    assert code == 0 and "nothing can be judged" in out
+
+
+@pytest.mark.parametrize("over,msg", [
+    ({"duration_ns": None}, "missing: duration_ns"),
+    ({"computation": "lots"}, "computation"),
+    ({"p2p_blocking": 2.5}, "must hold integers"),
+    ({"duration_ns": -1}, "negative duration_ns"),
+    ({"rank": 0}, "appears twice"),
+])
+def test_cli_bad_tables_one_line_exit_2(tmp_path, capsys, over, msg):
+    code, out, err = run_cli(capsys, "interference", _table(tmp_path, **over))
+    assert code == 2
+    assert msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_not_a_profile(tmp_path, capsys):
+    p = tmp_path / "x.bin"
+    p.write_bytes(b"\0" * 100)
+    code, _, err = run_cli(capsys, "interference", p)
+    assert code == 2 and "not a segment profile" in err
