@@ -28,3 +28,13 @@ def tracer_paths(check: bool = True) -> TracerPaths:
             f"(or set HBTOOL_TRACER_DIR)"
         )
     return paths
+
+
+def profiler_library(check: bool = True) -> Path:
+    """The PMPI segment profiler, native_tracer/mpi/lib/libhbprof.so."""
+    root = tracer_paths(check=False).root
+    lib = root / "mpi" / "lib" / "libhbprof.so"
+    if check and not lib.is_file():
+        raise TracerNotBuiltError(
+            f"MPI profiler not found at {lib}: build it with 'make -C {root / 'mpi'}' (needs mpicc)")
+    return lib

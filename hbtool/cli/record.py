@@ -20,8 +20,17 @@ def _default_dir(program: str) -> str:
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False),
               help="Trace directory (default: hbtrace-PROGRAM-DATE-TIME).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line.")
+@click.option("--mpi", "mpi", is_flag=True,
+              help="Also load the PMPI segment profiler (libhbprof): one profile per MPI run, for "
+                   "'hbtool interference'. Use it around mpirun: hbtool record --mpi -- mpirun -np 4 ./prog")
+@click.option("--inject", metavar="MEAN_US,SD_US,PROB", default=None,
+              help="With --mpi: delay MPI, POSIX I/O and MPI-IO calls by a Gaussian delay (mean and standard "
+                   "deviation in microseconds) with probability PROB; the truth goes beside the profile.")
+@click.option("--inject-seed", type=click.IntRange(0), default=None, help="Seed of the injector (default 1).")
+@click.option("--inject-calls", default=None, metavar="LIST",
+              help="Families of calls to delay: any of mpi,posix,mpiio (default all).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
-def record(outdir, quiet, command):
+def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, command):
     """Run PROGRAM under the heartbeat tracer and say where the trace went.
 
     With no change to the program, every thread's start and end and the
@@ -34,18 +43,37 @@ def record(outdir, quiet, command):
       hbtool record -o trace -- ./jacobi_omp --threads 4
       hbtool record -- python3 my_threads.py
     """
-    from ..tracer import tracer_paths
+    from ..tracer import profiler_library, tracer_paths
 
     lib = tracer_paths().library
+    if (inject or inject_seed is not None or inject_calls) and not mpi:
+        mpi = True
+    if inject:
+        _check_inject(inject)
+    if inject_calls:
+        bad = [c for c in inject_calls.split(",") if c not in ("mpi", "posix", "mpiio")]
+        if bad:
+            raise click.UsageError(f"--inject-calls: unknown family '{bad[0]}' (expected mpi, posix, mpiio)")
+    preload = [str(lib)]
+    if mpi:
+        preload.append(str(profiler_library()))
     outdir = Path(outdir or _default_dir(command[0]))
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise click.ClickException(f"cannot create trace directory {outdir}: {exc.strerror}") from exc
-    before = {p.name for p in outdir.glob("*.hbt")}
+    before = {p.name for p in outdir.glob("*.hbt")} | {p.name for p in outdir.glob("*.hbp")}
     env = dict(os.environ)
-    env["LD_PRELOAD"] = " ".join(x for x in (str(lib), env.get("LD_PRELOAD", "")) if x)
+    env["LD_PRELOAD"] = " ".join(x for x in (*preload, env.get("LD_PRELOAD", "")) if x)
     env["HBTRACE_DIR"] = str(outdir.resolve())
+    if mpi:
+        env["HBPROF_DIR"] = str(outdir.resolve())
+    if inject:
+        env["HBPROF_INJECT"] = inject
+    if inject_seed is not None:
+        env["HBPROF_INJECT_SEED"] = str(inject_seed)
+    if inject_calls:
+        env["HBPROF_INJECT_CALLS"] = inject_calls
     try:
         proc = subprocess.Popen(list(command), env=env)
     except FileNotFoundError:
@@ -65,6 +93,18 @@ def record(outdir, quiet, command):
     if not quiet:
         _summary(outdir, before, rc)
     return 128 - rc if rc < 0 else rc
+
+
+def _check_inject(spec: str) -> None:
+    import math
+
+    parts = spec.split(",")
+    try:
+        mean, sd, prob = (float(x) for x in parts)
+    except ValueError:
+        raise click.UsageError(f"--inject '{spec}': expected MEAN_US,SD_US,PROB, e.g. 500,100,0.05") from None
+    if not all(math.isfinite(v) for v in (mean, sd, prob)) or mean < 0 or sd < 0 or not 0 <= prob <= 1:
+        raise click.UsageError(f"--inject '{spec}': mean and deviation must be >= 0 and PROB in [0, 1]")
 
 
 def _summary(outdir: Path, before: set[str], rc: int) -> None:
@@ -90,6 +130,11 @@ def _summary(outdir: Path, before: set[str], rc: int) -> None:
             how = f"; the program was killed by signal {-rc}"
     elif rc:
         how = f"; the program exited with status {rc}"
+    import re
+
+    profiles = sorted(p for p in outdir.glob("*.hbp") if p.name not in before and not re.search(r"-r\d+$", p.stem))
+    if profiles:
+        click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}", err=True)
     if new:
         click.echo(
             f"hbtool: trace written to {outdir}/ ({len(new)} file{'s' if len(new) != 1 else ''}, "
