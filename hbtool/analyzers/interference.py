@@ -35,6 +35,9 @@ class SegmentProfile:
     computation_source: str = "unknown"     # "instructions", "cputime", or what the table says
     meta: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: readers of big profiles aggregate per segment as they read (then the row arrays are empty)
+    aggregated: "Segments | None" = None
+    nprocesses: int | None = None
 
 
 @dataclass
@@ -150,7 +153,7 @@ def classify(x: float) -> str:
 
 
 def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
-    s = aggregate(p)
+    s = p.aggregated if p.aggregated is not None else aggregate(p)
     n = len(s.segment)
     warnings = list(p.warnings)
     run_ns = p.run_time_ns if p.run_time_ns else int(s.duration_ns.sum())
@@ -194,7 +197,8 @@ def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
     keys = _group_keys(cl, s, gid, ngroups)
     return Estimate(
         name=p.name, interference_percent=pct, klass=classify(pct), probability_high=probability_high(pct),
-        run_time_s=run_ns / 1e9, segments=n, processes=_count_distinct(p.rank), clusters=int(cl.max()) + 1 if n else 0,
+        run_time_s=run_ns / 1e9, segments=n,
+        processes=p.nprocesses if p.nprocesses is not None else _count_distinct(p.rank), clusters=int(cl.max()) + 1 if n else 0,
         groups=ngroups, groups_judged=int(judged_g.sum()), segments_judged=int(judged.sum()),
         segments_interfered=int(interfered.sum()), impact_s=total / 1e9, computation_source=p.computation_source,
         collective_rate_hz=rate, judged=bool(judged.any()), top=top_rows, warnings=warnings,

@@ -183,3 +183,37 @@ def _lb_keogh(q, c, r, squared):
             continue
         s += e * e if squared else e
     return s
+
+
+@njit(**NUMBA_OPTIONS)
+def replay_bins(kind, metric, slot, from_slot, value, seg_bins, m, nslots):
+    """Values of every segment record of a per-rank profile stream (docs/profile-format.md).
+
+    Forward over the bin records: the final value of every slot. Backward: a map from
+    slot to the slot its bin ends up in after every later merge. Returns an array
+    (segment records, m) of values. kind/metric/slot/from_slot/value are per record;
+    seg_bins[i] holds record i's slot per metric (only read for segment records).
+    """
+    n = kind.shape[0]
+    final_value = np.zeros((m, nslots))
+    for i in range(n):
+        if kind[i] == 2 or kind[i] == 3:
+            final_value[metric[i], slot[i]] = value[i]
+    nseg = 0
+    for i in range(n):
+        if kind[i] == 1:
+            nseg += 1
+    out = np.empty((nseg, m))
+    final = np.empty((m, nslots), dtype=np.int64)
+    for j in range(m):
+        for s in range(nslots):
+            final[j, s] = s
+    k = nseg
+    for i in range(n - 1, -1, -1):
+        if kind[i] == 3:
+            final[metric[i], from_slot[i]] = final[metric[i], slot[i]]
+        elif kind[i] == 1:
+            k -= 1
+            for j in range(m):
+                out[k, j] = final_value[j, final[j, seg_bins[i, j]]]
+    return out

@@ -1,0 +1,486 @@
+"""Reader (and, for tests, writer) of the PMPI segment profiler's files (.hbp).
+
+The layout is native_tracer/mpi/include/hbprof_format.h, mirrored in
+docs/profile-format.md; tests/test_profile_reader.py checks these dtypes against
+hbprof_layout's sizeof/offsetof.
+
+* A run file (one per MPI run, written at MPI_Finalize): program-wide bins (at most
+  512 per metric, sorted by value) and one 64-byte record per (rank, segment) holding
+  the exact duration and a bin index per metric. It is aggregated per segment as it is
+  read, rank by rank, without ever holding a value per (rank, segment, metric): a
+  million segments of 64 ranks read in seconds and a few hundred MB.
+* Per-rank files (what ranks leave when the run did not reach MPI_Finalize): a
+  stream of 48-byte records with a log of bin changes, replayed backward (the
+  format's rule) to give each segment's values.
+
+Every length, count, offset and index is checked before use; a damaged or truncated
+file gets one TraceFormatError naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .. import config
+from ..analyzers.interference import SegmentProfile, Segments
+from ..errors import TraceFormatError
+
+MAGIC = b"HBPROF\0\0"
+VERSION = 1
+ENDIAN_MARK = 0x01020304
+HEADER_SIZE = 256
+RANK_DATA_OFFSET = 4096
+RANK_RECORD_SIZE = 48
+RUN_RECORD_SIZE = 64
+METRIC_ENTRY_SIZE = 40
+RANK_ENTRY_SIZE = 128
+BIN_ENTRY_SIZE = 16
+MAX_METRICS = 22
+RANK_BINS = 256
+RUN_BINS = 512
+NO_INDEX = 65535
+FLAG_RANK_FILE, FLAG_RUN_FILE, FLAG_COMPLETE, FLAG_INJECT, FLAG_PRELOAD, FLAG_PARTIAL = 1, 2, 4, 8, 16, 32
+COMP_SOURCES = {0: "nothing (profiling off)", 1: "instructions", 2: "cputime"}
+REC_SEGMENT, REC_BIN_SET, REC_BIN_MERGE, REC_INJECT = 1, 2, 3, 4
+RANK_OK, RANK_FAILED, RANK_INCOMPLETE, RANK_INJECT = 1, 2, 4, 8
+#: most ranks accepted from a header (the rank table is read whole)
+MAX_RANKS = 1 << 20
+
+
+def header_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([
+        ("magic", "S8"), ("version", o + "u4"), ("endian", o + "u4"), ("header_size", o + "u4"),
+        ("flags", o + "u4"), ("rank", o + "i4"), ("nranks", o + "u4"), ("comp_source", o + "u4"),
+        ("metric_count", o + "u4"), ("max_bins", o + "u4"), ("index_size", o + "u4"), ("record_size", o + "u4"),
+        ("boundary_mask", o + "u4"), ("clock_id", o + "u4"), ("pid", o + "u4"), ("start_mono_ns", o + "u8"),
+        ("start_real_ns", o + "i8"), ("run_ns", o + "u8"), ("segment_count", o + "u8"),
+        ("metric_table_offset", o + "u8"), ("metric_entry_size", o + "u4"), ("rank_entry_size", o + "u4"),
+        ("rank_table_offset", o + "u8"), ("bin_table_offset", o + "u8"), ("bin_entry_size", o + "u4"),
+        ("inject_families", o + "u4"), ("data_offset", o + "u8"), ("data_length", o + "u8"),
+        ("inject_mean_ns", o + "u8"), ("inject_sd_ns", o + "u8"), ("inject_prob", o + "f8"),
+        ("inject_seed", o + "u8"), ("reserved", o + "u8", (1,)), ("host", "S64"),
+    ])
+
+
+def metric_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([("name", "S32"), ("unit", o + "u4"), ("bins_used", o + "u4")])
+
+
+def rank_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([
+        ("rank", o + "i4"), ("flags", o + "u4"), ("run_ns", o + "u8"), ("segment_count", o + "u8"),
+        ("first_record", o + "u8"), ("start_real_ns", o + "i8"), ("start_mono_ns", o + "u8"), ("pid", o + "u4"),
+        ("comp_source", o + "u4"), ("reserved", o + "u8"), ("host", "S64"),
+    ])
+
+
+def bin_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([("value", o + "f8"), ("count", o + "u8")])
+
+
+def run_record_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([("duration_ns", o + "u8"), ("segment", o + "u4"), ("rank", o + "i4"),
+                     ("bin", o + "u2", (MAX_METRICS,)), ("boundary", o + "u2"), ("flags", o + "u2")])
+
+
+def segment_record_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([("duration_ns", o + "u8"), ("end_ns", o + "u8"), ("segment", o + "u4"),
+                     ("bin", "u1", (MAX_METRICS,)), ("reserved", o + "u2"), ("kind", o + "u2"), ("flags", o + "u2")])
+
+
+def bin_record_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([("value", o + "f8"), ("count", o + "u8"), ("segment", o + "u4"), ("metric", o + "u2"),
+                     ("slot", o + "u2"), ("from_slot", o + "u2"), ("reserved0", o + "u2"), ("reserved", "u1", (16,)),
+                     ("kind", o + "u2"), ("flags", o + "u2")])
+
+
+def inject_record_dtype(o: str = "<") -> np.dtype:
+    return np.dtype([("injected_ns", o + "u8"), ("segment", o + "u4"), ("delayed_calls", o + "u4"),
+                     ("reserved", "u1", (28,)), ("kind", o + "u2"), ("flags", o + "u2")])
+
+
+STRUCTS = {
+    "hbp_file_header": header_dtype, "hbp_metric_entry": metric_dtype, "hbp_rank_entry": rank_dtype,
+    "hbp_bin": bin_dtype, "hbp_run_record": run_record_dtype, "hbp_segment_record": segment_record_dtype,
+    "hbp_bin_record": bin_record_dtype, "hbp_inject_record": inject_record_dtype,
+}
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _bad(path, what) -> TraceFormatError:
+    return TraceFormatError(f"{path}: {what}")
+
+
+def _header(buf, path: str, size: int) -> tuple[np.void, str]:
+    if size < HEADER_SIZE:
+        raise _bad(path, f"{size} bytes: too short for a profile header ({HEADER_SIZE} bytes; cut short?)")
+    raw = bytes(buf[:HEADER_SIZE])
+    if raw[:8] != MAGIC:
+        raise _bad(path, "not an hbtool profile (bad magic)")
+    mark = int.from_bytes(raw[12:16], "little")
+    if mark == ENDIAN_MARK:
+        o = "<"
+    elif mark == int.from_bytes(ENDIAN_MARK.to_bytes(4, "little"), "big"):
+        o = ">"
+    else:
+        raise _bad(path, f"corrupted header (endianness mark {mark:#x})")
+    h = np.frombuffer(raw, dtype=header_dtype(o), count=1)[0]
+    if int(h["version"]) != VERSION:
+        raise _bad(path, f"profile format version {int(h['version'])}; this hbtool reads version {VERSION} "
+                         f"(upgrade hbtool?)")
+    if int(h["header_size"]) != HEADER_SIZE:
+        raise _bad(path, f"corrupted header (header size {int(h['header_size'])})")
+    m = int(h["metric_count"])
+    if not 1 <= m <= MAX_METRICS:
+        raise _bad(path, f"corrupted header ({m} metrics; at most {MAX_METRICS})")
+    if int(h["metric_entry_size"]) != METRIC_ENTRY_SIZE:
+        raise _bad(path, "corrupted header (metric entry size)")
+    _span(path, size, int(h["metric_table_offset"]), m * METRIC_ENTRY_SIZE, "metric table")
+    return h, o
+
+
+def _span(path, size, offset, length, what) -> None:
+    if offset < HEADER_SIZE or length < 0 or offset + length > size:
+        raise _bad(path, f"the {what} ({length} bytes at {offset}) lies outside the file's {size} bytes "
+                         f"(truncated or corrupted)")
+
+
+def _metric_names(buf, h, o, path) -> tuple[list[str], np.ndarray]:
+    m = int(h["metric_count"])
+    t = np.frombuffer(buf, dtype=metric_dtype(o), count=m, offset=int(h["metric_table_offset"]))
+    names = []
+    for raw in t["name"]:
+        name = raw.split(b"\0", 1)[0].decode("ascii", "replace")
+        if not re.fullmatch(r"[A-Za-z0-9_]{1,31}", name):
+            raise _bad(path, f"corrupted metric table (name {name!r})")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise _bad(path, "corrupted metric table (a metric appears twice)")
+    return names, t["bins_used"].astype(np.int64)
+
+
+def _host(h) -> str:
+    return bytes(h["host"]).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+# --------------------------------------------------------------------------- run files
+
+
+def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentProfile:
+    m = int(h["metric_count"])
+    names, bins_used = _metric_names(buf, h, o, path)
+    if int(h["record_size"]) != RUN_RECORD_SIZE or int(h["index_size"]) != 2 or \
+            int(h["bin_entry_size"]) != BIN_ENTRY_SIZE or int(h["rank_entry_size"]) != RANK_ENTRY_SIZE:
+        raise _bad(path, "corrupted header (record, index, bin or rank entry size of a run file)")
+    max_bins = int(h["max_bins"])
+    if not 1 <= max_bins <= RUN_BINS:
+        raise _bad(path, f"corrupted header ({max_bins} bins per metric; at most {RUN_BINS})")
+    if (bins_used > max_bins).any():
+        raise _bad(path, "corrupted metric table (more bins in use than the table holds)")
+    nranks = int(h["nranks"])
+    if not 1 <= nranks <= MAX_RANKS:
+        raise _bad(path, f"corrupted header ({nranks} ranks)")
+    _span(path, size, int(h["rank_table_offset"]), nranks * RANK_ENTRY_SIZE, "rank table")
+    _span(path, size, int(h["bin_table_offset"]), m * max_bins * BIN_ENTRY_SIZE, "bin table")
+    nrec = int(h["segment_count"])
+    if nrec > config.MAX_PROFILE_ROWS:
+        raise _bad(path, f"{nrec} segment records, more than the {config.MAX_PROFILE_ROWS} hbtool reads")
+    if int(h["data_length"]) != nrec * RUN_RECORD_SIZE:
+        raise _bad(path, "corrupted header (data length does not match the segment count)")
+    _span(path, size, int(h["data_offset"]), nrec * RUN_RECORD_SIZE, "segment records")
+    ranks = np.frombuffer(buf, dtype=rank_dtype(o), count=nranks, offset=int(h["rank_table_offset"]))
+    bins = np.frombuffer(buf, dtype=bin_dtype(o), count=m * max_bins,
+                         offset=int(h["bin_table_offset"])).reshape(m, max_bins)
+    values = [bins["value"][j, : bins_used[j]].astype(np.float64) for j in range(m)]
+    for j in range(m):
+        if not np.isfinite(values[j]).all():
+            raise _bad(path, f"corrupted bin table (metric {names[j]} has a value that is not a number)")
+    recs = np.frombuffer(buf, dtype=run_record_dtype(o), count=nrec, offset=int(h["data_offset"]))
+    warnings = []
+    # the rank table: each rank's records, in segment order
+    counts = ranks["segment_count"].astype(np.int64)
+    firsts = ranks["first_record"].astype(np.int64)
+    if (ranks["rank"] < 0).any() or (ranks["rank"] >= nranks).any() or len(np.unique(ranks["rank"])) != nranks:
+        raise _bad(path, "corrupted rank table (rank numbers)")
+    if (counts < 0).any() or (firsts < 0).any() or (firsts + counts > nrec).any():
+        raise _bad(path, "corrupted rank table (records outside the data section)")
+    S = int(counts.max()) if nranks else 0
+    if S == 0:
+        raise _bad(path, "the profile holds no segments")
+    comp_name = names[0]
+    fidx = list(range(1, m))
+    dur_max = np.zeros(S, dtype=np.int64)
+    feat = np.zeros((S, len(fidx)))
+    comp_idx = np.full((S, nranks), NO_INDEX, dtype=np.uint16)
+    present = np.zeros(S, dtype=np.int64)
+    for k in range(nranks):
+        r = int(ranks["rank"][k])
+        fl = int(ranks["flags"][k])
+        if fl & RANK_FAILED:
+            warnings.append(f"{path}: rank {r}: the profiler failed on this rank; it has no segments")
+            continue
+        c, f0 = int(counts[k]), int(firsts[k])
+        if c == 0:
+            continue
+        ch = recs[f0:f0 + c]
+        valid = (ch["flags"] & 1).astype(bool)
+        if not valid.all():
+            if not fl & RANK_INCOMPLETE:
+                raise _bad(path, f"rank {r}: records without data in a rank not marked incomplete")
+            warnings.append(f"{path}: rank {r}: {int((~valid).sum())} of its segment records did not arrive")
+        seg = ch["segment"].astype(np.int64)
+        if (seg[valid] != np.arange(c)[valid]).any() or (ch["rank"][valid] != r).any():
+            raise _bad(path, f"rank {r}: segment records out of order, or carrying another rank's number")
+        idx = ch["bin"][:, :m]
+        bad = valid[:, None] & (idx >= bins_used[None, :])
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise _bad(path, f"rank {r}, segment {int(seg[i])}: bin index {int(idx[i, j])} of metric {names[j]} "
+                             f"does not match the bins ({int(bins_used[j])} in use): the profile is corrupted")
+        sel = np.flatnonzero(valid)
+        dur_max[sel] = np.maximum(dur_max[sel], ch["duration_ns"][sel].astype(np.int64))
+        comp_idx[sel, k] = idx[sel, 0]
+        for jj, j in enumerate(fidx):
+            feat[sel, jj] += values[j][idx[sel, j]]
+        present[sel] += 1
+    have = present > 0
+    if not have.all():
+        warnings.append(f"{path}: {int((~have).sum())} segments have no record from any rank: left out")
+    comp = _median_from_indices(comp_idx, present, values[0])
+    segs = Segments(segment=np.flatnonzero(have), computation=comp[have], duration_ns=dur_max[have],
+                    features=feat[have], processes=present[have])
+    src = COMP_SOURCES.get(int(h["comp_source"]), f"source {int(h['comp_source'])}")
+    if int(h["flags"]) & FLAG_PARTIAL:
+        warnings.append(f"{path}: some ranks' records are missing (the profile says it is partial)")
+    return SegmentProfile(
+        name=name, rank=np.empty(0, np.int64), segment=np.empty(0, np.int64), duration_ns=np.empty(0, np.int64),
+        computation=np.empty(0), features=np.zeros((0, len(fidx))), feature_names=names[1:],
+        run_time_ns=int(h["run_ns"]) or None, computation_source=src, warnings=warnings,
+        meta=_meta(h, path, "run"), aggregated=segs, nprocesses=int(nranks - sum(1 for w in warnings if "failed" in w)))
+
+
+def _median_from_indices(idx: np.ndarray, present: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row, the median of values[idx] over the present entries (NO_INDEX sorts last).
+
+    Bins are sorted by value, so the median index is the index of the median."""
+    s = np.sort(idx, axis=1)
+    c = np.maximum(present, 1)
+    lo = s[np.arange(len(s)), (c - 1) // 2]
+    hi = s[np.arange(len(s)), c // 2]
+    v = np.append(values, np.nan)
+    lo = np.where(lo == NO_INDEX, len(values), np.minimum(lo, len(values)))
+    hi = np.where(hi == NO_INDEX, len(values), np.minimum(hi, len(values)))
+    return (v[lo] + v[hi]) / 2
+
+
+def _meta(h, path, kind) -> dict:
+    return {"format": f"hbprof {kind} file", "source": str(path), "host": _host(h), "pid": int(h["pid"]),
+            "nranks": int(h["nranks"]), "boundary_mask": int(h["boundary_mask"]),
+            "complete": bool(int(h["flags"]) & FLAG_COMPLETE),
+            "injector": ({"mean_ns": int(h["inject_mean_ns"]), "sd_ns": int(h["inject_sd_ns"]),
+                          "probability": float(h["inject_prob"]), "seed": int(h["inject_seed"]),
+                          "families": int(h["inject_families"])} if int(h["flags"]) & FLAG_INJECT else None)}
+
+
+# --------------------------------------------------------------------------- per-rank files
+
+
+def read_rank_stream(path: str) -> dict:
+    """One per-rank file: its header and every segment's duration and metric values."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        buf = f.read()
+    h, o = _header(buf, path, size)
+    if not int(h["flags"]) & FLAG_RANK_FILE:
+        raise _bad(path, "not a per-rank profile file")
+    m = int(h["metric_count"])
+    names, _ = _metric_names(buf, h, o, path)
+    if int(h["record_size"]) != RANK_RECORD_SIZE or int(h["index_size"]) != 1 or int(h["max_bins"]) != RANK_BINS:
+        raise _bad(path, "corrupted header (record size, index size or bins of a per-rank file)")
+    do = int(h["data_offset"])
+    if do < HEADER_SIZE or do > size:
+        raise _bad(path, "corrupted header (data offset outside the file)")
+    warnings = []
+    complete = bool(int(h["flags"]) & FLAG_COMPLETE)
+    if complete:
+        length = int(h["data_length"])
+        if length % RANK_RECORD_SIZE or do + length > size:
+            raise _bad(path, f"the records ({length} bytes at {do}) lie outside the file's {size} bytes (truncated)")
+    else:
+        length = (size - do) // RANK_RECORD_SIZE * RANK_RECORD_SIZE
+        warnings.append(f"{path}: rank {int(h['rank'])} did not reach MPI_Finalize: reading what it recorded")
+    n = length // RANK_RECORD_SIZE
+    if n > config.MAX_PROFILE_ROWS:
+        raise _bad(path, f"{n} records, more than the {config.MAX_PROFILE_ROWS} hbtool reads")
+    raw = np.frombuffer(buf, dtype=np.uint8, count=n * RANK_RECORD_SIZE, offset=do)
+    segr = raw.view(segment_record_dtype(o))
+    kind = segr["kind"]
+    zero = np.flatnonzero(kind == 0)
+    if len(zero):
+        n = int(zero[0])
+        segr = segr[:n]
+        kind = kind[:n]
+    binr = raw[: n * RANK_RECORD_SIZE].view(bin_record_dtype(o))
+    injr = raw[: n * RANK_RECORD_SIZE].view(inject_record_dtype(o))
+    isbin = (kind == REC_BIN_SET) | (kind == REC_BIN_MERGE)
+    if isbin.any():
+        b = binr[isbin]
+        if (b["metric"] >= m).any() or (b["slot"] >= RANK_BINS).any() or \
+                ((b["kind"] == REC_BIN_MERGE) & (b["from_slot"] >= RANK_BINS)).any():
+            raise _bad(path, "a bin record's metric or slot is out of range: the profile is corrupted")
+        if not np.isfinite(b["value"]).all():
+            raise _bad(path, "a bin record's value is not a number: the profile is corrupted")
+    isseg = kind == REC_SEGMENT
+    from ..analyzers.kernels import replay_bins
+
+    vals = replay_bins(kind.astype(np.int64), binr["metric"].astype(np.int64), binr["slot"].astype(np.int64),
+                       binr["from_slot"].astype(np.int64), binr["value"].astype(np.float64),
+                       np.ascontiguousarray(segr["bin"][:, :m]).astype(np.int64), m, RANK_BINS)
+    inj = injr[kind == REC_INJECT]
+    return {"header": h, "names": names, "rank": int(h["rank"]), "segment": segr["segment"][isseg].astype(np.int64),
+            "duration_ns": segr["duration_ns"][isseg].astype(np.int64), "values": vals,
+            "injected": {int(s): (int(ns), int(c)) for s, ns, c in zip(inj["segment"], inj["injected_ns"],
+                                                                      inj["delayed_calls"])},
+            "complete": complete, "warnings": warnings}
+
+
+def read_rank_files(paths: list[str], name: str) -> SegmentProfile:
+    parts = [read_rank_stream(p) for p in paths]
+    names = parts[0]["names"]
+    for p, pa in zip(paths, parts):
+        if pa["names"] != names:
+            raise _bad(p, "its metrics differ from the other ranks' files: not the same run")
+    ranks = [pa["rank"] for pa in parts]
+    if len(set(ranks)) != len(ranks):
+        raise TraceFormatError(f"{name}: two files for the same rank: files of different runs mixed?")
+    rank = np.concatenate([np.full(len(pa["segment"]), pa["rank"], dtype=np.int64) for pa in parts])
+    seg = np.concatenate([pa["segment"] for pa in parts])
+    dur = np.concatenate([pa["duration_ns"] for pa in parts])
+    vals = np.concatenate([pa["values"] for pa in parts]) if len(seg) else np.zeros((0, len(names)))
+    if not len(seg):
+        raise TraceFormatError(f"{name}: the per-rank files hold no segments")
+    warnings = [w for pa in parts for w in pa["warnings"]]
+    # a segment every rank did not finish (the run died inside it) is not comparable
+    h = parts[0]["header"]
+    nranks = int(h["nranks"])
+    if len(parts) < nranks:
+        warnings.append(f"{name}: files of {len(parts)} of {nranks} ranks")
+    src = COMP_SOURCES.get(int(h["comp_source"]), "unknown")
+    return SegmentProfile(name=name, rank=rank, segment=seg, duration_ns=dur, computation=vals[:, 0],
+                          features=vals[:, 1:], feature_names=names[1:], run_time_ns=None,
+                          computation_source=src, warnings=warnings, meta=_meta(h, paths[0], "per-rank"))
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+RANK_FILE_RE = re.compile(r"-r\d+$")
+
+
+def read_hbprof(path: str, name: str | None = None) -> SegmentProfile:
+    p = Path(path)
+    size = p.stat().st_size
+    name = name or p.stem
+    with open(p, "rb") as f:
+        head = f.read(HEADER_SIZE)
+    h, o = _header(head, str(p), size)
+    flags = int(h["flags"])
+    if flags & FLAG_RANK_FILE:
+        return read_rank_files([str(p)], name)
+    if not flags & FLAG_RUN_FILE:
+        raise _bad(p, "corrupted header (neither a run file nor a per-rank file)")
+    buf = np.memmap(p, dtype=np.uint8, mode="r") if size else b""
+    return read_run_file(str(p), buf, size, h, o, name)
+
+
+def read_profile_dir(path: str) -> SegmentProfile:
+    d = Path(path)
+    files = sorted(d.glob("*.hbp"))
+    runs = [f for f in files if not RANK_FILE_RE.search(f.stem)]
+    ranks = [f for f in files if RANK_FILE_RE.search(f.stem)]
+    if len(runs) == 1:
+        return read_hbprof(str(runs[0]), d.name)
+    if len(runs) > 1:
+        raise TraceFormatError(f"{path}: {len(runs)} run profiles in one directory: give the one to analyse")
+    if ranks:
+        return read_rank_files([str(f) for f in ranks], d.name)
+    raise TraceFormatError(f"{path}: no profile (.hbp) in this directory")
+
+
+def read_injection_truth(run_file: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, segment) -> (injected ns, delayed calls) from <run file>.inject.csv (empty if none)."""
+    import pandas as pd
+
+    p = Path(str(run_file) + ".inject.csv")
+    if not p.exists():
+        return {}
+    df = pd.read_csv(p)
+    return {(int(r), int(s)): (int(ns), int(c)) for r, s, ns, c in
+            zip(df["rank"], df["segment"], df["injected_ns"], df["delayed_calls"])}
+
+
+# --------------------------------------------------------------------------- writing (tests, tools)
+
+
+def write_run_file(path: str, rank: np.ndarray, segment: np.ndarray, duration_ns: np.ndarray,
+                   values: np.ndarray, names: list[str], run_ns: int = 0, comp_source: int = 1) -> None:
+    """A run file from exact values: each metric's distinct values become its bins (at most 512)."""
+    m = len(names)
+    nranks = int(rank.max()) + 1
+    order = np.lexsort((segment, rank))
+    rank, segment, duration_ns, values = rank[order], segment[order], duration_ns[order], values[order]
+    bins = np.zeros((m, RUN_BINS), dtype=bin_dtype())
+    idx = np.zeros((len(rank), MAX_METRICS), dtype=np.uint16)
+    used = []
+    for j in range(m):
+        u, inv, cnt = np.unique(values[:, j], return_inverse=True, return_counts=True)
+        if len(u) > RUN_BINS:
+            raise ValueError(f"metric {names[j]}: {len(u)} distinct values, more than {RUN_BINS} bins")
+        bins["value"][j, : len(u)] = u
+        bins["count"][j, : len(u)] = cnt
+        idx[:, j] = inv.ravel()
+        used.append(len(u))
+    rt = np.zeros(nranks, dtype=rank_dtype())
+    for r in range(nranks):
+        sel = np.flatnonzero(rank == r)
+        rt[r] = (r, RANK_OK, run_ns, len(sel), sel[0] if len(sel) else 0, 0, 0, 0, comp_source, 0, b"test")
+    recs = np.zeros(len(rank), dtype=run_record_dtype())
+    recs["duration_ns"] = duration_ns
+    recs["segment"] = segment
+    recs["rank"] = rank
+    recs["bin"] = idx
+    recs["boundary"] = 4
+    recs["flags"] = 1
+    mt = np.zeros(m, dtype=metric_dtype())
+    for j, n in enumerate(names):
+        mt[j] = (n.encode(), 0, used[j])
+    mto = HEADER_SIZE
+    rto = (mto + m * METRIC_ENTRY_SIZE + 63) // 64 * 64
+    bto = (rto + nranks * RANK_ENTRY_SIZE + 63) // 64 * 64
+    do = (bto + m * RUN_BINS * BIN_ENTRY_SIZE + 4095) // 4096 * 4096
+    h = np.zeros(1, dtype=header_dtype())
+    h[0]["magic"] = MAGIC
+    for k, v in dict(version=VERSION, endian=ENDIAN_MARK, header_size=HEADER_SIZE,
+                     flags=FLAG_RUN_FILE | FLAG_COMPLETE, rank=-1, nranks=nranks, comp_source=comp_source,
+                     metric_count=m, max_bins=RUN_BINS, index_size=2, record_size=RUN_RECORD_SIZE,
+                     boundary_mask=0x3FE, clock_id=1, pid=os.getpid(), run_ns=run_ns, segment_count=len(recs),
+                     metric_table_offset=mto, metric_entry_size=METRIC_ENTRY_SIZE, rank_entry_size=RANK_ENTRY_SIZE,
+                     rank_table_offset=rto, bin_table_offset=bto, bin_entry_size=BIN_ENTRY_SIZE, data_offset=do,
+                     data_length=len(recs) * RUN_RECORD_SIZE).items():
+        h[0][k] = v
+    h[0]["host"] = b"test"
+    with open(path, "wb") as f:
+        f.write(h.tobytes())
+        f.write(mt.tobytes())
+        f.seek(rto)
+        f.write(rt.tobytes())
+        f.seek(bto)
+        f.write(bins.tobytes())
+        f.seek(do)
+        f.write(recs.tobytes())
