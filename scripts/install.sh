@@ -28,4 +28,5 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 
 make -s -C native_tracer -j2
+make -s -C native_tracer/mpi -j2   # the PMPI segment profiler (needs mpicc)
 echo "install: done (hbtool is .venv/bin/hbtool; tracer in native_tracer/lib)" >&2

@@ -1,0 +1,272 @@
+"""Evaluate `hbtool interference` (seed 004) with real Open MPI runs and injected interference.
+
+    python benchmarks/eval_interference.py [--runs 16] [--seed 2026] [--parts accuracy,overhead,scale]
+
+1. accuracy: for each example (stencil: halo exchange + Allreduce + POSIX checkpoints;
+   transpose: Bcast + sub-communicator Allreduce + MPI-IO checkpoints + Alltoall), --runs
+   runs of 4 ranks (mpirun --oversubscribe on this 2-core machine) under the profiler, with
+   gradually increasing injected interference (Gaussian delays of MPI and I/O calls,
+   probability rising from 0 run by run, seeded). Each run's estimate is made from its own
+   profile alone; its measured interference comes from all runs (time against the
+   fastest, less the median displacement), and accuracy = 1 - |p(measured) - p(estimated)|
+   (seed 004; target: median >= 0.9, minimum >= 0.8). The injector's own truth (the delay
+   it injected, per rank and segment) is shown beside it.
+2. overhead: the stencil at about 100 Allreduce/s, 4 ranks, with and without the
+   profiler preloaded, interleaved; the median of the program's own time.
+3. scale: a synthetic run file of 1 000 000 segments x 64 ranks, analysed end to end by
+   `hbtool interference` (reading included), wall time (target < 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+MPI = ROOT / "native_tracer" / "mpi"
+LIB = MPI / "lib" / "libhbprof.so"
+HBTOOL = [sys.executable, "-m", "hbtool"]
+
+EXAMPLES = {
+    # ~150 iterations/s with 4 ranks on 2 cores; heavy iterations and checkpoints give
+    # several groups; the run lasts about 3 s
+    "stencil": ["--iterations", "400", "--work", "200", "--heavy-every", "4", "--checkpoint-every", "40",
+                "--io", "posix"],
+    "transpose": ["--iterations", "400", "--work", "200", "--heavy-every", "4", "--checkpoint-every", "40",
+                  "--io", "mpiio"],
+}
+
+
+def seed_of(*parts) -> int:
+    return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:4], "little") or 1
+
+
+def mpirun(prog: str, args: list[str], d: Path, env_extra: dict, profile: bool = True) -> tuple[float, Path | None]:
+    d.mkdir(parents=True, exist_ok=True)
+    for f in d.glob("hbprof-*"):
+        f.unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBPROF_") and k != "LD_PRELOAD"}
+    env.update(OMPI_MCA_mpi_yield_when_idle="1")
+    cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "4"]
+    if profile:
+        cmd += ["-x", f"LD_PRELOAD={LIB}", "-x", f"HBPROF_DIR={d}", "-x", "HBPROF_QUIET=1"]
+        for k, v in env_extra.items():
+            cmd += ["-x", f"{k}={v}"]
+    cmd += [str(MPI / "examples" / "bin" / prog), *args, "--ckpt-dir", str(d)]
+    r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        sys.exit(f"eval_interference: {prog} failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    m = re.search(r"time=([0-9.]+) s", r.stdout)
+    runs = [p for p in d.glob("hbprof-*.hbp") if not re.search(r"-r\d+$", p.stem)]
+    return float(m.group(1)) if m else float("nan"), (runs[0] if runs else None)
+
+
+def injected_percent(run_file: Path, run_time_s: float) -> float:
+    """The injector's truth as a share of the run: per segment, the largest delay of any rank."""
+    from hbtool.io.hbprof import read_injection_truth
+
+    truth = read_injection_truth(str(run_file))
+    per_seg: dict[int, int] = {}
+    for (rank, seg), (ns, _) in truth.items():
+        per_seg[seg] = max(per_seg.get(seg, 0), ns)
+    return 100.0 * sum(per_seg.values()) / 1e9 / run_time_s if run_time_s else 0.0
+
+
+def accuracy(args, tmp: Path) -> dict:
+    from hbtool.analyzers.interference import estimate, measured
+    from hbtool.io.hbprof import read_hbprof
+
+    out = {}
+    for prog, base in EXAMPLES.items():
+        ests, injected = [], {}
+        for i in range(args.runs):
+            prob = args.max_prob * i / max(args.runs - 1, 1)
+            d = tmp / "acc" / prog / f"run{i:02d}"
+            env = {"HBPROF_INJECT": f"{args.mean_us},{args.sd_us},{prob:.5f}",
+                   "HBPROF_INJECT_SEED": str(seed_of(args.seed, prog, i)),
+                   "HBPROF_INJECT_CALLS": "mpi,posix,mpiio"} if prob > 0 else {}
+            _, run_file = mpirun(prog, base + ["--seed", str(seed_of(args.seed, prog, "data"))], d, env)
+            e = estimate(read_hbprof(str(run_file), name=f"{prog}-{i:02d}"))
+            ests.append(e)
+            injected[e.name] = (prob, injected_percent(run_file, e.run_time_s))
+            print(f"  {prog} run {i:2d}: prob {prob:.4f}: estimated {e.interference_percent:5.1f} % "
+                  f"({e.klass}), injected {injected[e.name][1]:5.1f} %, {e.run_time_s:.3f} s", file=sys.stderr)
+        rows = measured(ests)
+        for r in rows:
+            r["probability"], r["injected_percent"] = injected[r["run"]]
+        out[prog] = rows
+    return out
+
+
+def overhead(args, tmp: Path) -> dict:
+    prog_args = ["--iterations", "300", "--work", str(args.overhead_work), "--checkpoint-every", "50",
+                 "--heavy-every", "10", "--seed", "7"]
+    times = {False: [], True: []}
+    mpirun("stencil", prog_args, tmp / "ovh", {}, profile=False)  # warm-up
+    for k in range(args.overhead_runs):
+        for prof in ((False, True) if k % 2 == 0 else (True, False)):
+            t, _ = mpirun("stencil", prog_args, tmp / "ovh", {}, profile=prof)
+            times[prof].append(t)
+    bare, prof = statistics.median(times[False]), statistics.median(times[True])
+    return {"bare_s": bare, "profiled_s": prof, "overhead": prof / bare - 1, "rate_hz": 300 / bare,
+            "runs": args.overhead_runs, "spread_bare": (min(times[False]), max(times[False])),
+            "spread_profiled": (min(times[True]), max(times[True]))}
+
+
+def scale(args, tmp: Path) -> dict:
+    """Write a 1M x 64 run file straight from bins (no per-value work), then time hbtool on it."""
+    from hbtool.io import hbprof as H
+
+    S, R = args.scale_segments, args.scale_ranks
+    path = tmp / "scale" / "hbprof-synthetic-1.hbp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = ["computation", "p2p_nonblocking", "bytes_sent", "bytes_received", "posix_write", "posix_write_bytes"]
+    m = len(names)
+    bins = np.zeros((m, H.RUN_BINS), dtype=H.bin_dtype())
+    comp_vals = np.sort(np.r_[np.linspace(0.98e6, 1.02e6, 200), np.linspace(2.94e6, 3.06e6, 200)])
+    bins["value"][0, :400] = comp_vals
+    for j, vals in enumerate([[4], [8192], [8192], [0, 1], [0, 1 << 20]], start=1):
+        bins["value"][j, : len(vals)] = vals
+    used = [400, 1, 1, 1, 2, 2]
+    bins["count"][:, :] = 0
+    rng = np.random.default_rng(args.seed)
+    heavy = (np.arange(S) % 5) == 4
+    ckpt = (np.arange(S) % 100) == 99
+    base_dur = np.where(heavy, 3_000_000, 1_000_000)
+    mto = H.HEADER_SIZE
+    rto = (mto + m * H.METRIC_ENTRY_SIZE + 63) // 64 * 64
+    bto = (rto + R * H.RANK_ENTRY_SIZE + 63) // 64 * 64
+    do = (bto + m * H.RUN_BINS * H.BIN_ENTRY_SIZE + 4095) // 4096 * 4096
+    hit = rng.random(S) < 0.02
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        f.truncate(do + S * R * H.RUN_RECORD_SIZE)
+        f.seek(do)
+        rec = np.zeros(S, dtype=H.run_record_dtype())
+        rec["segment"] = np.arange(S)
+        rec["flags"] = 1
+        rec["boundary"] = 4
+        rec["bin"][:, 1] = 0
+        rec["bin"][:, 2] = 0
+        rec["bin"][:, 3] = 0
+        rec["bin"][:, 4] = ckpt
+        rec["bin"][:, 5] = ckpt
+        run_ns = 0
+        for r in range(R):
+            rec["rank"] = r
+            rec["bin"][:, 0] = np.where(heavy, 200, 0) + rng.integers(0, 200, S)
+            dur = (base_dur * (1 + 0.01 * rng.standard_normal(S))).astype(np.int64)
+            if r == 7:
+                dur += hit * 2_000_000
+            rec["duration_ns"] = dur
+            run_ns = max(run_ns, int(dur.sum()))
+            f.write(rec.tobytes())
+        rt = np.zeros(R, dtype=H.rank_dtype())
+        for r in range(R):
+            rt[r] = (r, H.RANK_OK, run_ns, S, r * S, 0, 0, 0, 2, 0, b"synthetic")
+        bins["count"][0, :400] = S * R // 400
+        mt = np.zeros(m, dtype=H.metric_dtype())
+        for j, n in enumerate(names):
+            mt[j] = (n.encode(), 0, used[j])
+        h = np.zeros(1, dtype=H.header_dtype())
+        h[0]["magic"] = H.MAGIC
+        for k, v in dict(version=H.VERSION, endian=H.ENDIAN_MARK, header_size=H.HEADER_SIZE,
+                         flags=H.FLAG_RUN_FILE | H.FLAG_COMPLETE, rank=-1, nranks=R, comp_source=2, metric_count=m,
+                         max_bins=H.RUN_BINS, index_size=2, record_size=H.RUN_RECORD_SIZE, boundary_mask=0x3FE,
+                         clock_id=1, run_ns=run_ns, segment_count=S * R, metric_table_offset=mto,
+                         metric_entry_size=H.METRIC_ENTRY_SIZE, rank_entry_size=H.RANK_ENTRY_SIZE,
+                         rank_table_offset=rto, bin_table_offset=bto, bin_entry_size=H.BIN_ENTRY_SIZE,
+                         data_offset=do, data_length=S * R * H.RUN_RECORD_SIZE).items():
+            h[0][k] = v
+        f.seek(0)
+        f.write(h.tobytes())
+        f.write(mt.tobytes())
+        f.seek(rto)
+        f.write(rt.tobytes())
+        f.seek(bto)
+        f.write(bins.tobytes())
+    made = time.perf_counter() - t0
+    size = path.stat().st_size
+    # first run warms the page cache and numba; then the timed runs
+    walls = []
+    for _ in range(args.scale_repeats + 1):
+        t = time.perf_counter()
+        r = subprocess.run(HBTOOL + ["interference", str(path), "--format", "json"], capture_output=True, text=True,
+                           timeout=600)
+        walls.append(time.perf_counter() - t)
+        if r.returncode != 0:
+            sys.exit(f"eval_interference: hbtool failed on the synthetic profile:\n{r.stderr}")
+    doc = json.loads(r.stdout)
+    path.unlink()
+    return {"segments": S, "ranks": R, "bytes": size, "write_s": made, "cold_s": walls[0],
+            "warm_s": statistics.median(walls[1:]), "interfered": doc["segments_interfered"], "hit": int(hit.sum()),
+            "interference_percent": doc["interference_percent"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=16, help="runs per example, interference rising (default 16)")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--mean-us", type=float, default=3000.0, help="mean injected delay (us)")
+    ap.add_argument("--sd-us", type=float, default=1000.0, help="its standard deviation (us)")
+    ap.add_argument("--max-prob", type=float, default=0.02, help="probability per call in the last run")
+    ap.add_argument("--overhead-runs", type=int, default=11)
+    ap.add_argument("--overhead-work", type=int, default=550, help="stencil --work for ~100 Allreduce/s")
+    ap.add_argument("--scale-segments", type=int, default=1_000_000)
+    ap.add_argument("--scale-ranks", type=int, default=64)
+    ap.add_argument("--scale-repeats", type=int, default=3)
+    ap.add_argument("--parts", default="accuracy,overhead,scale")
+    ap.add_argument("--keep", metavar="DIR")
+    args = ap.parse_args()
+    if not LIB.exists():
+        sys.exit("eval_interference: build the profiler first: make -C native_tracer/mpi")
+    parts = set(args.parts.split(","))
+    ctx = None if args.keep else tempfile.TemporaryDirectory()
+    tmp = Path(args.keep or ctx.name)
+    t0 = time.time()
+    print(f"# interference: seed {args.seed}; injected delays N({args.mean_us:g} us, {args.sd_us:g} us), "
+          f"probability 0 .. {args.max_prob:g} per call")
+    if "accuracy" in parts:
+        res = accuracy(args, tmp)
+        for prog, rows in res.items():
+            acc = [r["accuracy"] for r in rows]
+            print(f"\n## {prog}: {len(rows)} runs of 4 ranks")
+            print(f"{'run':>12} {'prob':>7} {'time s':>7} {'measured %':>10} {'estimated %':>11} "
+                  f"{'injected %':>10} {'accuracy':>8}")
+            for r in sorted(rows, key=lambda r: r["probability"]):
+                print(f"{r['run']:>12} {r['probability']:7.4f} {r['run_time_s']:7.3f} {r['measured_percent']:10.1f} "
+                      f"{r['estimated_percent']:11.1f} {r['injected_percent']:10.1f} {r['accuracy']:8.3f}")
+            pp = [abs(r["measured_percent"] - r["estimated_percent"]) for r in rows]
+            print(f"  accuracy: median {statistics.median(acc):.3f}, min {min(acc):.3f}; "
+                  f"|measured - estimated|: median {statistics.median(pp):.1f} points, max {max(pp):.1f}")
+    if "overhead" in parts:
+        o = overhead(args, tmp)
+        print(f"\n## profiler overhead: stencil, 4 ranks, ~{o['rate_hz']:.0f} Allreduce/s, median of "
+              f"{o['runs']} interleaved runs each")
+        print(f"  bare {o['bare_s']:.3f} s, profiled {o['profiled_s']:.3f} s: {100 * o['overhead']:+.1f} % "
+              f"(ranges: bare {o['spread_bare'][0]:.3f}-{o['spread_bare'][1]:.3f}, profiled "
+              f"{o['spread_profiled'][0]:.3f}-{o['spread_profiled'][1]:.3f})")
+    if "scale" in parts:
+        s = scale(args, tmp)
+        print(f"\n## scale: {s['segments']:,} segments x {s['ranks']} ranks ({s['bytes'] / 1e9:.1f} GB run file)")
+        print(f"  hbtool interference, end to end: {s['warm_s']:.2f} s (first run, cold: {s['cold_s']:.2f} s); "
+              f"{s['interfered']} segments judged interfered of {s['hit']} hit")
+    print(f"\n(total {time.time() - t0:.0f} s)")
+    if ctx:
+        ctx.cleanup()
+
+
+if __name__ == "__main__":
+    main()

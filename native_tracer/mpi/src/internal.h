@@ -1,0 +1,279 @@
+/*
+ * internal.h -- private state and the hot path of libhbprof.
+ *
+ * Layout of the code (one file per intercepted API, DESIGN.md):
+ *   core.c        state, configuration, MPI_Init/Finalize glue, segment ends,
+ *                 the computation counter, warnings
+ *   bins.c        the per-rank online bin tables and the program-wide merge
+ *   rankfile.c    the per-rank stream: growing MAP_SHARED file, publication of
+ *                 records, reading it back (backward and forward) at Finalize
+ *   runfile.c     the collective finalize step: gather bins, merge, stream
+ *                 every rank's records to rank 0, write the run file and the
+ *                 injection truth CSV
+ *   wrap_mpi.c    PMPI wrappers: point-to-point, completion, collectives
+ *   wrap_mpiio.c  PMPI wrappers: MPI-IO
+ *   wrap_posix.c  libc wrappers: open/close/read/write/... and stdio
+ *   inject.c      the interference injector (Gaussian sleeps)
+ *
+ * Concurrency model: everything is done by the thread that called MPI_Init
+ * (the "main" thread, hbp_tls.main). Other threads pass through every
+ * wrapper after one TLS load. Within the main thread, hbp_tls.depth makes
+ * nested calls (an MPI call's own I/O, the profiler's own work) pass through.
+ * The hot path takes no lock; its system calls are the clock reads
+ * (vDSO) and the computation counter (one read() or clock_gettime of the
+ * thread CPU clock) on entry and on exit of an intercepted call.
+ */
+#ifndef HBP_INTERNAL_H
+#define HBP_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "hbprof.h"
+#include "hbprof_format.h"
+
+#define HBP_EXPORT __attribute__((visibility("default")))
+#define HBP_HIDDEN __attribute__((visibility("hidden")))
+#define HBP_COLD   __attribute__((noinline, cold))
+
+/* hbp_g.state */
+enum {
+    HBP_S_UNINIT = 0,  /* before MPI_Init (or HBPROF_DISABLE: stays here) */
+    HBP_S_ON     = 1,  /* profiling the main thread */
+    HBP_S_OFF    = 2,  /* failed: pass-through, but takes part in Finalize */
+    HBP_S_FINAL  = 3,  /* inside or after MPI_Finalize: pass-through */
+};
+
+/* Bytes of one per-rank extent: a whole number of records and of pages. */
+#define HBP_EXTENT_SIZE (HBP_RANK_RECORD_SIZE * 4096u * 2u)
+
+/* A per-rank record as the writer sees it: 44 bytes of body, then the
+ * kind/flags word that publishes it (same bytes as the structs of
+ * hbprof_format.h; core.c checks the layouts agree). */
+struct hbp_slot {
+    unsigned char body[44];
+    uint32_t kindflags;
+};
+
+static inline uint32_t hbp_kindflags(uint16_t kind, uint16_t flags)
+{
+    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
+    u.s.kind = kind;
+    u.s.flags = flags;
+    return u.w;
+}
+
+static inline uint16_t hbp_kind_of(uint32_t kindflags)
+{
+    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
+    u.w = kindflags;
+    return u.s.kind;
+}
+
+static inline uint16_t hbp_flags_of(uint32_t kindflags)
+{
+    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
+    u.w = kindflags;
+    return u.s.flags;
+}
+
+struct hbp_tls {
+    int depth;     /* >0: inside an intercepted call (or the profiler) */
+    int main;      /* this is the thread that called MPI_Init */
+};
+
+extern __thread struct hbp_tls hbp_tls
+    __attribute__((tls_model("initial-exec"))) HBP_HIDDEN;
+
+/* One metric's per-rank bins. */
+struct hbp_bins {
+    double   value[HBP_RANK_BINS];
+    uint64_t count[HBP_RANK_BINS];   /* 0: free slot */
+    uint16_t order[HBP_RANK_BINS];   /* used slots by ascending value */
+    double   gap[HBP_RANK_BINS];     /* gap[i]: relative distance of order[i]
+                                        and order[i+1] (i < n-1) */
+    uint16_t n;                      /* used slots */
+};
+
+struct hbp_writer {
+    int      fd;
+    struct hbp_file_header *hdr;     /* mapping of the first page */
+    char    *ext;                    /* mapping of the current extent */
+    uint64_t ext_index;              /* its number, from 0 */
+    uint32_t ext_used;               /* bytes used in it */
+    uint64_t records;                /* records published */
+    uint64_t segments;               /* SEGMENT records published */
+};
+
+struct hbp_inject {
+    unsigned families;               /* HBP_INJ_*; 0: injector off */
+    double   mean_ns, sd_ns, prob;
+    uint64_t seed;
+    uint64_t s[4];                   /* xoshiro256** state of this rank */
+    uint64_t seg_ns;                 /* current segment: slept ns */
+    uint32_t seg_calls;              /* current segment: delayed calls */
+};
+
+struct hbp_global {
+    int      state;                  /* HBP_S_*, atomic */
+    int      participating;          /* took part in the collective start:
+                                        must take part in Finalize */
+    int      quiet;
+    int      warned;                 /* atomic: one warning per process */
+    int      keep;
+    int      preload;
+    int      rank, nranks;
+    MPI_Comm comm;                   /* duplicate of MPI_COMM_WORLD for us */
+    uint32_t boundary_mask;
+    uint32_t comp_source;            /* HBP_COMP_* */
+    int      perf_fd;
+    pid_t    pid;
+    uint64_t t0;                     /* CLOCK_MONOTONIC when MPI_Init returned */
+    int64_t  t0_real;
+    uint64_t run_ns;
+    uint64_t seg_start;              /* start of the current segment */
+    uint32_t segment;                /* number of the current segment */
+    uint64_t acc[HBP_METRIC_COUNT];  /* current segment's raw values */
+    uint64_t comp_mark;              /* counter when the main thread last left
+                                        an intercepted call */
+    uint64_t cpu_val, cpu_wall;      /* last real CPU-time reading and the
+                                        CLOCK_MONOTONIC time it was taken */
+    struct hbp_bins bins[HBP_METRIC_COUNT];
+    struct hbp_writer w;
+    struct hbp_inject inj;
+    char     host[HBP_HOST_SIZE];
+    char     dir[4096];
+    char     path[4352];             /* this rank's file */
+};
+
+extern struct hbp_global hbp_g HBP_HIDDEN;
+
+/* ---- core.c ---- */
+HBP_HIDDEN void hbp_start(void);                 /* after PMPI_Init* returned */
+HBP_HIDDEN void hbp_finalize(void);              /* before PMPI_Finalize */
+HBP_HIDDEN void hbp_segment_end(unsigned coll);  /* inside a boundary wrapper */
+HBP_HIDDEN uint64_t hbp_comp_read(void);
+HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
+HBP_HIDDEN void hbp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+HBP_HIDDEN int  hbp_env_flag(const char *name);
+HBP_HIDDEN void hbp_fill_header(struct hbp_file_header *h, int run_file);
+HBP_HIDDEN void hbp_fill_metric_table(struct hbp_metric_entry *t, uint32_t comp_source);
+HBP_HIDDEN ssize_t hbp_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+HBP_HIDDEN ssize_t hbp_pread_all(int fd, void *buf, size_t n, uint64_t off);
+
+/* ---- bins.c ---- */
+HBP_HIDDEN void hbp_bins_reset(struct hbp_bins *b);
+HBP_HIDDEN double hbp_reldist(double a, double b);
+/* Place v in metric m's table; logs the changes; returns the slot or -1
+ * if writing a log record failed. */
+HBP_HIDDEN int  hbp_bins_add(unsigned m, uint64_t v);
+/* Program-wide merge: n input bins (value, count > 0) -> at most maxbins
+ * output bins sorted by value; map[i] = output index of input i. Returns
+ * the number of output bins, or -1 (no memory). */
+HBP_HIDDEN int  hbp_bins_merge_offline(const double *value, const uint64_t *count,
+                                       size_t n, unsigned maxbins, double *out_value,
+                                       uint64_t *out_count, uint16_t *map);
+
+/* ---- rankfile.c ---- */
+HBP_HIDDEN int  hbp_file_open(void);
+HBP_HIDDEN int  hbp_file_put(const void *record);   /* 48 bytes, kind at 44 */
+HBP_HIDDEN int  hbp_file_finish(void);
+typedef int (*hbp_visit_fn)(const struct hbp_slot *rec, void *arg);
+/* Visit the records of this rank's finished file, last to first (backward)
+ * or first to last. Returns 0, or -1 on a read error. */
+HBP_HIDDEN int  hbp_file_visit(int backward, hbp_visit_fn fn, void *arg);
+HBP_HIDDEN void hbp_file_close(int unlink_it);
+
+/* ---- runfile.c ---- */
+HBP_HIDDEN void hbp_run_finalize(int ok);   /* ok: this rank's file is complete */
+
+/* ---- inject.c ---- */
+HBP_HIDDEN void hbp_inject_config(void);
+HBP_HIDDEN void hbp_inject_delay(void) HBP_COLD;
+
+static inline int hbp_state(void)
+{
+    return __atomic_load_n(&hbp_g.state, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t hbp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The computation counter now. The instruction counter is read every time.
+ * Thread CPU time costs a system call (about 1 us in a VM), so it is read
+ * only when at least HBP_CPU_GATE_NS of wall time passed since the last real
+ * reading; within that window wall time stands in for CPU time (the thread
+ * is assumed to have run all along: the error is below the window, and only
+ * if it was descheduled inside it). Any interval that contains a longer
+ * call or a longer stretch of computation is therefore measured exactly at
+ * both ends.
+ */
+#define HBP_CPU_GATE_NS 10000u
+
+static inline uint64_t hbp_comp_now(void)
+{
+    if (hbp_g.comp_source == HBP_COMP_CPUTIME) {
+        uint64_t w = hbp_now_ns();
+        if (w - hbp_g.cpu_wall < HBP_CPU_GATE_NS)
+            return hbp_g.cpu_val + (w - hbp_g.cpu_wall);
+        hbp_g.cpu_val = hbp_comp_read();
+        hbp_g.cpu_wall = w;
+        return hbp_g.cpu_val;
+    }
+    return hbp_comp_read();
+}
+
+/* close the current stretch of computation (an estimate may have run ahead
+ * of the next real reading: never count backwards) */
+static inline void hbp_comp_pause(void)
+{
+    uint64_t c = hbp_comp_now();
+    if (c > hbp_g.comp_mark)
+        hbp_g.acc[HBP_M_COMPUTATION] += c - hbp_g.comp_mark;
+    hbp_g.comp_mark = c;
+}
+
+/*
+ * Entry of an intercepted call of family `fam` (HBP_INJ_*). Returns 1 if the
+ * call is the main thread's outermost one while profiling: then the caller
+ * counts it and must call hbp_leave() after the real call. Returns 0 for a
+ * pass-through call (nothing else to do).
+ */
+static inline int hbp_enter(unsigned fam)
+{
+    struct hbp_tls *t = &hbp_tls;
+    if (!t->main || t->depth || hbp_state() != HBP_S_ON)
+        return 0;
+    t->depth = 1;
+    hbp_comp_pause();
+    if (__builtin_expect((hbp_g.inj.families & fam) != 0, 0))
+        hbp_inject_delay();
+    return 1;
+}
+
+static inline void hbp_leave(void)
+{
+    uint64_t c = hbp_comp_now();
+    if (c > hbp_g.comp_mark)
+        hbp_g.comp_mark = c;
+    hbp_tls.depth = 0;
+}
+
+static inline void hbp_add(unsigned m, uint64_t v)
+{
+    hbp_g.acc[m] += v;
+}
+
+#endif /* HBP_INTERNAL_H */
