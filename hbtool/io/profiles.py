@@ -20,7 +20,7 @@ def read_profile(path: str) -> SegmentProfile:
     suffix = p.suffix.lower()
     with open(p, "rb") as f:
         head = f.read(8)
-    if head == b"HBPROF\0\0":
+    if head == b"HBPROF\0\0" or suffix == ".hbp":
         from .hbprof import read_hbprof
 
         return read_hbprof(os.fspath(p))
