@@ -70,7 +70,9 @@ def test_record_mpi_and_interference_end_to_end(tmp_path, profiler_built):
     s = prof.aggregated
     assert len(s.segment) == 121 and (s.processes == 4).all()
     assert prof.computation_source in ("instructions", "cputime")
-    assert prof.run_time_ns and abs(s.duration_ns.sum() / prof.run_time_ns - 1) < 0.05
+    # per segment the slowest rank's time: their sum is at least the run's time (the ranks
+    # leave each collective at slightly different moments, so it can exceed it a little)
+    assert prof.run_time_ns and 0.97 < s.duration_ns.sum() / prof.run_time_ns < 1.5
     names = prof.feature_names
     wb = s.features[:, names.index("posix_write_bytes")]
     ck = np.arange(121) % 20 == 19
