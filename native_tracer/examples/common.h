@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,8 +88,13 @@ static const char *const hb_inject_names[] = {
     "none", "leak", "shutdown", "busywait", "condwait", "earlyexit"
 };
 
-enum hb_shutdown_mode { HB_SD_THREAD, HB_SD_EXIT, HB_SD_ABORT, HB_SD_SEGV };
-static const char *const hb_shutdown_names[] = { "thread", "exit", "abort", "segv" };
+enum hb_shutdown_mode {
+    HB_SD_THREAD, HB_SD_EXIT, HB_SD_ABORT, HB_SD_SEGV, HB_SD_CANCEL, HB_SD_VANISH,
+    HB_SD_COUNT
+};
+static const char *const hb_shutdown_names[] = {
+    "thread", "exit", "abort", "segv", "cancel", "vanish"
+};
 
 /* Program-specific parts of the command line. */
 struct hb_program {
@@ -100,6 +106,7 @@ struct hb_program {
     const char *size_help;   /* meaning of --size, NULL: no --size option */
     long        size_default;
     long        size_min;
+    int         openmp;      /* an OpenMP program: no --shutdown-mode cancel/vanish */
 };
 
 struct hb_opts {
@@ -322,7 +329,9 @@ static inline void hb_usage(FILE *f)
         "                       (default -1: chosen from the seed in [beats/4, 3*beats/4])\n"
         "  --inject-time SEC    instead: inject after the thread's first beat at or\n"
         "                       after SEC seconds since program start\n"
-        "  --shutdown-mode M    thread|exit|abort|segv (default thread)\n"
+        "  --shutdown-mode M    thread|exit|abort|segv|cancel|vanish (default thread)\n"
+        "                       cancel: the thread cancels itself; vanish: it ends\n"
+        "                       by the raw exit system call (pthread programs only)\n"
         "  --leak-bytes N       leak: bytes leaked per beat (default 1048576)\n"
         "  --busy-beats N       busywait: beats to slow down (default -1: to the end)\n"
         "  --busy-factor F      busywait: each beat takes F times as long (default 4)\n"
@@ -456,7 +465,9 @@ static inline struct hb_opts *hb_setup(int argc, char **argv, const struct hb_pr
         case O_INJECT_THREAD: o->inject_thread = (int)hb_parse_long(name, val, -1, 4095); break;
         case O_INJECT_BEAT:   o->inject_beat = (int)hb_parse_long(name, val, -1, INT_MAX / 2); break;
         case O_INJECT_TIME:   o->inject_time = hb_parse_double(name, val, 0.0, 1e9); break;
-        case O_SHUTDOWN_MODE: o->shutdown_mode = hb_parse_name(name, val, hb_shutdown_names, 4); break;
+        case O_SHUTDOWN_MODE:
+            o->shutdown_mode = hb_parse_name(name, val, hb_shutdown_names, HB_SD_COUNT);
+            break;
         case O_LEAK_BYTES:    o->leak_bytes = hb_parse_long(name, val, 1, 1L << 40); break;
         case O_BUSY_BEATS:    o->busy_beats = (int)hb_parse_long(name, val, -1, INT_MAX / 2); break;
         case O_BUSY_FACTOR:   o->busy_factor = hb_parse_double(name, val, 1.0, 1e6); break;
@@ -474,6 +485,9 @@ static inline struct hb_opts *hb_setup(int argc, char **argv, const struct hb_pr
         hb_die(HB_EXIT_USAGE, "--inject-beat %d is not below --beats %d", o->inject_beat, o->beats);
     if (o->inject_beat >= 0 && o->inject_time >= 0)
         hb_die(HB_EXIT_USAGE, "give --inject-beat or --inject-time, not both");
+    if (prog->openmp && (o->shutdown_mode == HB_SD_CANCEL || o->shutdown_mode == HB_SD_VANISH))
+        hb_die(HB_EXIT_USAGE, "--shutdown-mode %s needs a pthread program: a thread cannot "
+               "leave an OpenMP parallel region that way", hb_shutdown_names[o->shutdown_mode]);
 
     /* The injection plan: first the thread, then the beat, from the seed. */
     hb_run.target_thread = -1;
@@ -635,6 +649,28 @@ __attribute__((noreturn)) static inline void hb_fatal_shutdown(int mode)
     abort();
 }
 
+/* shutdown cancel: the thread cancels itself. Deferred cancellation acts at
+ * pthread_testcancel: the thread unwinds (cleanup handlers run) and ends as
+ * cancelled, as if another thread had called pthread_cancel on it. */
+__attribute__((noreturn)) static inline void hb_cancel_self(void)
+{
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+    pthread_cancel(pthread_self());
+    for (;;)
+        pthread_testcancel();
+}
+
+/* shutdown vanish: the OS thread just disappears, by the raw exit system
+ * call: no pthread_exit, no unwinding, no cleanup handler, no thread-end
+ * record; pthread_join still returns, because the kernel clears the
+ * thread id that it waits on. */
+__attribute__((noreturn)) static inline void hb_vanish(void)
+{
+    for (;;)
+        syscall(SYS_exit, 0);
+}
+
 /* Call right after the thread recorded beat b. Performs the injection when
  * this is the injection point and says what the thread must do next. */
 static inline int hb_after_beat(struct hb_thread *ts, int b)
@@ -670,9 +706,16 @@ static inline int hb_after_beat(struct hb_thread *ts, int b)
     case HB_INJ_EARLYEXIT:
         return HB_STOP_RETURN;
     case HB_INJ_SHUTDOWN:
-        if (hb_run.o.shutdown_mode == HB_SD_THREAD)
+        switch (hb_run.o.shutdown_mode) {
+        case HB_SD_THREAD:
             return HB_STOP_EXIT;
-        hb_fatal_shutdown(hb_run.o.shutdown_mode);
+        case HB_SD_CANCEL:
+            hb_cancel_self();
+        case HB_SD_VANISH:
+            hb_vanish();
+        default:
+            hb_fatal_shutdown(hb_run.o.shutdown_mode);
+        }
     }
     return HB_CONTINUE;
 }

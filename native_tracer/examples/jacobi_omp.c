@@ -30,6 +30,7 @@ static const struct hb_program program = {
     .size_help = "side N of each thread's N x N grid",
     .size_default = 256,
     .size_min = 3,
+    .openmp = 1,
 };
 
 /* One thread's grid: two N*N arrays (current and next iterate) and the

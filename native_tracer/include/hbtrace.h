@@ -47,6 +47,43 @@
  *                      faults of fresh trace pages themselves
  *   HBTRACE_PREFAULT_MB  how far ahead of the writers the pre-faulter keeps
  *                      pages ready, in MiB (default 4, at most 1024; 0 = off)
+ *   HBTRACE_MONITOR    central|ring|off: the online behaviour monitor, over
+ *                      the type given to Heartbeat_*_Init; with no typed
+ *                      Init, central or ring starts on the first beat
+ *                      (default: what the program's typed Init asks for,
+ *                      none without one)
+ *   HBTRACE_MONITOR_LATE  lateness factor S: a thread is late when no beat
+ *                      came for S times its usual interval (default 1.5)
+ *   HBTRACE_MONITOR_PERIOD_US  fixed poll period of the central monitor
+ *                      thread in microseconds (default: adaptive, see below)
+ *   HBTRACE_HEART_RATE  expected beats per second per thread: about once a
+ *                      second the tracer runs Heartbeat_HeartRate_Adjust
+ *                      with it (default: never)
+ *
+ * The online behaviour monitor (HBTM). Heartbeat_OpenMP_Init(type) and
+ * Heartbeat_MultiPthread_Init(type) start it: type 0 (centralized) one
+ * monitor thread judges every beating thread; type 1 (decentralized) every
+ * beating thread judges its ring neighbour -- the next beating thread in
+ * registration order that is still alive -- from its own beats. Other types
+ * act as 0 (one warning). hbt_init and L_Heartbeat_OpenMP_Init start none.
+ * A thread is judged from its beats after 8 of them: late (no beat for S
+ * times its usual interval) and blocked (/proc says so) is
+ * conditional-waiting; late and using the CPU (its CPU clock advances by
+ * most of a beat's interval while it still does not beat) is busy-waiting;
+ * ended normally is exited; cancelled, or vanished without a THREAD_END, is
+ * failed; beats at the usual rate again after a wait is running. Every
+ * change is one BEHAVIOR record (see hbtrace_format.h): on an idle machine
+ * the lag is about S + 0.5 beat intervals (busy-waiting: S + 1.5, as it
+ * takes one more interval to tell from waiting for a CPU). MONITOR records
+ * count the messages (reads of another thread's heartbeat entry). The
+ * monitor thread records nothing else, never beats, blocks every signal and
+ * never keeps the process alive; it sleeps until a thread could become
+ * late (at least 100 us, at most 100 ms; 50 ms with nothing to watch). At
+ * Finished, threads that stopped beating are reported exited; at exit()
+ * the threads still at work are exited (status 0) or failed (other status).
+ * Only the first 1024 threads of a process are monitored. The beat path
+ * only adds two stores into the thread's own line of the heart table and
+ * two compares (the heart-rate divisor, the time of its next monitor work).
  */
 #ifndef HBTRACE_H
 #define HBTRACE_H
@@ -75,17 +112,24 @@ void hbt_beat(unsigned tag);
  * thread number becomes this thread's number, as with hbt_set_thread. */
 void hbt_beat_ex(int thread, int loop, int iter);
 
-/* Record that the program finished its heartbeat work (FINISHED record).
- * Tracing of lifecycle events continues until the process ends. */
+/* Record that the program finished its heartbeat work (FINISHED record,
+ * after the monitor's final pass if one runs). Tracing of lifecycle events
+ * continues until the process ends. */
 void hbt_finish(void);
 
 /* Path of this process's trace file, or NULL when tracing is off. */
 const char *hbt_trace_path(void);
 
 /* ---- entry points of the seed papers' tracers (exact signatures) ----
- * Init: start tracing, record INIT (aux = type, 0 for L_); 0 or -1.
+ * Init: start tracing, record INIT (aux = type, 0 for L_); 0 or -1. The
+ *   typed Inits also start the behaviour monitor (type 0 centralized, 1
+ *   decentralized; see above).
  * Generate: hbt_beat_ex(threadnum, loopnum, iter); L_ returns 0.
- * Finished: record FINISHED, as hbt_finish; returns 0. */
+ * Monitor: one detection pass now, from the calling thread (centralized:
+ *   every thread; decentralized: the caller's ring neighbour), for programs
+ *   that drive their own monitor loop; nothing with HBTRACE_MONITOR=off.
+ * Finished: the monitor's final pass (threads that stopped beating have
+ *   exited), a MONITOR record, then FINISHED, as hbt_finish; returns 0. */
 
 int  L_Heartbeat_OpenMP_Init(void);
 int  L_Heartbeat_OpenMP_Generate(int threadnum, int loopnum, int iter);
@@ -93,11 +137,23 @@ void L_Heartbeat_OpenMP_Finished(void);
 
 int  Heartbeat_OpenMP_Init(int type);
 void Heartbeat_OpenMP_Generate(int threadnum, int loopnum, int iteration);
+void Heartbeat_OpenMP_Monitor(void);
 int  Heartbeat_OpenMP_Finished(void);
 
 int  Heartbeat_MultiPthread_Init(int type);
 void Heartbeat_MultiPthread_Generate(int pthreadnum, int loopnum, int iteration);
+void Heartbeat_MultiPthread_Monitor(void);
 int  Heartbeat_MultiPthread_Finished(void);
+
+/* Seed 001, Algorithm 2: from the average heart rate of the beating threads
+ * since the previous adjustment (or since their first beats), set how many
+ * calls make one recorded beat: k = max(1, round(k * observed / expected)),
+ * at most 2^20, for every thread; each Generate/beat call then records only
+ * every k-th call of its thread. An ADJUST record says when k changes.
+ * Returns 0 on success, 1 when no heart rate can be observed yet, the
+ * argument is not a positive finite number, tracing is off, or another
+ * thread is adjusting at this moment. */
+int  Heartbeat_HeartRate_Adjust(float expected_heart_rate);
 
 #ifdef __cplusplus
 }

@@ -97,38 +97,66 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_REC_SIGNAL         7u  /* the process got a fatal signal; aux = signal number */
 #define HBT_REC_LOST           8u  /* the tracer dropped records; aux = how many */
 #define HBT_REC_BEHAVIOR       9u  /* the online monitor saw a thread change behaviour
-                                      (written by the thread that detected it):
+                                      (written by the thread that detected it: the
+                                      central monitor thread, a ring neighbour, or
+                                      the caller of Monitor/Finished/exit):
                                       t_ns   = when it was detected,
                                       seq    = the monitored thread's beat count at the
-                                               onset (low 32 bits),
-                                      thread = the monitored thread's user thread number,
+                                               onset, i.e. the index of its last beat
+                                               before the onset plus one (low 32 bits),
+                                      thread = the monitored thread's user thread number
+                                               (the number its beats record; -1 for a
+                                               thread that never beat nor set one),
                                       loop   = the new behaviour, HBT_BHV_*,
                                       iter   = detection lag in microseconds: t_ns minus
                                                the onset, the time the behaviour began
                                                according to the beats (saturated at
-                                               INT32_MAX),
+                                               INT32_MAX); onset = t_ns - iter us:
+                                               BUSY/COND_WAITING, and FAILED for a thread
+                                               that vanished: its last beat;
+                                               EXITED, and FAILED when cancelled: its last
+                                               beat (its end time if it never beat);
+                                               RUNNING again: the first beat after the gap
+                                               (estimated at the baseline rate when the
+                                               checker saw several new beats at once), one
+                                               baseline interval earlier after COND_WAITING;
+                                               at exit: EXITED at the last beat (status 0),
+                                               FAILED at the exit (other status),
                                       aux    = the monitored thread's thread_slot,
                                       flags  = HBT_MON_* mode of the monitor */
 #define HBT_REC_MONITOR       10u  /* monitor statistics, cumulative since the monitor
-                                      started (written at least once a second by a
-                                      centralized monitor, and at Finished and exit):
-                                      seq    = messages exchanged, low 32 bits,
+                                      started (written every second by the central
+                                      monitor thread, and at Finished and exit in
+                                      both modes by the thread calling them):
+                                      seq    = messages exchanged (reads of another
+                                               thread's heartbeat entry), low 32 bits,
                                       aux    = messages exchanged, high 32 bits,
-                                      thread = threads being monitored,
-                                      loop   = detection passes, saturated at INT32_MAX,
-                                      iter   = monitor period in microseconds
-                                               (centralized) or the ring's check
-                                               period, saturated,
+                                      thread = threads being monitored (beating, not
+                                               ended or reported gone),
+                                      loop   = detection passes (central passes, ring
+                                               checks, Monitor calls, final passes),
+                                               saturated at INT32_MAX,
+                                      iter   = monitor period in microseconds: central,
+                                               the mean time between its passes (over the
+                                               last second, or since it started at
+                                               Finished and exit); ring, the mean over the
+                                               checkers of the time between their checks;
+                                               saturated,
                                       flags  = HBT_MON_* mode */
 #define HBT_REC_ADJUST        11u  /* Heartbeat_HeartRate_Adjust (or HBTRACE_HEART_RATE)
                                       changed how many calls make one beat: from now on
                                       every aux-th Generate/beat call of a thread is
                                       recorded; seq = the previous value, iter = the
-                                      target rate in milli-beats/s (saturated) */
+                                      target rate in milli-beats/s (saturated), loop =
+                                      the observed mean rate per thread in milli-beats/s
+                                      (saturated), thread = the caller's user thread
+                                      number or -1, flags = 1 when automatic
+                                      (HBTRACE_HEART_RATE), 0 for an API call */
 
 /* behaviours (loop of HBT_REC_BEHAVIOR) */
 #define HBT_BHV_RUNNING        0u  /* beats at the thread's usual rate */
-#define HBT_BHV_BUSY_WAITING   1u  /* late, but on the CPU: spinning instead of beating */
+#define HBT_BHV_BUSY_WAITING   1u  /* late, but on the CPU: spinning instead of beating
+                                      (it used CPU time while late) */
 #define HBT_BHV_COND_WAITING   2u  /* late and off the CPU: blocked */
 #define HBT_BHV_EXITED         3u  /* the thread ended normally */
 #define HBT_BHV_FAILED         4u  /* the thread vanished or was cancelled, or the

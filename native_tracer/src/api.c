@@ -28,8 +28,20 @@ static int hbt_api_init(const char *api, int type, int typed)
 static void hbt_api_finished(void)
 {
     /* tears nothing down: other threads may still beat, and lifecycle
-     * records continue until the process ends */
+     * records continue until the process ends. The monitor's final pass
+     * reports the threads that stopped beating as exited, and a MONITOR
+     * record the totals so far. */
+    hbt_mon_finished();
     hbt_event(HBT_REC_FINISHED, 0, 0, HBT_MODE_API);
+}
+
+/* Heartbeat_*_Init(type): Init, then the monitor of that type. */
+static int hbt_api_init_typed(const char *api, int type)
+{
+    if (hbt_api_init(api, type, 1) != 0)
+        return -1;
+    hbt_mon_init_type(type);
+    return 0;
 }
 
 /* ---- modern API ---- */
@@ -49,6 +61,7 @@ HBT_EXPORT void hbt_set_thread(int thread)
     t->user_thread = thread;
     t->beat_thread = thread;
     t->user_set = 1;
+    hbt_mon_set_thread(t);
 }
 
 HBT_EXPORT void hbt_beat(unsigned tag)
@@ -91,12 +104,17 @@ HBT_EXPORT void L_Heartbeat_OpenMP_Finished(void)
 
 HBT_EXPORT int Heartbeat_OpenMP_Init(int type)
 {
-    return hbt_api_init("Heartbeat_OpenMP", type, 1);
+    return hbt_api_init_typed("Heartbeat_OpenMP", type);
 }
 
 HBT_EXPORT void Heartbeat_OpenMP_Generate(int threadnum, int loopnum, int iteration)
 {
     hbt_beat_inline(0, threadnum, loopnum, iteration, 0);
+}
+
+HBT_EXPORT void Heartbeat_OpenMP_Monitor(void)
+{
+    hbt_mon_api_pass();
 }
 
 HBT_EXPORT int Heartbeat_OpenMP_Finished(void)
@@ -107,7 +125,7 @@ HBT_EXPORT int Heartbeat_OpenMP_Finished(void)
 
 HBT_EXPORT int Heartbeat_MultiPthread_Init(int type)
 {
-    return hbt_api_init("Heartbeat_MultiPthread", type, 1);
+    return hbt_api_init_typed("Heartbeat_MultiPthread", type);
 }
 
 HBT_EXPORT void Heartbeat_MultiPthread_Generate(int pthreadnum, int loopnum, int iteration)
@@ -115,8 +133,18 @@ HBT_EXPORT void Heartbeat_MultiPthread_Generate(int pthreadnum, int loopnum, int
     hbt_beat_inline(0, pthreadnum, loopnum, iteration, 0);
 }
 
+HBT_EXPORT void Heartbeat_MultiPthread_Monitor(void)
+{
+    hbt_mon_api_pass();
+}
+
 HBT_EXPORT int Heartbeat_MultiPthread_Finished(void)
 {
     hbt_api_finished();
     return 0;
+}
+
+HBT_EXPORT int Heartbeat_HeartRate_Adjust(float expected_heart_rate)
+{
+    return hbt_mon_adjust((double)expected_heart_rate, 0);
 }

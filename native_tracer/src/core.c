@@ -282,6 +282,7 @@ void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode)
     t->registered = 1;
     if (!t->user_set)
         t->beat_thread = (int32_t)t->thread_slot;
+    hbt_mon_register(t);   /* its line of the heart table, before any beat */
     hbt_event(HBT_REC_THREAD_START, 0, creator, mode | HBT_M_LOST);
 }
 
@@ -307,8 +308,11 @@ uint32_t hbt_refill(struct hbt_tls *t, unsigned mode)
     return HBT_NO_SLOT;
 }
 
-/* Records other than beats: lifecycle, Init, Finished, signals. */
-void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode)
+/* One record with every field given, at time `now`, into the calling
+ * thread's chunk. */
+static void hbt_put(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread,
+                    int32_t loop, int32_t iter, uint32_t aux, uint64_t now,
+                    unsigned mode)
 {
     struct hbt_tls *t = &hbt_tls;
     uint32_t i = t->next;
@@ -339,8 +343,23 @@ void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode)
             }
         }
     }
-    hbt_store(t, i, hbt_kindflags(kind, flags), t->seq,
-              t->user_set ? t->user_thread : -1, 0, 0, aux);
+    hbt_store(t, i, now ? now : hbt_now_ns(), hbt_kindflags(kind, flags), seq, thread,
+              loop, iter, aux);
+}
+
+/* Records other than beats: lifecycle, Init, Finished, signals. */
+void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode)
+{
+    struct hbt_tls *t = &hbt_tls;
+    hbt_put(kind, flags, t->seq, t->user_set ? t->user_thread : -1, 0, 0, aux, 0, mode);
+}
+
+/* The monitor's records (BEHAVIOR, MONITOR, ADJUST): every field given;
+ * now = 0 takes the clock at the store. Never from a signal handler. */
+void hbt_emit(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread, int32_t loop,
+              int32_t iter, uint32_t aux, uint64_t now, unsigned mode)
+{
+    hbt_put(kind, flags, seq, thread, loop, iter, aux, now, mode & ~HBT_M_SIGNAL);
 }
 
 /* This thread's registration number, registering it (and opening the file)
@@ -381,6 +400,9 @@ void hbt_after_fork_child(void)
         hbt_g.path[0] = '\0';
         st = HBT_LAZY;
     }
+    /* the heart table: the parent's threads are gone, and so is the
+     * monitor thread (before the counters: it needs the thread count) */
+    hbt_mon_after_fork_child(__atomic_load_n(&hbt_g.nthreads, __ATOMIC_RELAXED));
     hbt_reset_counters();
     pthread_mutex_init(&hbt_g.lock, NULL);
     hbt_prefault_after_fork_child();   /* the thread did not survive the fork */
@@ -394,6 +416,13 @@ void hbt_after_fork_child(void)
     t->registered = 0;
     t->chunk_seq = 0;
     t->end_recorded = 0;
+    t->beat = NULL;
+    t->next_check = 0;
+    t->calls = 0;
+    t->monitor = 0;
+    t->ring_valid = 0;
+    t->ring_skipped = 0;
+    t->ring_count = 0;
 }
 
 static int hbt_kind_is_lifecycle(uint16_t kind, int allow_signal)

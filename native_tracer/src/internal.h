@@ -13,9 +13,13 @@
  *   lifecycle.c  pthread_create/pthread_exit/_exit interposition, on_exit,
  *                the constructor
  *   signals.c    fatal-signal records, sigaction/signal interposition
+ *   monitor.c    the online behaviour monitor (HBTM): the heart table,
+ *                detection, the central monitor thread, the ring checks,
+ *                Heartbeat_HeartRate_Adjust
  *
  * Concurrency model: each OS thread writes only into chunks it owns, through
- * its initial-exec TLS block (struct hbt_tls). Shared state (struct hbt_global)
+ * its initial-exec TLS block (struct hbt_tls), and into its own line of the
+ * monitor's heart table (struct hbt_beatline). Shared state (struct hbt_global)
  * is touched only on rare paths: taking a chunk (one atomic add), growing the
  * file and appending metadata (under g.lock, with a timeout), counting lost
  * records (one atomic add into the mapped header). The pre-faulter thread
@@ -74,8 +78,30 @@ static inline uint16_t hbt_kind_of(uint32_t kindflags)
     return u.s.kind;
 }
 
+/*
+ * One thread's line of the heart table (monitor.c), written only by that
+ * thread: the beat path stores its latest beat into it, so that a checker
+ * (the central monitor thread, a ring neighbour, Heartbeat_*_Monitor) can
+ * judge the thread from one cache line without touching its chunk. 64 bytes.
+ */
+struct hbt_beatline {
+    uint32_t seq;         /* beats recorded so far (release store, last) */
+    int32_t  thread;      /* thread number its beats record (as of its first
+                             beat, hbt_set_thread, or its latest cold path) */
+    uint64_t t_ns;        /* time of its latest beat (release store) */
+    uint32_t state;       /* HBT_HS_* (release store) */
+    uint32_t end_how;     /* HBT_END_* once ENDED */
+    uint64_t end_ns;      /* time of its THREAD_END, once ENDED */
+    int32_t  os_tid;
+    uint32_t slot;        /* thread_slot */
+    uint64_t first_t;     /* time of its first beat that took the cold path */
+    uint32_t first_seq;   /* its beat count then */
+    uint32_t reserved[3];
+};
+
 /* Per-thread state. Zero-initialised for every new thread, which means
- * "not registered, no chunk": the first record takes the rare path. */
+ * "not registered, no chunk": the first record takes the rare path. The
+ * fields the beat path touches come first. */
 struct hbt_tls {
     struct hbt_slot *slots;   /* current chunk; slot 0 is its header */
     uint32_t next;            /* next free slot */
@@ -84,6 +110,12 @@ struct hbt_tls {
                                  cannot take a new chunk (signal handler) */
     uint32_t seq;             /* beats recorded by this OS thread */
     int32_t  beat_thread;     /* thread number hbt_beat() records */
+    struct hbt_beatline *beat;/* this thread's line of the heart table (or
+                                 `sink` beyond the table); set on registration */
+    uint64_t next_check;      /* a beat at or after this clock value takes the
+                                 monitor's cold path (monitor.c); 0 = at once */
+    uint32_t calls;           /* calls since the last recorded one, while the
+                                 heart-rate divisor is above 1 */
     int32_t  user_thread;     /* number set by the program, if user_set */
     uint32_t thread_slot;     /* registration order, valid if registered */
     uint32_t chunk_seq;       /* chunks taken so far */
@@ -93,6 +125,13 @@ struct hbt_tls {
     uint8_t  end_recorded;    /* THREAD_END written (pthread_exit before unwinding) */
     uint8_t  resolving;       /* inside dlsym: do not recurse */
     uint8_t  internal;        /* the tracer's own pre-faulter thread */
+    uint8_t  monitor;         /* the tracer's central monitor thread */
+    uint8_t  ring_valid;      /* ring checker: ring_slot is the neighbour found last */
+    uint8_t  ring_skipped;    /* ... and threads that did not beat yet lay before it */
+    uint32_t ring_slot;
+    uint32_t ring_n;          /* threads registered when ring_slot was found */
+    uint32_t ring_count;      /* ring checks done (rescan every 16th) */
+    struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
 };
 
 extern __thread struct hbt_tls hbt_tls
@@ -153,6 +192,7 @@ struct hbt_prefault {
     int       waiting;            /* atomic: the thread sleeps on word */
     uint32_t  word;               /* futex word, bumped by every wake-up */
     int       have_thread;        /* a joinable thread exists (under lock) */
+    int       tid;                /* atomic: its OS thread id while it runs, else 0 */
     pthread_t thread;
     pthread_mutex_t lock;         /* start and stop only, never the hot path */
 };
@@ -202,6 +242,9 @@ HBT_HIDDEN int  hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t ma
 HBT_HIDDEN int  hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid);
 HBT_HIDDEN uint32_t hbt_refill(struct hbt_tls *t, unsigned mode) HBT_COLD;
 HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode);
+HBT_HIDDEN void hbt_emit(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread,
+                         int32_t loop, int32_t iter, uint32_t aux, uint64_t now,
+                         unsigned mode);
 HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode);
 HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
 HBT_HIDDEN void hbt_after_fork_child(void);
@@ -228,6 +271,39 @@ HBT_HIDDEN void hbt_prefault_config(void);
 HBT_HIDDEN void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode);
 HBT_HIDDEN void hbt_prefault_stop(void);
 HBT_HIDDEN void hbt_prefault_after_fork_child(void);
+HBT_HIDDEN pid_t hbt_prefault_tid(void);
+
+/* ---- monitor.c ---- */
+
+#define HBT_HEARTS 1024u   /* threads the online monitor can watch (by thread_slot) */
+
+/* hbt_beatline.state */
+enum {
+    HBT_HS_FREE   = 0,    /* no thread registered in this entry (yet) */
+    HBT_HS_ACTIVE = 1,    /* registered, no THREAD_END */
+    HBT_HS_ENDED  = 2,    /* THREAD_END recorded: end_how, end_ns */
+};
+
+/* Read on every beat: the heart-rate divisor k (every k-th call of a thread
+ * is recorded; Heartbeat_HeartRate_Adjust). A line of its own, written only
+ * when k changes. */
+struct hbt_mon_hot {
+    uint32_t every;
+} __attribute__((aligned(64)));
+
+extern struct hbt_mon_hot hbt_mon_hot HBT_HIDDEN;
+
+HBT_HIDDEN void hbt_mon_config(void);
+HBT_HIDDEN void hbt_mon_register(struct hbt_tls *t);
+HBT_HIDDEN void hbt_mon_set_thread(struct hbt_tls *t);
+HBT_HIDDEN void hbt_mon_beat(struct hbt_tls *t, uint64_t now) HBT_COLD;
+HBT_HIDDEN void hbt_mon_thread_end(struct hbt_tls *t, uint32_t how);
+HBT_HIDDEN void hbt_mon_init_type(int type);
+HBT_HIDDEN void hbt_mon_api_pass(void);
+HBT_HIDDEN void hbt_mon_finished(void);
+HBT_HIDDEN void hbt_mon_at_exit(int status);
+HBT_HIDDEN int  hbt_mon_adjust(double expected, int automatic);
+HBT_HIDDEN void hbt_mon_after_fork_child(uint32_t nthreads);
 
 /* ---- signals.c ---- */
 HBT_HIDDEN void hbt_signals_resolve(void);
@@ -253,12 +329,12 @@ static inline uint64_t hbt_now_ns(void)
  * signal handler that interrupts us then finds either a free slot at `next`
  * or a complete record it must step over (see hbt_event in core.c).
  */
-static inline void hbt_store(struct hbt_tls *t, uint32_t i, uint32_t kindflags,
-                             uint32_t seq, int32_t thread, int32_t loop,
-                             int32_t iter, uint32_t aux)
+static inline void hbt_store(struct hbt_tls *t, uint32_t i, uint64_t now,
+                             uint32_t kindflags, uint32_t seq, int32_t thread,
+                             int32_t loop, int32_t iter, uint32_t aux)
 {
     struct hbt_slot *s = &t->slots[i];
-    s->t_ns = hbt_now_ns();
+    s->t_ns = now;
     s->seq = seq;
     s->thread = thread;
     s->loop = loop;
@@ -272,23 +348,33 @@ static inline void hbt_store(struct hbt_tls *t, uint32_t i, uint32_t kindflags,
 /*
  * The hot path: one beat of the calling thread. No lock, no system call
  * (clock_gettime(CLOCK_MONOTONIC) is served by the vDSO), writes only into
- * this thread's own chunk. Everything unusual -- first use, full chunk,
- * tracing off -- is behind the one predicted-not-taken branch.
+ * this thread's own chunk and its own line of the heart table. Everything
+ * unusual -- first use, full chunk, tracing off, a heart-rate divisor above
+ * 1, the monitor's periodic work -- is behind predicted-not-taken branches.
  *
  * tagged != 0: hbt_beat(tag): thread = the thread's number, loop 0, iter = seq.
  * tagged == 0: explicit thread/loop/iter; the thread number is remembered.
+ *
+ * The heart-table line gets t_ns (release), then seq (release): a checker
+ * that reads seq, then t_ns, sees a t_ns at least as new as that beat.
  */
 static inline __attribute__((always_inline))
 void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
                      uint32_t aux)
 {
     struct hbt_tls *t = &hbt_tls;
-    uint32_t i = t->next;
     if (!tagged) {
         t->user_thread = thread;
         t->beat_thread = thread;
         t->user_set = 1;
     }
+    uint32_t every = __atomic_load_n(&hbt_mon_hot.every, __ATOMIC_RELAXED);
+    if (__builtin_expect(every != 1, 0)) {
+        if (++t->calls < every)
+            return;
+        t->calls = 0;
+    }
+    uint32_t i = t->next;
     if (__builtin_expect(i >= t->limit, 0)) {
         i = hbt_refill(t, HBT_MODE_BEAT);
         if (i == HBT_NO_SLOT)
@@ -296,12 +382,18 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
     }
     uint32_t seq = t->seq;
     t->seq = seq + 1;
+    uint64_t now = hbt_now_ns();
     if (tagged)
-        hbt_store(t, i, hbt_kindflags(HBT_REC_BEAT, 0), seq, t->beat_thread,
+        hbt_store(t, i, now, hbt_kindflags(HBT_REC_BEAT, 0), seq, t->beat_thread,
                   0, (int32_t)seq, aux);
     else
-        hbt_store(t, i, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
+        hbt_store(t, i, now, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
                   iter, 0);
+    struct hbt_beatline *b = t->beat;
+    __atomic_store_n(&b->t_ns, now, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->seq, seq + 1, __ATOMIC_RELEASE);
+    if (__builtin_expect(now >= t->next_check, 0))
+        hbt_mon_beat(t, now);
 }
 
 #endif /* HBT_INTERNAL_H */

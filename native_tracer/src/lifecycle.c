@@ -67,6 +67,7 @@ static void hbt_thread_end(uint32_t how)
         return;
     t->end_recorded = 1;
     hbt_event(HBT_REC_THREAD_END, 0, how, HBT_MODE_END);
+    hbt_mon_thread_end(t, how);   /* the monitor reports it exited or failed */
 }
 
 static void hbt_cancelled(void *unused)
@@ -139,9 +140,15 @@ static void hbt_process_exit(int status, uint16_t how)
         return;
     /* the pre-faulter runs the exit handlers only when it outlived every
      * program thread without being told (see prefault.c): it is no program
-     * thread and records nothing */
-    if (!hbt_tls.internal)
+     * thread and records nothing. The monitor thread runs them when it
+     * noticed that the program's threads are gone (after the main thread's
+     * pthread_exit) and returned last: it records the exit as any thread. */
+    if (!hbt_tls.internal) {
+        /* the monitor's final pass: threads still at work end with the
+         * process (exited for status 0, failed otherwise) */
+        hbt_mon_at_exit(status);
         hbt_event(HBT_REC_PROCESS_EXIT, how, (uint32_t)status, HBT_MODE_END);
+    }
     if (!hbt_unlink_if_empty(0))
         hbt_trim_at_exit();
 }

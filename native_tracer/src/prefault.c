@@ -208,6 +208,7 @@ static void *hbt_pf_main(void *unused)
     (void)unused;
     struct hbt_prefault *pf = &hbt_g.pf;
     hbt_tls.internal = 1;
+    __atomic_store_n(&pf->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
     (void)prctl(PR_SET_NAME, "hbt-prefault", 0, 0, 0);   /* for ps, top, gdb */
     /* Lowest nice level: it runs on spare CPU time and never takes a CPU
      * from the program. Its work only replaces page faults the beating
@@ -252,8 +253,16 @@ static void *hbt_pf_main(void *unused)
                 break;
         }
     }
+    __atomic_store_n(&pf->tid, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&pf->run, HBT_PF_DEAD, __ATOMIC_RELEASE);
     return NULL;
+}
+
+/* The pre-faulter's OS thread id while it runs, else 0 (for the monitor,
+ * which must not count it as a program thread). */
+pid_t hbt_prefault_tid(void)
+{
+    return (pid_t)__atomic_load_n(&hbt_g.pf.tid, __ATOMIC_ACQUIRE);
 }
 
 /* Start the thread, from the rare path of a thread taking a chunk; never
@@ -358,6 +367,7 @@ void hbt_prefault_after_fork_child(void)
     struct hbt_prefault *pf = &hbt_g.pf;
     pthread_mutex_init(&pf->lock, NULL);
     pf->have_thread = 0;
+    __atomic_store_n(&pf->tid, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->claim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->stop, 0, __ATOMIC_RELAXED);

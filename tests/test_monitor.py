@@ -1,0 +1,542 @@
+"""The tracer's online behaviour monitor (HBTM, seed 001): real programs, real threads.
+
+Records are read straight from the trace file with the numpy dtypes of hbtool.io.hbt,
+so that these tests check what the tracer wrote, independent of hbtool's reader.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, TRACER
+
+from hbtool.io.hbt import chunk_header_dtype, header_dtype, record_dtype
+
+pytestmark = pytest.mark.usefixtures("tracer_built")
+
+# record kinds, behaviours, modes (native_tracer/include/hbtrace_format.h)
+BEAT, THREAD_START, THREAD_END, INIT, FINISHED, PROCESS_EXIT = 1, 2, 3, 4, 5, 6
+BEHAVIOR, MONITOR, ADJUST = 9, 10, 11
+RUNNING, BUSY, COND, EXITED, FAILED = 0, 1, 2, 3, 4
+CENTRAL, RING = 0, 1
+END_CANCELLED = 2
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_trace(path: Path) -> dict:
+    """Header, metadata and every record of one trace file, with the chunk's os_tid and slot."""
+    buf = path.read_bytes()
+    hdr = np.frombuffer(buf, header_dtype(), count=1)[0]
+    mo, ml = int(hdr["meta_offset"]), int(hdr["meta_length"])
+    meta = dict(line.split("=", 1) for line in buf[mo : mo + ml].decode().splitlines() if "=" in line)
+    do, cs = int(hdr["data_offset"]), int(hdr["chunk_size"])
+    nchunks = min(int(hdr["data_length"]), len(buf) - do) // cs
+    parts, tids, slots, order = [], [], [], []
+    for c in range(nchunks):
+        head = np.frombuffer(buf, chunk_header_dtype(), count=1, offset=do + c * cs)[0]
+        if int(head["magic"]) == 0:
+            continue
+        rec = np.frombuffer(buf, record_dtype(), count=cs // 32 - 1, offset=do + c * cs + 32)
+        empty = np.flatnonzero(rec["kind"] == 0)
+        rec = rec[: empty[0]] if empty.size else rec
+        parts.append(rec)
+        tids.append(np.full(rec.size, int(head["os_tid"])))
+        slots.append(np.full(rec.size, int(head["thread_slot"])))
+        order.append((int(head["thread_slot"]), int(head["chunk_seq"])))
+    idx = sorted(range(len(parts)), key=lambda i: order[i])
+    rec = np.concatenate([parts[i] for i in idx])
+    return {"header": hdr, "meta": meta, "rec": rec,
+            "os_tid": np.concatenate([tids[i] for i in idx]),
+            "slot": np.concatenate([slots[i] for i in idx])}
+
+
+def trace_file(env) -> Path:
+    files = sorted(Path(env["HBTRACE_DIR"]).glob("*.hbt"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def behaviours(tr, thread=None):
+    """BEHAVIOR records as dicts (onset and detection in CLOCK_MONOTONIC ns)."""
+    r = tr["rec"]
+    out = []
+    for i in np.flatnonzero(r["kind"] == BEHAVIOR):
+        x = r[i]
+        d = {"thread": int(x["thread"]), "bhv": int(x["loop"]), "at": int(x["t_ns"]),
+             "lag_ns": int(x["iter"]) * 1000, "onset": int(x["t_ns"]) - int(x["iter"]) * 1000,
+             "seq": int(x["seq"]), "slot": int(x["aux"]), "mode": int(x["flags"]),
+             "writer": int(tr["slot"][i])}
+        if thread is None or d["thread"] == thread:
+            out.append(d)
+    return sorted(out, key=lambda d: d["at"])
+
+
+def beat_times(tr, thread):
+    r = tr["rec"]
+    return np.sort(r["t_ns"][(r["kind"] == BEAT) & (r["thread"] == thread)].astype(np.int64))
+
+
+def run(prog, env, *args, timeout=60):
+    return subprocess.run([str(prog), *map(str, args)], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def env_with(traced_env, **kw):
+    env = dict(traced_env)
+    for k in ("HBTRACE_MONITOR", "HBTRACE_MONITOR_PERIOD_US", "HBTRACE_MONITOR_LATE", "HBTRACE_HEART_RATE"):
+        env.pop(k, None)
+    env.update({k: str(v) for k, v in kw.items()})
+    return env
+
+
+# about 0.9 ms of work per beat: about 1 000 beats/s per thread, 2 threads on 2 cores
+PI = ["--threads", 2, "--beats", 450, "--work", 640000, "--inject-thread", 1, "--inject-beat", 150]
+
+
+def run_pi(env, tmp_path, *extra):
+    truth = tmp_path / "truth.json"
+    r = run(EXAMPLES / "pi_pthread", env, *PI, *extra, "--truth", truth)
+    return r, json.loads(truth.read_text())
+
+
+def timing(tr, truth):
+    """(B, noise): the injected thread's beat period before the injection, and how much
+    the machine disturbed the run: the 99th percentile of the other thread's intervals
+    (about 1.5 B on a quiet machine; more when other processes compete for the CPUs)."""
+    T = truth["thread"]
+    t = beat_times(tr, T)
+    B = float(np.median(np.diff(t[t <= truth["inject_mono_ns"]])))
+    other = np.diff(beat_times(tr, 1 - T))
+    return B, max(float(np.percentile(other, 99)), B)
+
+
+def check_detected(tr, truth, bhv, mode, onset_periods=3.0):
+    """The injected thread has a `bhv` record near the truth's onset, detected soon after:
+    within 5 beat periods on a quiet machine (plus twice the disturbance seen in the run)."""
+    T = truth["thread"]
+    B, noise = timing(tr, truth)
+    onset_truth = truth["inject_mono_ns"]
+    got = [d for d in behaviours(tr, T) if d["bhv"] == bhv]
+    assert got, f"no behaviour {bhv} for thread {T}: {behaviours(tr)}"
+    d = min(got, key=lambda d: abs(d["onset"] - onset_truth))
+    assert abs(d["onset"] - onset_truth) < onset_periods * B + noise, (d, onset_truth, B, noise)
+    assert 0 <= d["lag_ns"] < 5 * B + 2 * noise, (d, B, noise)
+    assert d["mode"] == mode and d["slot"] != d["writer"]
+    return d, B
+
+
+# --------------------------------------------------------------------------- the injected behaviours
+
+
+@pytest.mark.parametrize("mode", ["central", "ring"])
+def test_condwait_detected_then_running_again(traced_env, tmp_path, mode):
+    env = env_with(traced_env, HBTRACE_MONITOR=mode)
+    r, truth = run_pi(env, tmp_path, "--inject", "condwait", "--wait-ms", 100)
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    assert tr["meta"]["monitor"] == mode
+    d, B = check_detected(tr, truth, COND, CENTRAL if mode == "central" else RING)
+    _, noise = timing(tr, truth)
+    assert d["seq"] == truth["beat"] + 1  # beats recorded at the onset
+    # beats flow again after --wait-ms: RUNNING, onset about when the wait ended
+    back = [x for x in behaviours(tr, truth["thread"]) if x["bhv"] == RUNNING and x["at"] > d["at"]]
+    assert back, behaviours(tr)
+    assert -5 * B < back[0]["onset"] - (truth["inject_mono_ns"] + 100e6) < 25e6 + 2 * noise
+
+
+@pytest.mark.parametrize("mode", ["central", "ring"])
+def test_busywait_detected(traced_env, tmp_path, mode):
+    env = env_with(traced_env, HBTRACE_MONITOR=mode)
+    r, truth = run_pi(env, tmp_path, "--inject", "busywait", "--busy-beats", 30)
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    # busy-waiting is told from waiting for a CPU by the CPU time it uses while late:
+    # on a busy machine that may take one slow (4 B) interval more
+    d, _ = check_detected(tr, truth, BUSY, CENTRAL if mode == "central" else RING, onset_periods=6)
+    later = [x["bhv"] for x in behaviours(tr, truth["thread"]) if x["at"] > d["at"]]
+    assert RUNNING in later  # after 30 slow beats it runs at its usual rate again
+
+
+@pytest.mark.parametrize("mode", ["central", "ring"])
+def test_early_exit_detected(traced_env, tmp_path, mode):
+    env = env_with(traced_env, HBTRACE_MONITOR=mode)
+    r, truth = run_pi(env, tmp_path, "--inject", "earlyexit")
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    check_detected(tr, truth, EXITED, CENTRAL if mode == "central" else RING)
+    seen = [x["bhv"] for x in behaviours(tr, truth["thread"])]
+    assert seen.count(EXITED) == 1 and seen[-1] == EXITED and FAILED not in seen
+
+
+def test_central_monitor_thread_is_invisible(traced_env, tmp_path):
+    """Init(0) starts one monitor thread: a chunk with only its records, no lifecycle, no beats."""
+    env = env_with(traced_env)
+    r, _ = run_pi(env, tmp_path, "--inject", "earlyexit")
+    assert r.returncode == 0
+    tr = read_trace(trace_file(env))
+    assert tr["meta"]["monitor"] == "central" and tr["meta"]["monitor_source"] == "Init"
+    rec, slot = tr["rec"], tr["slot"]
+    started = set(slot[rec["kind"] == THREAD_START])
+    writers = set(slot[rec["kind"] == BEHAVIOR]) - started
+    assert len(writers) == 1  # the monitor thread
+    mine = rec[slot == writers.pop()]
+    assert set(mine["kind"]) <= {BEHAVIOR, MONITOR}
+    assert len(set(tr["os_tid"][rec["kind"] == BEAT])) == 2
+
+
+@pytest.mark.parametrize("mode", ["central", "ring"])
+def test_vanished_thread_failed_online(traced_env, tmp_path, mode):
+    env = env_with(traced_env, HBTRACE_MONITOR=mode)
+    r, truth = run_pi(env, tmp_path, "--inject", "shutdown", "--shutdown-mode", "vanish")
+    assert r.returncode == 0, r.stderr
+    assert truth["shutdown_mode"] == "vanish" and truth["end"] == "normal"
+    tr = read_trace(trace_file(env))
+    T = truth["thread"]
+    tid = set(tr["os_tid"][(tr["rec"]["kind"] == BEAT) & (tr["rec"]["thread"] == T)])
+    assert not (np.isin(tr["os_tid"], list(tid)) & (tr["rec"]["kind"] == THREAD_END)).any()
+    d, _ = check_detected(tr, truth, FAILED, CENTRAL if mode == "central" else RING)
+    end = int(tr["rec"]["t_ns"][tr["rec"]["kind"] == PROCESS_EXIT][0])
+    assert d["at"] < end - 50e6  # online, long before the process ended
+
+
+def test_cancelled_thread_failed(traced_env, tmp_path):
+    env = env_with(traced_env)
+    r, truth = run_pi(env, tmp_path, "--inject", "shutdown", "--shutdown-mode", "cancel")
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    rec = tr["rec"]
+    tid = set(tr["os_tid"][(rec["kind"] == BEAT) & (rec["thread"] == truth["thread"])])
+    ends = rec["aux"][np.isin(tr["os_tid"], list(tid)) & (rec["kind"] == THREAD_END)]
+    assert ends.tolist() == [END_CANCELLED]
+    check_detected(tr, truth, FAILED, CENTRAL)
+    assert EXITED not in [x["bhv"] for x in behaviours(tr, truth["thread"])]
+
+
+def test_openmp_example_rejects_cancel_and_vanish(tracer_built, traced_env):
+    for m in ("cancel", "vanish"):
+        r = run(EXAMPLES / "jacobi_omp", traced_env, "--threads", 2, "--beats", 10,
+                "--inject", "shutdown", "--shutdown-mode", m)
+        assert r.returncode == 2 and "pthread program" in r.stderr
+
+
+def test_monitor_off_records_no_behaviour(traced_env, tmp_path):
+    env = env_with(traced_env, HBTRACE_MONITOR="off")
+    r, _ = run_pi(env, tmp_path, "--inject", "condwait", "--wait-ms", 60)
+    assert r.returncode == 0
+    tr = read_trace(trace_file(env))
+    assert tr["meta"]["monitor"] == "off"
+    assert not np.isin(tr["rec"]["kind"], [BEHAVIOR, MONITOR, ADJUST]).any()
+    assert (tr["rec"]["kind"] == BEAT).sum() == 900
+
+
+@pytest.mark.parametrize("mode", ["central", "ring"])
+@pytest.mark.parametrize("how,expect", [("abort", -signal.SIGABRT), ("segv", -signal.SIGSEGV), ("exit", 1)])
+def test_monitor_never_changes_the_exit_status(traced_env, mode, how, expect):
+    env = env_with(traced_env, HBTRACE_MONITOR=mode)
+    r = run(EXAMPLES / "pi_pthread", env, "--threads", 2, "--beats", 400, "--work", 200000,
+            "--inject", "shutdown", "--shutdown-mode", how, "--inject-thread", 0, "--inject-beat", 60)
+    assert r.returncode == expect
+    tr = read_trace(trace_file(env))
+    if how == "exit":
+        # exit(1) with a thread still at work: it failed with the process, onset = the exit
+        ex = tr["rec"][tr["rec"]["kind"] == PROCESS_EXIT]
+        failed = [d for d in behaviours(tr, 1) if d["bhv"] == FAILED]
+        assert len(failed) == 1 and abs(failed[0]["onset"] - int(ex["t_ns"][0])) < 5e6
+
+
+# --------------------------------------------------------------------------- small programs
+
+PROBE_C = r"""
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "hbtrace.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+static void spin_us(double us)
+{
+    uint64_t end = now_ns() + (uint64_t)(us * 1e3);
+    while (now_ns() < end)
+        ;
+}
+
+struct job { pthread_t th; int tid, beats; double spin_us, extra_ms; int sleep_at; int sleep_ms; };
+
+static void *beater(void *p)
+{
+    struct job *j = p;
+    int b = 0;
+    for (; b < j->beats; b++) {
+        spin_us(j->spin_us);
+        Heartbeat_MultiPthread_Generate(j->tid, 1, b);
+        if (b == j->sleep_at)
+            usleep((useconds_t)j->sleep_ms * 1000);
+    }
+    uint64_t end = now_ns() + (uint64_t)(j->extra_ms * 1e6);
+    while (j->extra_ms > 0 && now_ns() < end) {
+        spin_us(j->spin_us);
+        Heartbeat_MultiPthread_Generate(j->tid, 1, b++);
+    }
+    return NULL;
+}
+
+static void start(struct job *j, int tid, int beats, double spin, double extra)
+{
+    memset(j, 0, sizeof *j);
+    j->tid = tid; j->beats = beats; j->spin_us = spin; j->extra_ms = extra; j->sleep_at = -1;
+    if (pthread_create(&j->th, NULL, beater, j) != 0) { perror("pthread_create"); exit(3); }
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    struct job js[8];
+    if (!strcmp(mode, "shortlived")) {
+        /* waves of short-lived beating threads under a fast central monitor */
+        int total = atoi(argv[2]), wave = 4;
+        Heartbeat_MultiPthread_Init(0);
+        for (int w = 0; w < total; w += wave) {
+            for (int k = 0; k < wave; k++)
+                start(&js[k], w + k, 12, 30, 0);
+            for (int k = 0; k < wave; k++)
+                pthread_join(js[k].th, NULL);
+        }
+        Heartbeat_MultiPthread_Finished();
+        return 0;
+    }
+    if (!strcmp(mode, "ringdie")) {
+        /* a ring of 4 in which 3 die early and the last keeps beating */
+        Heartbeat_MultiPthread_Init(1);
+        for (int k = 0; k < 4; k++)
+            start(&js[k], k, 40, 200, k == 3 ? 400 : 0);
+        for (int k = 0; k < 4; k++)
+            pthread_join(js[k].th, NULL);
+        Heartbeat_MultiPthread_Finished();
+        return 0;
+    }
+    if (!strcmp(mode, "nofinish")) {
+        /* never calls Finished; runs a little over one second */
+        Heartbeat_MultiPthread_Init(0);
+        for (int k = 0; k < 2; k++)
+            start(&js[k], k, 0, 500, 1200);
+        for (int k = 0; k < 2; k++)
+            pthread_join(js[k].th, NULL);
+        return 0;
+    }
+    if (!strcmp(mode, "adjust")) {
+        /* about 4 000 calls/s per thread; Adjust(500) after 0.4 s */
+        int call = argc > 2 && !strcmp(argv[2], "call");
+        L_Heartbeat_OpenMP_Init();
+        int early = Heartbeat_HeartRate_Adjust(1000.0f);
+        int bad = Heartbeat_HeartRate_Adjust(-5.0f) + Heartbeat_HeartRate_Adjust(NAN) +
+                  Heartbeat_HeartRate_Adjust(0.0f) + Heartbeat_HeartRate_Adjust(INFINITY);
+        for (int k = 0; k < 2; k++)
+            start(&js[k], k, 0, 250, 1500);
+        usleep(400000);
+        int rc = call ? Heartbeat_HeartRate_Adjust(500.0f) : -1;
+        for (int k = 0; k < 2; k++)
+            pthread_join(js[k].th, NULL);
+        printf("early %d bad %d rc %d\n", early, bad, rc);
+        Heartbeat_OpenMP_Finished();
+        return 0;
+    }
+    if (!strcmp(mode, "monitorapi")) {
+        /* no monitor thread: the program drives its own monitor loop */
+        L_Heartbeat_OpenMP_Init();
+        for (int k = 0; k < 2; k++) {
+            start(&js[k], k, 0, 0, 0);
+        }
+        for (int k = 0; k < 2; k++)
+            pthread_join(js[k].th, NULL);
+        for (int k = 0; k < 2; k++) {
+            memset(&js[k], 0, sizeof js[k]);
+            js[k].tid = k; js[k].beats = 300; js[k].spin_us = 500;
+            js[k].sleep_at = k == 1 ? 100 : -1; js[k].sleep_ms = 100;
+            pthread_create(&js[k].th, NULL, beater, &js[k]);
+        }
+        uint64_t end = now_ns() + 2000000000ull;
+        while (now_ns() < end && pthread_tryjoin_np(js[0].th, NULL) != 0) {
+            Heartbeat_OpenMP_Monitor();
+            usleep(200);
+        }
+        pthread_join(js[1].th, NULL);
+        Heartbeat_OpenMP_Finished();
+        return 0;
+    }
+    if (!strcmp(mode, "fork")) {
+        /* the child gets its own file, table and monitor thread */
+        Heartbeat_MultiPthread_Init(0);
+        start(&js[0], 0, 50, 300, 0);
+        pthread_join(js[0].th, NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            start(&js[0], 10, 400, 500, 0);
+            start(&js[1], 11, 60, 500, 0);   /* ends early */
+            pthread_join(js[0].th, NULL);
+            pthread_join(js[1].th, NULL);
+            exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+    }
+    fprintf(stderr, "usage: probe shortlived N|ringdie|nofinish|adjust [call]|monitorapi|fork\n");
+    return 2;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tracer_built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("probe")
+    src = d / "probe.c"
+    src.write_text(PROBE_C)
+    exe = d / "probe"
+    lib = TRACER / "lib"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-pthread", f"-I{TRACER / 'include'}", str(src),
+                    f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhbtrace", "-lm", "-o", str(exe)], check=True)
+    return exe
+
+
+def test_threads_dying_while_a_fast_monitor_reads_them(probe, traced_env):
+    env = env_with(traced_env, HBTRACE_MONITOR_PERIOD_US=100)
+    r = run(probe, env, "shortlived", 240)
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    assert tr["meta"]["monitor_period_us"] == "100"
+    exited = [d for d in behaviours(tr) if d["bhv"] == EXITED]
+    assert sorted(d["thread"] for d in exited) == list(range(240))  # each exactly once
+    assert all(d["bhv"] in (EXITED, BUSY, COND, RUNNING) for d in behaviours(tr))
+    assert not [d for d in behaviours(tr) if d["bhv"] == FAILED]
+
+
+def test_ring_whose_other_threads_all_died(probe, traced_env):
+    env = env_with(traced_env)
+    t0 = time.monotonic()
+    r = run(probe, env, "ringdie", timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 5
+    tr = read_trace(trace_file(env))
+    assert tr["meta"]["monitor"] == "ring"
+    ex = {d["thread"]: d for d in behaviours(tr) if d["bhv"] == EXITED}
+    assert set(ex) == {0, 1, 2, 3}
+    survivor = set(tr["slot"][(tr["rec"]["kind"] == BEAT) & (tr["rec"]["thread"] == 3)])
+    for k in range(3):
+        # the dead were reported online by a ring neighbour (in the end the survivor), not at the end
+        assert ex[k]["mode"] == RING and ex[k]["lag_ns"] < 100e6
+        assert ex[k]["at"] < ex[3]["onset"]
+    assert ex[3]["writer"] not in survivor  # nobody left to check it: the Finished pass did
+    mon = tr["rec"][tr["rec"]["kind"] == MONITOR]
+    assert len(mon) == 2 and (mon["flags"] == RING).all()  # Finished and exit
+    msgs = int(mon["seq"][-1]) | int(mon["aux"][-1]) << 32
+    assert 0 < msgs < 100000 and int(mon["loop"][-1]) > 0
+
+
+def test_program_without_finished(probe, traced_env):
+    env = env_with(traced_env)
+    r = run(probe, env, "nofinish")
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    rec = tr["rec"]
+    assert not (rec["kind"] == FINISHED).any()
+    assert (rec["kind"] == PROCESS_EXIT).sum() == 1
+    started = set(tr["slot"][rec["kind"] == THREAD_START])
+    ismon = rec["kind"] == MONITOR
+    by_monitor = rec[ismon & ~np.isin(tr["slot"], list(started))]
+    at_exit = rec[ismon & np.isin(tr["slot"], list(started))]
+    assert len(by_monitor) >= 1 and len(at_exit) == 1  # once a second, and at exit
+    first = by_monitor[0]
+    assert int(first["thread"]) == 2  # two threads watched
+    assert 100 <= int(first["iter"]) <= 100000  # mean poll period, us
+    assert int(first["loop"]) > 0 and int(first["seq"]) > 0  # passes, messages
+    assert int(at_exit["seq"][0]) >= int(first["seq"])  # cumulative
+    assert {d["thread"] for d in behaviours(tr) if d["bhv"] == EXITED} == {0, 1}
+    from hbtool.io import read_heartbeats
+
+    assert len(read_heartbeats(Path(env["HBTRACE_DIR"])).beats) == (rec["kind"] == BEAT).sum()
+
+
+@pytest.mark.parametrize("how", ["call", "env"])
+def test_heart_rate_adjust(probe, traced_env, how):
+    """Algorithm 2: ~4 000 calls/s per thread, expected 500 beats/s: every ~8th call recorded."""
+    env = env_with(traced_env, **({"HBTRACE_HEART_RATE": 500} if how == "env" else {}))
+    r = run(probe, env, "adjust", how)
+    assert r.returncode == 0, r.stderr
+    early, bad, rc = (int(x) for x in r.stdout.split()[1::2])
+    assert early == 1 and bad == 4  # nothing to observe yet; not a positive finite rate
+    assert rc == (0 if how == "call" else -1)
+    tr = read_trace(trace_file(env))
+    rec = tr["rec"]
+    adj = rec[rec["kind"] == ADJUST]
+    assert len(adj) >= 1
+    first = adj[0]
+    observed = int(first["loop"]) / 1000  # beats/s per thread when it adjusted
+    assert int(first["seq"]) == 1 and int(first["aux"]) == max(1, round(observed / 500))
+    assert int(first["aux"]) >= 3  # the machine may be busy, but not that busy
+    assert int(first["iter"]) == 500000 and int(first["flags"]) == (1 if how == "env" else 0)
+    for a, b in itertools.pairwise(adj):
+        assert int(b["seq"]) == int(a["aux"])  # k_old of each change is the k_new of the one before
+    # beats every 250 us of calls before; every k-th call, i.e. every k x 250 us, after
+    t = beat_times(tr, 0)
+    before = np.diff(t[t < int(first["t_ns"])])
+    after = np.diff(t[t > int(adj["t_ns"][-1]) + 20e6])
+    assert abs(np.median(before) - 250e3) < 50e3
+    k = int(adj["aux"][-1])
+    assert abs(np.median(after) - k * 250e3) < 0.2 * k * 250e3
+    if how == "env":
+        assert tr["meta"]["heart_rate"] == "500"
+
+
+def test_monitor_api_drives_detection(probe, traced_env):
+    env = env_with(traced_env)
+    r = run(probe, env, "monitorapi")
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(env))
+    assert "monitor" not in tr["meta"]  # L_ Init: no monitor thread, no mode
+    cond = [d for d in behaviours(tr, 1) if d["bhv"] == COND]
+    assert len(cond) == 1 and cond[0]["mode"] == CENTRAL
+    main_slot = int(tr["slot"][tr["rec"]["kind"] == INIT][0])
+    assert cond[0]["writer"] == main_slot  # found by the program's own Monitor() loop
+    # online, during the 100 ms wait (the loop runs on a machine whose CPUs the two
+    # beating threads keep busy, so its wake-ups may come late)
+    assert cond[0]["lag_ns"] < 20e6
+    assert abs(cond[0]["onset"] - beat_times(tr, 1)[100]) < 1e3  # its beat 100, the last one
+
+
+def test_fork_child_monitors_its_own_threads(probe, traced_env):
+    env = env_with(traced_env)
+    r = run(probe, env, "fork")
+    assert r.returncode == 0, r.stderr
+    files = sorted(Path(env["HBTRACE_DIR"]).glob("*.hbt"))
+    assert len(files) == 2
+    child = [read_trace(f) for f in files]
+    child = [t for t in child if (t["rec"]["thread"][t["rec"]["kind"] == BEAT] >= 10).any()]
+    assert len(child) == 1
+    c = child[0]
+    assert c["meta"]["monitor"] == "central"
+    ex = [d for d in behaviours(c) if d["bhv"] == EXITED]
+    assert {d["thread"] for d in ex} == {10, 11}
+    early = next(d for d in ex if d["thread"] == 11)
+    assert early["lag_ns"] < 20e6  # online, by the child's own monitor thread
+    assert not [d for d in behaviours(c) if d["thread"] == 0]  # nothing of the parent's threads
