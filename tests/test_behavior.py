@@ -279,3 +279,26 @@ def test_plot_behavior_writes_a_png(tmp_path, capsys):
     assert code == 0, err
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000
+
+
+def test_slowdown_the_online_monitor_did_not_see_as_spinning_is_not_busy_waiting():
+    a = _noisy(300)
+    d = {0: np.r_[a, _noisy(150, period=0.008), _noisy(300)], 1: _noisy(1200)}
+    tr = _trace(d, _end_events(d, how=0))
+    onset = int((0.01 + a.sum()) * 1e9)
+    stats = {"run": "r", "process": 0, "os_tid": 1, "t_ns": 10**9, "t": 1.0, "kind": "monitor", "mode": "central",
+             "messages": 100, "passes": 50, "monitored": 2, "period_us": 1000}
+    tr.monitor = pd.DataFrame([stats])
+    tr.__post_init__()
+    row = behavior_timelines(tr)[0]
+    assert _labels(row) == ["running", "exited"]
+    assert any("did not see it spinning" in n for n in row["notes"])
+    busy = {"run": "r", "process": 0, "os_tid": 1, "t_ns": onset + 5_000_000, "t": onset / 1e9 + 0.005,
+            "kind": "behavior", "mode": "central", "thread": 0, "behavior": "busy-waiting", "onset_ns": onset,
+            "onset_seq": 300}
+    tr.monitor = pd.DataFrame([stats, busy])
+    tr.__post_init__()
+    row = behavior_timelines(tr)[0]
+    assert "busy-waiting" in _labels(row)
+    bw = row["intervals"][_labels(row).index("busy-waiting")]
+    assert bw["online"] and bw["online"]["latency_s"] == pytest.approx(0.005, abs=0.003)

@@ -251,8 +251,12 @@ def _interval(behavior, start, end, first_beat=None, last_beat=None, detail=""):
             "first_beat": first_beat, "last_beat": last_beat, "detail": detail}
 
 
-def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, notes: list[str]):
-    """Busy-waiting stretches as (first interval, last interval + 1, slowdown factor)."""
+def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, notes: list[str],
+               watched=None):
+    """Busy-waiting stretches as (first interval, last interval + 1, slowdown factor).
+
+    `watched`: the online monitor's reports for this thread when a monitor ran in its
+    process (None otherwise): a slowdown it did not see as busy-waiting is not one."""
     if tb.n < 3 or not np.isfinite(tb.ref):
         return []
     slow = (tb.level - tb.ref >= np.log(s.slow_factor)) & ~tb.gap
@@ -281,8 +285,22 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
                 f"of the team: the machine, not this thread (not labelled busy-waiting)"
             )
             continue
+        if watched is not None and not _online_saw(watched, t0, t1, tb, s):
+            notes.append(
+                f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but the online monitor, "
+                f"which reads the thread's CPU time, did not see it spinning: it lost CPU time (another process, "
+                f"the hypervisor), it did not busy-wait (not labelled busy-waiting)")
+            continue
         out.append((a, b, float(np.exp(excess))))
     return out
+
+
+def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings) -> bool:
+    """Did the monitor report busy-waiting for this thread with an onset in (about) [t0, t1]?"""
+    usual = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else 0.0
+    slack = int(max(s.match_beats * usual, s.window_s) * 1e9)
+    on = reports[reports["behavior"] == "busy-waiting"]["onset_ns"].to_numpy()
+    return bool(((on >= t0 - slack) & (on <= t1)).any())
 
 
 def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBeats], s: BehaviorSettings,
@@ -292,7 +310,8 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
     # episodes inside the beats: (first interval index, end index, behaviour, detail, start, end)
     episodes = []
-    for a, b, f in _busy_runs(tb, team, s, notes):
+    watched = _monitor_reports(trace, tb) if _monitor_ran(trace, tb) else None
+    for a, b, f in _busy_runs(tb, team, s, notes, watched):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual", int(t[a]), int(t[b])))
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
@@ -364,6 +383,14 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
 
 
 # --------------------------------------------------------------------------- the online monitor
+
+
+def _monitor_ran(trace: HeartbeatTrace, tb: ThreadBeats) -> bool:
+    """The process ran the online monitor (its statistics records are in the trace)."""
+    m = trace.monitor
+    if not len(m):
+        return False
+    return bool(((m["kind"] == "monitor") & (m["run"] == tb.run) & (m["process"] == tb.process)).any())
 
 
 def _monitor_reports(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
