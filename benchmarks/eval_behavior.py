@@ -90,7 +90,7 @@ def offline(args, tmp: Path) -> tuple[Score, dict]:
     per_prog = {}
     settings = BehaviorSettings()
     n = 0
-    for prog in PROGRAMS:
+    for prog in args.programs:
         work = calibrate(prog, args.rate, tmp)
         sc_prog = Score()
         for inject, mode in CASES:
@@ -196,6 +196,7 @@ def main() -> None:
     ap.add_argument("--overhead-reps", type=int, default=9)
     ap.add_argument("--overhead-beats", type=int, default=3000)
     ap.add_argument("--parts", default="offline,online,messages,overhead")
+    ap.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=PROGRAMS)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 1 rep, rates 100 and 1000")
     ap.add_argument("--keep", metavar="DIR", help="keep the traces in DIR")
     args = ap.parse_args()

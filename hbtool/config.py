@@ -80,15 +80,20 @@ BEHAVIOR_WINDOW_S = 0.05
 BEHAVIOR_REF_QUANTILE = 0.1
 #: busy-waiting: the smoothed interval is at least this many times the usual one ...
 BEHAVIOR_SLOW_FACTOR = 2.0
-#: ... for at least this many consecutive intervals
+#: ... for at least this many consecutive intervals and this many seconds (threads here
+#: slow down 2x for up to ~70 ms with no fault of their own: memory contention, the
+#: hypervisor)
 BEHAVIOR_MIN_SLOW_BEATS = 4
+BEHAVIOR_MIN_BUSY_S = 0.15
 #: ... and the rest of the team did not slow down as much at the same time (then it is
 #: the machine, not the thread): team slowdown above this share of the thread's
 BEHAVIOR_TEAM_SHARE = 0.6
 #: conditional waiting: one interval at least this many times the local usual one ...
 BEHAVIOR_GAP_FACTOR = 3.0
-#: ... and at least this long (seconds): shorter stalls are the scheduler's
-BEHAVIOR_MIN_WAIT_S = 0.05
+#: ... and at least this long (seconds). Shorter stalls are the machine's: on this
+#: project's VM a thread can stop beating for up to ~100 ms with no fault of its own
+#: (while on the CPU, by the online monitor's reading: the hypervisor)
+BEHAVIOR_MIN_WAIT_S = 0.15
 #: online reports match an offline interval when their onsets differ by at most
 #: this many usual intervals (or this share of the interval's length, if larger)
 BEHAVIOR_MATCH_BEATS = 5

@@ -48,6 +48,7 @@ class BehaviorSettings:
     slow_factor: float = config.BEHAVIOR_SLOW_FACTOR
     window_s: float = config.BEHAVIOR_WINDOW_S
     min_slow_beats: int = config.BEHAVIOR_MIN_SLOW_BEATS
+    min_busy_s: float = config.BEHAVIOR_MIN_BUSY_S
     team_share: float = config.BEHAVIOR_TEAM_SHARE
     gap_factor: float = config.BEHAVIOR_GAP_FACTOR
     min_wait_s: float = config.BEHAVIOR_MIN_WAIT_S
@@ -265,7 +266,7 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         # the window blurs the edges: put each where the intervals themselves step
         a = _refine_step(tb.x, a, *_near(tb, a, s, 0, b), up=True)
         b = _refine_step(tb.x, b, *_near(tb, b, s, a + 1, len(tb.x)), up=False)
-        if b - a < s.min_slow_beats or (tb.t_ns[b] - tb.t_ns[a]) / 1e9 < s.window_s:
+        if b - a < s.min_slow_beats or (tb.t_ns[b] - tb.t_ns[a]) / 1e9 < max(s.window_s, s.min_busy_s):
             continue
         excess = float(np.median(tb.level[a:b]) - tb.ref)
         t0, t1 = int(tb.t_ns[a]), int(tb.t_ns[b])
@@ -386,7 +387,11 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
 
 
 def _monitor_ran(trace: HeartbeatTrace, tb: ThreadBeats) -> bool:
-    """The process ran the online monitor (its statistics records are in the trace)."""
+    """The process ran the online monitor: its metadata says so (monitor=central|ring), or
+    its statistics records are in the trace."""
+    for p in trace.runs.get(tb.run, {}).get("processes") or []:
+        if p.get("process") == tb.process and (p.get("meta") or {}).get("monitor") in ("central", "ring"):
+            return True
     m = trace.monitor
     if not len(m):
         return False

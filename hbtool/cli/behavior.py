@@ -34,7 +34,7 @@ def _fmt_dt(v: float) -> str:
 @click.option("--gap-factor", type=click.FloatRange(min=1.0, min_open=True), default=None, metavar="F",
               help="Conditional waiting: one interval at least F times the usual (default 3) ...")
 @click.option("--min-wait", type=click.FloatRange(min=0.0), default=None, metavar="SEC",
-              help="... and at least SEC seconds long (default 0.05).")
+              help="... and at least SEC seconds long (default 0.15); busy-waiting must last as long.")
 @click.option("--window", type=click.FloatRange(min=0.0, min_open=True), default=None, metavar="SEC",
               help="The usual rate is judged over windows of SEC seconds (default 0.05).")
 @output_options
@@ -58,7 +58,7 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, fmt):
 
     s = BehaviorSettings()
     for name, v in (("slow_factor", slow_factor), ("gap_factor", gap_factor), ("min_wait_s", min_wait),
-                    ("window_s", window)):
+                    ("min_busy_s", min_wait), ("window_s", window)):
         if v is not None:
             setattr(s, name, v)
     trace = read_all(paths)
@@ -75,7 +75,7 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, fmt):
                         "beats": r["beats"], "usual_interval_s": r["usual_interval_s"], "intervals": ivs,
                         "online": r["online"], "notes": r["notes"]})
     settings = {"slow_factor": s.slow_factor, "gap_factor": s.gap_factor, "min_wait_s": s.min_wait_s,
-                "window_s": s.window_s, "min_slow_beats": s.min_slow_beats}
+                "window_s": s.window_s, "min_slow_beats": s.min_slow_beats, "min_busy_s": s.min_busy_s}
     if fmt == "json":
         emit(fmt, threads, [], key="threads", extra={"settings": settings, "monitors": monitors})
     elif fmt == "csv":
