@@ -40,11 +40,12 @@ LIB = MPI / "lib" / "libhbprof.so"
 HBTOOL = [sys.executable, "-m", "hbtool"]
 
 EXAMPLES = {
-    # ~150 iterations/s with 4 ranks on 2 cores; heavy iterations and checkpoints give
-    # several groups; the run lasts about 3 s
-    "stencil": ["--iterations", "400", "--work", "200", "--heavy-every", "4", "--checkpoint-every", "40",
+    # ~40 iterations/s with 4 ranks on 2 cores (segments of ~20 ms, long beside the
+    # scheduler's time slices); heavy iterations and checkpoints give several groups;
+    # a run lasts about 6 s
+    "stencil": ["--iterations", "250", "--work", "800", "--heavy-every", "4", "--checkpoint-every", "25",
                 "--io", "posix"],
-    "transpose": ["--iterations", "400", "--work", "200", "--heavy-every", "4", "--checkpoint-every", "40",
+    "transpose": ["--iterations", "250", "--work", "800", "--heavy-every", "4", "--checkpoint-every", "25",
                   "--io", "mpiio"],
 }
 
@@ -219,9 +220,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=16, help="runs per example, interference rising (default 16)")
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--mean-us", type=float, default=3000.0, help="mean injected delay (us)")
-    ap.add_argument("--sd-us", type=float, default=1000.0, help="its standard deviation (us)")
-    ap.add_argument("--max-prob", type=float, default=0.02, help="probability per call in the last run")
+    ap.add_argument("--mean-us", type=float, default=20000.0, help="mean injected delay (us)")
+    ap.add_argument("--sd-us", type=float, default=5000.0, help="its standard deviation (us)")
+    ap.add_argument("--max-prob", type=float, default=0.01, help="probability per call in the last run")
     ap.add_argument("--overhead-runs", type=int, default=11)
     ap.add_argument("--overhead-work", type=int, default=550, help="stencil --work for ~100 Allreduce/s")
     ap.add_argument("--scale-segments", type=int, default=1_000_000)
