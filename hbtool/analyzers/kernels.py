@@ -217,3 +217,33 @@ def replay_bins(kind, metric, slot, from_slot, value, seg_bins, m, nslots):
             for j in range(m):
                 out[k, j] = final_value[j, final[j, seg_bins[i, j]]]
     return out
+
+
+@njit(**NUMBA_OPTIONS)
+def aggregate_run_records(u64, u32, u16, rank, m, bins_used, values, dur_max, comp_idx, feat, present):
+    """One pass over one rank's 64-byte run-file records (hbtool.io.hbprof).
+
+    u64/u32/u16: the same records viewed as (c, 8) uint64, (c, 16) uint32 and (c, 32)
+    uint16 (native byte order). Per valid record k (flags bit 0): checks that it is
+    segment k of `rank` and that every bin index is below bins_used; then takes the max of
+    the durations, the computation bin index, and adds each feature's bin value.
+    Returns -1, or the first bad record's index * 64 + (metric + 1, or 0 for a wrong
+    segment/rank number). Invalid records are skipped (counted by the caller).
+    """
+    c = u64.shape[0]
+    for k in range(c):
+        if (u16[k, 31] & 1) == 0:
+            continue
+        if u32[k, 2] != k or np.int32(u32[k, 3]) != rank:
+            return k * 64
+        for j in range(m):
+            if u16[k, 8 + j] >= bins_used[j]:
+                return k * 64 + j + 1
+        d = np.int64(u64[k, 0])
+        if d > dur_max[k]:
+            dur_max[k] = d
+        comp_idx[k] = u16[k, 8]
+        for j in range(1, m):
+            feat[j - 1, k] += values[j, u16[k, 8 + j]]
+        present[k] += 1
+    return -1

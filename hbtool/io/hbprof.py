@@ -201,7 +201,6 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
     for j in range(m):
         if not np.isfinite(values[j]).all():
             raise _bad(path, f"corrupted bin table (metric {names[j]} has a value that is not a number)")
-    recs = np.frombuffer(buf, dtype=run_record_dtype(o), count=nrec, offset=int(h["data_offset"]))
     warnings = []
     # the rank table: each rank's records, in segment order
     counts = ranks["segment_count"].astype(np.int64)
@@ -213,48 +212,60 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
     S = int(counts.max()) if nranks else 0
     if S == 0:
         raise _bad(path, "the profile holds no segments")
-    comp_name = names[0]
     fidx = list(range(1, m))
     dur_max = np.zeros(S, dtype=np.int64)
-    feat = np.zeros((S, len(fidx)))
-    comp_idx = np.full((S, nranks), NO_INDEX, dtype=np.uint16)
+    feat = np.zeros((len(fidx), S))                                   # feature-major: rows are contiguous
+    comp_idx = np.full((nranks, S), NO_INDEX, dtype=np.uint16)        # rank-major, for the same reason
     present = np.zeros(S, dtype=np.int64)
-    for k in range(nranks):
-        r = int(ranks["rank"][k])
-        fl = int(ranks["flags"][k])
-        if fl & RANK_FAILED:
-            warnings.append(f"{path}: rank {r}: the profiler failed on this rank; it has no segments")
-            continue
-        c, f0 = int(counts[k]), int(firsts[k])
-        if c == 0:
-            continue
-        ch = recs[f0:f0 + c]
-        valid = (ch["flags"] & 1).astype(bool)
-        if not valid.all():
-            if not fl & RANK_INCOMPLETE:
-                raise _bad(path, f"rank {r}: records without data in a rank not marked incomplete")
-            warnings.append(f"{path}: rank {r}: {int((~valid).sum())} of its segment records did not arrive")
-        seg = ch["segment"].astype(np.int64)
-        if (seg[valid] != np.arange(c)[valid]).any() or (ch["rank"][valid] != r).any():
-            raise _bad(path, f"rank {r}: segment records out of order, or carrying another rank's number")
-        idx = ch["bin"][:, :m]
-        bad = valid[:, None] & (idx >= bins_used[None, :])
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
-            raise _bad(path, f"rank {r}, segment {int(seg[i])}: bin index {int(idx[i, j])} of metric {names[j]} "
-                             f"does not match the bins ({int(bins_used[j])} in use): the profile is corrupted")
-        sel = np.flatnonzero(valid)
-        dur_max[sel] = np.maximum(dur_max[sel], ch["duration_ns"][sel].astype(np.int64))
-        comp_idx[sel, k] = idx[sel, 0]
-        for jj, j in enumerate(fidx):
-            feat[sel, jj] += values[j][idx[sel, j]]
-        present[sel] += 1
+    from ..analyzers.kernels import aggregate_run_records
+
+    vals = np.zeros((m, max(int(bins_used.max()), 1)))
+    for j in range(m):
+        vals[j, : len(values[j])] = values[j]
+    do = int(h["data_offset"])
+    swap = o != ("<" if np.little_endian else ">")
+    with open(path, "rb") as fh:
+        for k in range(nranks):
+            r = int(ranks["rank"][k])
+            fl = int(ranks["flags"][k])
+            if fl & RANK_FAILED:
+                warnings.append(f"{path}: rank {r}: the profiler failed on this rank; it has no segments")
+                continue
+            c, f0 = int(counts[k]), int(firsts[k])
+            if c == 0:
+                continue
+            fh.seek(do + f0 * RUN_RECORD_SIZE)
+            raw = np.fromfile(fh, dtype=np.uint64, count=c * 8)   # one sequential read of this rank's records
+            if raw.size != c * 8:
+                raise _bad(path, "the segment records end early (truncated)")
+            if swap:
+                raw = np.frombuffer(raw.tobytes(), dtype=run_record_dtype(o)).astype(run_record_dtype("=")).view(
+                    np.uint64)
+            u64 = raw.reshape(c, 8)
+            u32 = raw.view(np.uint32).reshape(c, 16)
+            u16 = raw.view(np.uint16).reshape(c, 32)
+            invalid = int(c - np.count_nonzero(u16[:, 31] & 1))
+            if invalid:
+                if not fl & RANK_INCOMPLETE:
+                    raise _bad(path, f"rank {r}: records without data in a rank not marked incomplete")
+                warnings.append(f"{path}: rank {r}: {invalid} of its segment records did not arrive")
+            cidx = np.full(c, NO_INDEX, dtype=np.uint16)
+            bad = aggregate_run_records(u64, u32, u16, r, m, bins_used, vals, dur_max[:c], cidx, feat[:, :c],
+                                        present[:c])
+            if bad >= 0:
+                i, j = divmod(bad, 64)
+                if j == 0:
+                    raise _bad(path, f"rank {r}: segment records out of order, or carrying another rank's number")
+                raise _bad(path, f"rank {r}, segment {i}: bin index {int(u16[i, 8 + j - 1])} of metric {names[j - 1]} "
+                                 f"does not match the bins ({int(bins_used[j - 1])} in use): the profile is corrupted")
+            comp_idx[k, :c] = cidx
     have = present > 0
     if not have.all():
         warnings.append(f"{path}: {int((~have).sum())} segments have no record from any rank: left out")
-    comp = _median_from_indices(comp_idx, present, values[0])
+    comp = _median_from_indices(np.ascontiguousarray(comp_idx.T), present, values[0])
+    del comp_idx
     segs = Segments(segment=np.flatnonzero(have), computation=comp[have], duration_ns=dur_max[have],
-                    features=feat[have], processes=present[have])
+                    features=feat.T[have], processes=present[have])
     src = COMP_SOURCES.get(int(h["comp_source"]), f"source {int(h['comp_source'])}")
     if int(h["flags"]) & FLAG_PARTIAL:
         warnings.append(f"{path}: some ranks' records are missing (the profile says it is partial)")
@@ -269,7 +280,7 @@ def _median_from_indices(idx: np.ndarray, present: np.ndarray, values: np.ndarra
     """Per row, the median of values[idx] over the present entries (NO_INDEX sorts last).
 
     Bins are sorted by value, so the median index is the index of the median."""
-    s = np.sort(idx, axis=1)
+    s = np.sort(idx, axis=1, kind="stable")
     c = np.maximum(present, 1)
     lo = s[np.arange(len(s)), (c - 1) // 2]
     hi = s[np.arange(len(s)), c // 2]
