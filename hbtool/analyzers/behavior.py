@@ -305,14 +305,15 @@ def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings)
 
 
 def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBeats], s: BehaviorSettings,
-                    lifecycle: bool) -> dict:
+                    lifecycle: bool, reports: pd.DataFrame, monitored: bool, run_end: int, pend: dict) -> dict:
+    """One thread's intervals. `reports`: the online monitor's reports for it; `monitored`:
+    its process ran the monitor; `run_end`, `pend`: its process's end (_run_end, _process_end)."""
     notes: list[str] = []
     t = tb.t_ns
     usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
     # episodes inside the beats: (first interval index, end index, behaviour, detail, start, end)
     episodes = []
-    watched = _monitor_reports(trace, tb) if _monitor_ran(trace, tb) else None
-    for a, b, f in _busy_runs(tb, team, s, notes, watched):
+    for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual", int(t[a]), int(t[b])))
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
@@ -335,10 +336,8 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
         intervals.append(_interval("running", cursor, last, cursor_beat, tb.n - 1, ""))
 
     # the end
-    run_end = _run_end(trace, tb.run, tb.process)
     end_rec = _thread_end_record(trace, tb.run, tb.process, tb.os_tids)
-    pend = _process_end(trace, tb.run, tb.process)
-    vanished = _monitor_reports(trace, tb).query("behavior == 'failed'") if len(trace.monitor) else None
+    vanished = reports[reports["behavior"] == "failed"]
     gap_s = max(s.gap_factor * usual_s, s.min_wait_s) if np.isfinite(usual_s) else s.min_wait_s
     if not lifecycle:
         intervals.append(_interval("ended", last, run_end, tb.n - 1, None,
@@ -351,7 +350,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
         else:
             text = "returned from its start routine" if how == "returned" else "called pthread_exit"
             intervals.append(_interval("exited", last, run_end, tb.n - 1, None, f"the thread {text}"))
-    elif vanished is not None and len(vanished):
+    elif len(vanished):
         onset = int(vanished["onset_ns"].iloc[0])
         intervals.append(_interval("failed", max(min(onset, run_end), last), run_end, tb.n - 1, None,
                                    "the thread vanished without an end record (seen by the online monitor)"))
@@ -400,6 +399,8 @@ def _monitor_ran(trace: HeartbeatTrace, tb: ThreadBeats) -> bool:
 
 def _monitor_reports(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
     m = trace.monitor
+    if not len(m):
+        return m
     return m[(m["kind"] == "behavior") & (m["run"] == tb.run) & (m["process"] == tb.process)
              & (m["thread"] == tb.thread)].sort_values("t_ns")
 
@@ -466,10 +467,16 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     teams: dict[tuple, list[ThreadBeats]] = {}
     for tb in prepared:
         teams.setdefault((tb.run, tb.process), []).append(tb)
+    # per process, once: how it ended, and whether it ran the monitor
+    ends = {key: (_run_end(trace, *key), _process_end(trace, *key), _monitor_ran(trace, team[0]))
+            for key, team in teams.items()}
     rows = []
     for tb in prepared:
+        key = (tb.run, tb.process)
         lifecycle = bool(trace.runs.get(tb.run, {}).get("lifecycle"))
-        row = thread_timeline(tb, trace, teams[(tb.run, tb.process)], s, lifecycle)
-        _attach_online(row, _monitor_reports(trace, tb) if len(trace.monitor) else trace.monitor, s)
+        run_end, pend, monitored = ends[key]
+        reports = _monitor_reports(trace, tb)
+        row = thread_timeline(tb, trace, teams[key], s, lifecycle, reports, monitored, run_end, pend)
+        _attach_online(row, reports, s)
         rows.append(row)
     return rows
