@@ -181,3 +181,16 @@ def test_random_damage_never_crashes(tmp_path, capsys):
         code, out, err = run_cli(capsys, "interference", path, "--format", "json")
         assert code in (0, 2), err
         assert "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--inject", "fast"], "expected MEAN_US,SD_US,PROB"),
+    (["--inject", "100,10,1.5"], "PROB in [0, 1]"),
+    (["--inject", "-5,10,0.1"], "must be >= 0"),
+    (["--inject-calls", "mpi,disk"], "unknown family 'disk'"),
+])
+def test_record_bad_injector_options_one_line_exit_2(tmp_path, args, msg):
+    r = run_hbtool("record", "-o", tmp_path / "o", *args, "--", "true")
+    assert r.returncode == 2, r.stderr
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
