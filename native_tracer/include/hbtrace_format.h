@@ -153,6 +153,96 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       number or -1, flags = 1 when automatic
                                       (HBTRACE_HEART_RATE), 0 for an API call */
 
+#define HBT_REC_QUEUE_OPEN    12u  /* an instrumented queue was created (hbtrace_queue.h):
+                                      thread = queue id (per process, from 0),
+                                      seq    = capacity in items,
+                                      aux    = item size in bytes,
+                                      iter   = initial sampling period in microseconds,
+                                      loop   = 0; its name is in NAME records
+                                      (HBT_NAME_QUEUE) */
+#define HBT_REC_QUEUE_SAMPLE  13u  /* one sample of one end of a queue, written by the
+                                      queue's monitor thread every period T:
+                                      t_ns   = when the counters were taken (the end of
+                                               the period; the realized period is the
+                                               time since the previous sample of the
+                                               same queue and end, or since QUEUE_OPEN),
+                                      seq    = non-blocking transactions of this end in
+                                               the period (pushes that found room,
+                                               pops that found an item),
+                                      thread = queue id,
+                                      loop   = HBT_QEND_*,
+                                      iter   = the period T the monitor aimed for, in
+                                               microseconds,
+                                      aux    = item size in bytes,
+                                      flags  = HBT_QFLAG_* */
+#define HBT_REC_NAME          14u  /* a fragment of a name (queue, probe): bytes 0..23 of
+                                      the slot (t_ns, seq, thread, loop, iter) hold up to
+                                      24 bytes of UTF-8 text, NUL-padded;
+                                      aux    = HBT_NAME_* << 24 | id,
+                                      flags  = fragment index from 0, | HBT_NAME_LAST
+                                               on the last fragment */
+#define HBT_REC_PROBE         15u  /* one statistic of one timing probe for one thread
+                                      (hbtrace_probe.h), written when the thread's
+                                      statistics are merged (thread end, Finished,
+                                      process exit); a complete set is the four
+                                      statistics of HBT_PSTAT_*:
+                                      t_ns   = the value (NOT a time stamp): a count,
+                                               or nanoseconds,
+                                      seq    = probe id (per process, from 0),
+                                      thread = the measured thread's user thread number
+                                               or -1,
+                                      loop   = the measured thread's thread_slot,
+                                      iter   = 0, aux = 0,
+                                      flags  = HBT_PSTAT_* */
+#define HBT_REC_STATUS        16u  /* one metric of one machine-status sample:
+                                      t_ns   = when the sample was taken,
+                                      seq    = the value, low 32 bits,
+                                      aux    = the value, high 32 bits,
+                                      loop   = sample number from 0,
+                                      thread = -1, iter = 0,
+                                      flags  = HBT_STAT_*; counters are cumulative
+                                               since the sampler started, and already
+                                               corrected for the wrap of the kernel's
+                                               per-interface counters */
+
+/* ends of a queue (loop of HBT_REC_QUEUE_SAMPLE) */
+#define HBT_QEND_PRODUCER      0u  /* the tail: pushes (the stage that writes into it) */
+#define HBT_QEND_CONSUMER      1u  /* the head: pops (the stage that reads from it) */
+
+/* flags of HBT_REC_QUEUE_SAMPLE */
+#define HBT_QFLAG_BLOCKED      0x1u /* this end blocked at least once in the period
+                                       (producer: queue full; consumer: queue empty) */
+#define HBT_QFLAG_FINAL        0x2u /* the last sample, taken when the queue closed */
+
+/* name spaces (aux >> 24 of HBT_REC_NAME) and flags */
+#define HBT_NAME_QUEUE         1u
+#define HBT_NAME_PROBE         2u  /* text: "<file>:<line>\t<label>" */
+#define HBT_NAME_LAST          0x8000u
+
+/* statistics of HBT_REC_PROBE (flags) */
+#define HBT_PSTAT_COUNT        0u  /* completed uses (begin/end pairs) */
+#define HBT_PSTAT_TOTAL_NS     1u  /* sum of their durations */
+#define HBT_PSTAT_MIN_NS       2u  /* shortest duration */
+#define HBT_PSTAT_MAX_NS       3u  /* longest duration */
+
+/* metrics of HBT_REC_STATUS (flags); from /proc/stat (ticks of sysconf(_SC_CLK_TCK),
+ * metadata key status_clk_tck), /proc/meminfo (KiB), /proc/net/dev (bytes, all
+ * interfaces but lo), getrusage and /proc/self/statm */
+#define HBT_STAT_CPU_USER      0u  /* user + nice, ticks, all CPUs */
+#define HBT_STAT_CPU_SYSTEM    1u  /* system + irq + softirq, ticks */
+#define HBT_STAT_CPU_IDLE      2u  /* idle, ticks */
+#define HBT_STAT_CPU_IOWAIT    3u  /* iowait, ticks */
+#define HBT_STAT_CPU_STEAL     4u  /* steal (time a hypervisor gave to others), ticks */
+#define HBT_STAT_MEM_TOTAL_KB  5u  /* MemTotal */
+#define HBT_STAT_MEM_AVAIL_KB  6u  /* MemAvailable (MemFree + Buffers + Cached if absent) */
+#define HBT_STAT_SWAP_TOTAL_KB 7u  /* SwapTotal */
+#define HBT_STAT_SWAP_FREE_KB  8u  /* SwapFree */
+#define HBT_STAT_NET_RX_BYTES  9u  /* received, cumulative since the sampler started */
+#define HBT_STAT_NET_TX_BYTES 10u  /* sent, cumulative since the sampler started */
+#define HBT_STAT_PROC_USER_US 11u  /* this process's user CPU time, microseconds */
+#define HBT_STAT_PROC_SYS_US  12u  /* this process's system CPU time, microseconds */
+#define HBT_STAT_PROC_RSS_KB  13u  /* this process's resident set */
+
 /* behaviours (loop of HBT_REC_BEHAVIOR) */
 #define HBT_BHV_RUNNING        0u  /* beats at the thread's usual rate */
 #define HBT_BHV_BUSY_WAITING   1u  /* late, but on the CPU: spinning instead of beating

@@ -406,6 +406,7 @@ void hbt_after_fork_child(void)
     hbt_reset_counters();
     pthread_mutex_init(&hbt_g.lock, NULL);
     hbt_prefault_after_fork_child();   /* the thread did not survive the fork */
+    HBT_HOOK(hbt_extras_after_fork_child); /* queue monitors, status sampler, probes */
     __atomic_store_n(&hbt_g.state, st, __ATOMIC_RELEASE);
 
     struct hbt_tls *t = &hbt_tls;

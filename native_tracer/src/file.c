@@ -249,6 +249,7 @@ int hbt_open_trace(void)
     hbt_g.max_chunks = cap > HBT_DATA_OFFSET ? (cap - HBT_DATA_OFFSET) / hbt_g.chunk_size : 0;
     hbt_prefault_config();
     hbt_mon_config();
+    HBT_HOOK(hbt_status_config);
     uint64_t first = HBT_FIRST_EXTENT / hbt_g.chunk_size;
     if (first > hbt_g.max_chunks)
         first = hbt_g.max_chunks;

@@ -305,6 +305,18 @@ HBT_HIDDEN void hbt_mon_at_exit(int status);
 HBT_HIDDEN int  hbt_mon_adjust(double expected, int automatic);
 HBT_HIDDEN void hbt_mon_after_fork_child(uint32_t nthreads);
 
+/* ---- queue.c, probe.c, status.c (service-rate queues, timing probes, the
+ * machine-status sampler). Declared weak so that each file can be built
+ * without the others; the callers below go through HBT_HOOK. ---- */
+HBT_HIDDEN void hbt_status_config(void) __attribute__((weak));      /* file open: HBTRACE_STATUS */
+HBT_HIDDEN void hbt_probe_thread_end(struct hbt_tls *t) __attribute__((weak)); /* before THREAD_END */
+HBT_HIDDEN void hbt_probe_at_exit(void) __attribute__((weak));      /* process exit */
+HBT_HIDDEN void hbt_queue_at_exit(void) __attribute__((weak));      /* process exit */
+HBT_HIDDEN void hbt_status_at_exit(void) __attribute__((weak));     /* process exit */
+HBT_HIDDEN void hbt_extras_after_fork_child(void) __attribute__((weak)); /* fork child */
+
+#define HBT_HOOK(fn, ...) do { if (fn) fn(__VA_ARGS__); } while (0)
+
 /* ---- signals.c ---- */
 HBT_HIDDEN void hbt_signals_resolve(void);
 HBT_HIDDEN void hbt_signals_init(void);

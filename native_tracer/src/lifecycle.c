@@ -66,6 +66,7 @@ static void hbt_thread_end(uint32_t how)
     if (t->end_recorded)
         return;
     t->end_recorded = 1;
+    HBT_HOOK(hbt_probe_thread_end, t);   /* its probe statistics, merged */
     hbt_event(HBT_REC_THREAD_END, 0, how, HBT_MODE_END);
     hbt_mon_thread_end(t, how);   /* the monitor reports it exited or failed */
 }
@@ -147,6 +148,9 @@ static void hbt_process_exit(int status, uint16_t how)
         /* the monitor's final pass: threads still at work end with the
          * process (exited for status 0, failed otherwise) */
         hbt_mon_at_exit(status);
+        HBT_HOOK(hbt_queue_at_exit);    /* last samples of the open queues */
+        HBT_HOOK(hbt_status_at_exit);   /* a last status sample */
+        HBT_HOOK(hbt_probe_at_exit);    /* probe statistics of the live threads */
         hbt_event(HBT_REC_PROCESS_EXIT, how, (uint32_t)status, HBT_MODE_END);
     }
     if (!hbt_unlink_if_empty(0))
