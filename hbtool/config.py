@@ -118,3 +118,22 @@ INTERFERENCE_STEEPNESS = 0.35
 INTERFERENCE_MAX_RATE_HZ = 200.0
 #: readers: most rows accepted from a segment table or profile (processes x segments)
 MAX_PROFILE_ROWS = 200_000_000
+
+# ---- service rate (SPEC 7, seed 002; docs/methods.md "Service rate") ----
+#: non-blocked samples in the sliding window the quantile is taken over
+SERVICE_WINDOW = 32
+#: the discrete Gaussian filter over the window: radius (no padding) and sigma
+SERVICE_FILTER_RADIUS = 2
+SERVICE_FILTER_SIGMA = 1.0
+#: the quantile of the filtered window: mean + z * sd
+SERVICE_Z = 1.0
+#: convergence: the Gaussian(radius 1)+Laplacian filtered running sd must stay within
+#: tolerance * q-bar over this many values
+SERVICE_CONV_WINDOW = 16
+SERVICE_TOLERANCE = 1e-3
+#: fewest quantile values averaged before an estimate can converge
+SERVICE_MIN_VALUES = 32
+#: converged estimates further than this (relative) from the current phase's rate start a new phase
+SERVICE_PHASE_CHANGE = 0.125
+#: readers: most rows accepted from a sample table
+MAX_QUEUE_SAMPLE_ROWS = 50_000_000

@@ -153,3 +153,68 @@ def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int, behavior: boo
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def plot_status(report, out: str, title: str) -> None:
+    """The machine's status over a run: CPU split, memory and swap, network, the process."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    iv = report.intervals
+    procs = sorted(iv["process"].unique().tolist())
+    fig, axes = plt.subplots(4, 1, figsize=(10, 9.5), sharex=True, squeeze=False)
+    ax_cpu, ax_mem, ax_net, ax_proc = axes[:, 0]
+    first = iv[iv["process"] == procs[0]]
+    t0, t1 = first["t_start"].to_numpy(), first["t"].to_numpy()
+    # step plots: each interval's value holds from its start to its end
+    x = np.r_[t0[:1], t1]
+
+    def steps(v):
+        return np.r_[v[:1], v]
+
+    parts = [("cpu_user_pct", "user", "#1f77b4"), ("cpu_system_pct", "system", "#d62728"),
+             ("cpu_iowait_pct", "iowait", "#ff7f0e"), ("cpu_steal_pct", "steal", "#9467bd"),
+             ("cpu_idle_pct", "idle", "#dddddd")]
+    ys = [np.nan_to_num(steps(first[c].to_numpy(dtype=float))) for c, _, _ in parts]
+    ax_cpu.stackplot(x, *ys, labels=[lab for _, lab, _ in parts], colors=[c for _, _, c in parts], step="pre")
+    ax_cpu.set_ylim(0, 100)
+    ax_cpu.set_ylabel("CPU (% of all)")
+    ax_cpu.legend(fontsize=8, ncol=5, loc="lower left")
+    ax_mem.step(x, steps(first["mem_used_pct"].to_numpy(dtype=float)), where="pre", label="memory used (%)")
+    ax_mem.set_ylabel("memory used (%)")
+    ax_mem.set_ylim(0, 100)
+    ax_swap = ax_mem.twinx()
+    ax_swap.step(x, steps(first["swap_used_kb"].to_numpy(dtype=float)) / 1024, where="pre", color="#8c564b",
+                 label="swap used (MiB)")
+    ax_swap.set_ylabel("swap used (MiB)")
+    ax_net.step(x, steps(first["net_rx_bytes_per_s"].to_numpy(dtype=float)), where="pre", label="received")
+    ax_net.step(x, steps(first["net_tx_bytes_per_s"].to_numpy(dtype=float)), where="pre", label="sent")
+    ax_net.set_ylabel("network (B/s)")
+    ax_net.legend(fontsize=8, loc="upper left")
+    for p in procs:
+        sub = iv[iv["process"] == p]
+        xp = np.r_[sub["t_start"].to_numpy()[:1], sub["t"].to_numpy()]
+        ax_proc.step(xp, steps(sub["proc_cpu_pct"].to_numpy(dtype=float)), where="pre",
+                     label=f"process {p} CPU (% of one CPU)")
+    ax_proc.set_ylabel("process CPU (%)")
+    ax_rss = ax_proc.twinx()
+    for p in procs:
+        sub = iv[iv["process"] == p]
+        xp = np.r_[sub["t_start"].to_numpy()[:1], sub["t"].to_numpy()]
+        ax_rss.step(xp, steps(sub["proc_rss_kb"].to_numpy(dtype=float)) / 1024, where="pre", ls="--",
+                    label=f"process {p} resident (MiB)")
+    ax_rss.set_ylabel("resident (MiB)")
+    ax_proc.legend(fontsize=8, loc="upper left")
+    ax_rss.legend(fontsize=8, loc="upper right")
+    ax_proc.set_xlabel("seconds since the run started")
+    m = report.machine[0] if report.machine else {}
+    mem = f", {m['mem_kb'] / 1048576:.1f} GiB" if m.get("mem_kb") else ""
+    ax_cpu.set_title(f"{title}: {m.get('cores') or '?'} cores, {m.get('model') or 'model unknown'}{mem}",
+                     fontsize=10, loc="left")
+    for ax in axes[:, 0]:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

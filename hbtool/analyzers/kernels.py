@@ -247,3 +247,73 @@ def aggregate_run_records(u64, u32, u16, rank, m, bins_used, values, dur_max, co
             feat[j - 1, k] += values[j, u16[k, 8 + j]]
         present[k] += 1
     return -1
+
+
+# --------------------------------------------------------------------------- service rate (SPEC 7)
+
+
+@njit(**NUMBA_OPTIONS)
+def service_rate_scan(x, window, gauss, z, combined, conv_window, tol, min_values):
+    """The online service-rate heuristic over one queue end's non-blocked samples.
+
+    x: per-sample rates (count / realized period), in time order. For every sample
+    from the window-th on: filter the last `window` rates with `gauss` (no padding),
+    q = mean + z * sd of the filtered values, q-bar = Welford mean of the q since the
+    last restart. Convergence: the running sd of the q, filtered with `combined`
+    (Gaussian radius 1 then Laplacian), stays within tol * q-bar over the last
+    `conv_window` values, with at least `min_values` q since the restart; then
+    restart. Returns q-bar per sample (NaN before the window fills), the running sd,
+    and 1 where an estimate converged.
+    """
+    n = x.size
+    g = gauss.size
+    c = combined.size
+    nf = window - g + 1
+    qbar = np.full(n, np.nan)
+    qsd = np.full(n, np.nan)
+    conv = np.zeros(n, dtype=np.uint8)
+    f = np.empty(max(nf, 1))
+    sds = np.empty(n + 1)
+    k = 0
+    mean = 0.0
+    m2 = 0.0
+    for i in range(window - 1, n):
+        base = i - window + 1
+        s = 0.0
+        for j in range(nf):
+            v = 0.0
+            for h in range(g):
+                v += gauss[h] * x[base + j + h]
+            f[j] = v
+            s += v
+        m = s / nf
+        ss = 0.0
+        for j in range(nf):
+            ss += (f[j] - m) * (f[j] - m)
+        sd = np.sqrt(ss / (nf - 1)) if nf > 1 else 0.0
+        q = m + z * sd
+        k += 1
+        d = q - mean
+        mean += d / k
+        m2 += d * (q - mean)
+        sdk = np.sqrt(m2 / (k - 1)) if k > 1 else 0.0
+        sds[k - 1] = sdk
+        qbar[i] = mean
+        qsd[i] = sdk
+        if k >= min_values and k >= conv_window + c - 1:
+            ok = True
+            lim = tol * abs(mean)
+            for j in range(conv_window):
+                v = 0.0
+                start = k - conv_window - c + 1 + j
+                for h in range(c):
+                    v += combined[h] * sds[start + h]
+                if abs(v) > lim:
+                    ok = False
+                    break
+            if ok:
+                conv[i] = 1
+                k = 0
+                mean = 0.0
+                m2 = 0.0
+    return qbar, qsd, conv

@@ -17,7 +17,10 @@ MAX_PANELS = 16
               help="Heart-rate window in beats (default 10).")
 @click.option("--behavior", "behavior", is_flag=True,
               help="Colour each thread's behaviour intervals (as 'hbtool behavior' finds them) below the plot.")
-def plot(paths, out, window, behavior):
+@click.option("--status", "status", is_flag=True,
+              help="Draw the machine's status over the run instead (CPU split, memory and swap, network, the "
+                   "process's CPU and memory); needs a run recorded with the status sampler.")
+def plot(paths, out, window, behavior, status):
     """Draw the heart rate of every thread over time to a PNG.
 
     Each run gets a panel; each thread a line; a thread's end is marked: a
@@ -28,9 +31,13 @@ def plot(paths, out, window, behavior):
     timeline (running, busy-waiting, conditional waiting, exited, failed), with
     a tick where the online monitor reported it.
 
+    With --status, draw instead the machine's status over one run, as 'hbtool status'
+    reports it.
+
     \b
     Examples:
       hbtool plot sample_traces/jacobi-leak -o leak.png
+      hbtool plot --status trace/ -o status.png
       hbtool plot --behavior sample_traces/pi-condwait -o condwait.png
     """
     from .. import config
@@ -39,6 +46,21 @@ def plot(paths, out, window, behavior):
 
     if not out.lower().endswith((".png", ".svg", ".pdf")):
         raise click.UsageError(f"{out}: name the picture .png, .svg or .pdf")
+    if status:
+        if len(paths) != 1 or behavior:
+            raise click.UsageError("--status draws one run: give one trace, without --behavior")
+        from ..analyzers.timers import status_report
+        from ..io.instruments import status_from_trace
+        from ..plotting import plot_status
+
+        rep = status_report(status_from_trace(paths[0]))
+        warn(rep.warnings)
+        if not len(rep.intervals):
+            raise click.UsageError(f"{paths[0]}: no status samples to plot (record with HBTRACE_STATUS=1 or "
+                                   f"'hbtool record --status')")
+        plot_status(rep, out, title=str(paths[0]))
+        click.echo(f"hbtool: wrote {out}", err=True)
+        return
     trace = read_heartbeats(list(paths))
     warn(trace.warnings)
     if not len(trace.beats):

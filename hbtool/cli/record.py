@@ -29,8 +29,12 @@ def _default_dir(program: str) -> str:
 @click.option("--inject-seed", type=click.IntRange(0), default=None, help="Seed of the injector (default 1).")
 @click.option("--inject-calls", default=None, metavar="LIST",
               help="Families of calls to delay: any of mpi,posix,mpiio (default all).")
+@click.option("--status", "status_period", is_flag=False, flag_value=1.0, default=None,
+              type=click.FloatRange(0.01, 3600), metavar="[SECONDS]",
+              help="Also sample the machine's status (CPU, memory, swap, network) every SECONDS (default 1), "
+                   "for 'hbtool status'.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
-def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, command):
+def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period, command):
     """Run PROGRAM under the heartbeat tracer and say where the trace went.
 
     With no change to the program, every thread's start and end and the
@@ -42,6 +46,7 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, command):
     Examples:
       hbtool record -o trace -- ./jacobi_omp --threads 4
       hbtool record -- python3 my_threads.py
+      hbtool record --status -o trace -- ./stream_micro --rate 20000
     """
     from ..tracer import profiler_library, tracer_paths
 
@@ -74,6 +79,8 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, command):
         env["HBPROF_INJECT_SEED"] = str(inject_seed)
     if inject_calls:
         env["HBPROF_INJECT_CALLS"] = inject_calls
+    if status_period is not None:
+        env["HBTRACE_STATUS"] = f"{status_period:g}"
     try:
         proc = subprocess.Popen(list(command), env=env)
     except FileNotFoundError:

@@ -373,7 +373,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         )
         known = np.isin(kind, list(REC_KINDS))
         ismon = np.isin(kind, list(MONITOR_KINDS))
-        unknown = ~isbeat & ~known & ~ismon
+        # instruments (queues, probes, status) are read by hbtool.io.instruments
+        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16))
         if unknown.any():
             warnings.append(
                 f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
