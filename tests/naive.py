@@ -92,3 +92,31 @@ def pool(x, cap):
             s += v
         out.append(s / (hi - lo))
     return np.array(out)
+
+
+def service_rate_scan(x, window, gauss, z, combined, conv_window, tol, min_values):
+    """SPEC 7 literally: per sample, filter the window (np.convolve 'valid'), q = mean + z * sd,
+    q-bar and the running sd from all q since the restart (no Welford), convergence from the
+    filtered sd series, restart."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    qbar = np.full(n, np.nan)
+    qsd = np.full(n, np.nan)
+    conv = np.zeros(n, dtype=np.uint8)
+    qs, sds = [], []
+    for i in range(window - 1, n):
+        f = np.convolve(x[i - window + 1 : i + 1], np.asarray(gauss)[::-1], mode="valid")
+        sd = float(np.std(f, ddof=1)) if f.size > 1 else 0.0
+        qs.append(float(np.mean(f)) + z * sd)
+        mean = float(np.mean(qs))
+        s = float(np.std(qs, ddof=1)) if len(qs) > 1 else 0.0
+        sds.append(s)
+        qbar[i], qsd[i] = mean, s
+        c = len(combined)
+        if len(qs) >= min_values and len(qs) >= conv_window + c - 1:
+            tail = np.asarray(sds[-(conv_window + c - 1):])
+            filt = np.convolve(tail, np.asarray(combined)[::-1], mode="valid")
+            if np.all(np.abs(filt) <= tol * abs(mean)):
+                conv[i] = 1
+                qs, sds = [], []
+    return qbar, qsd, conv
