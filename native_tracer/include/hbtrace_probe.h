@@ -46,7 +46,8 @@
  *   - the first use of a probe (any thread) and the first use of any probe
  *     by a thread take a slow path (id, name record, the thread's table):
  *     do not make them inside a signal handler;
- *   - tracing disabled (HBTRACE_DISABLE=1) or off: every probe is a no-op.
+ *   - tracing disabled (HBTRACE_DISABLE=1) or off: every probe is a no-op
+ *     (no clock read; a call into the library per BEGIN).
  *     When the trace file is full, the statistics are still counted but
  *     their records are dropped (counted in lost_records).
  *
@@ -110,6 +111,9 @@ struct hbt_probe_stat *hbt_probe_slow(struct hbt_probe_site *site);
 hbt_probe_t hbt_probe_begin_call(struct hbt_probe_site *site);
 void hbt_probe_end_call(hbt_probe_t p);
 
+/* clock_gettime(CLOCK_MONOTONIC) in ns, for compilers in strict ISO mode. */
+uint64_t hbt_probe_monotonic_ns(void);
+
 static inline __attribute__((always_inline)) uint64_t hbt_probe_clock(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -120,9 +124,13 @@ static inline __attribute__((always_inline)) uint64_t hbt_probe_clock(void)
         return ((uint64_t)hi << 32) | lo;
     }
 #endif
+#ifdef CLOCK_MONOTONIC
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#else
+    return hbt_probe_monotonic_ns();   /* strict ISO C: no POSIX clocks declared */
+#endif
 }
 
 static inline __attribute__((always_inline))
@@ -131,21 +139,25 @@ hbt_probe_t hbt_probe_begin(struct hbt_probe_site *site)
     hbt_probe_t p;
     uint32_t id1 = __atomic_load_n(&site->id1, __ATOMIC_ACQUIRE);
     struct hbt_probe_stat *tab = hbt_probe_stats;
-    if (__builtin_expect(id1 - 1u >= HBT_PROBE_MAX || tab == 0, 0))
+    if (__builtin_expect(id1 - 1u >= HBT_PROBE_MAX || tab == 0, 0)) {
         p.st = hbt_probe_slow(site);
-    else
+        if (!p.st) {
+            p.t0 = 0;   /* not counted: no clock read either */
+            return p;
+        }
+    } else {
         p.st = tab + (id1 - 1u);
+    }
     p.t0 = hbt_probe_clock();
     return p;
 }
 
 static inline __attribute__((always_inline)) void hbt_probe_end(hbt_probe_t p)
 {
-    uint64_t t1 = hbt_probe_clock();
     struct hbt_probe_stat *s = p.st;
     if (__builtin_expect(s == 0, 0))
         return;
-    uint64_t d = t1 - p.t0;
+    uint64_t d = hbt_probe_clock() - p.t0;
     if ((int64_t)d < 0)
         d = 0;
     s->count++;
