@@ -209,6 +209,9 @@ def plot_status(report, out: str, title: str) -> None:
     ax_proc.legend(fontsize=8, loc="upper left")
     ax_rss.legend(fontsize=8, loc="upper right")
     ax_proc.set_xlabel("seconds since the run started")
+    for ax in (ax_swap, ax_net, ax_proc, ax_rss):
+        top = ax.get_ylim()[1]
+        ax.set_ylim(0, top if top > 0 else 1)
     m = report.machine[0] if report.machine else {}
     mem = f", {m['mem_kb'] / 1048576:.1f} GiB" if m.get("mem_kb") else ""
     ax_cpu.set_title(f"{title}: {m.get('cores') or '?'} cores, {m.get('model') or 'model unknown'}{mem}",

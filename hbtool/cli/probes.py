@@ -6,7 +6,7 @@ import click
 
 from .output import emit, output_options, render_table, warn
 
-HEADERS = {"count": "calls", "total_s": "total s", "mean_ns": "mean ns", "min_ns": "min ns", "max_ns": "max ns",
+HEADERS = {"count": "calls", "total_s": "total", "mean_ns": "mean", "min_ns": "min", "max_ns": "max",
            "share": "of top"}
 
 
@@ -56,4 +56,17 @@ def probes(path, per_thread, fmt):
                    f"{', '.join(clocks)}")
         for r in rows:
             r["share"] = f"{r['share'] * 100:.0f} %" if r["share"] == r["share"] else "n/a"
+            r["total_s"] = _dur(r["total_s"] * 1e9)
+            for c in ("mean_ns", "min_ns", "max_ns"):
+                r[c] = _dur(r[c])
         click.echo(render_table(rows, show, HEADERS))
+
+
+def _dur(ns) -> str:
+    """A duration in nanoseconds for people: 812 ns, 3.41 us, 2.11 ms, 1.000 s."""
+    if ns is None or ns != ns:
+        return "n/a"
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(ns) >= div:
+            return f"{ns / div:.4g} {unit}"
+    return f"{ns:.0f} ns"
