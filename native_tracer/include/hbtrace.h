@@ -59,6 +59,13 @@
  *   HBTRACE_HEART_RATE  expected beats per second per thread: about once a
  *                      second the tracer runs Heartbeat_HeartRate_Adjust
  *                      with it (default: never)
+ *   HBTRACE_STATUS     1 or SECONDS (0.1..3600): sample the machine's status
+ *                      (CPU split, memory, swap, network, this process) every
+ *                      SECONDS, 1 for once a second (default: off)
+ *   HBTRACE_PROBE_CLOCK  tsc|monotonic: the clock of the timing probes
+ *                      (hbtrace_probe.h; default: the TSC when it is invariant)
+ *   HBTRACE_QUEUE_MONITOR=off, HBTRACE_QUEUE_PERIOD_US, HBTRACE_QUEUE_PERIOD_MAX_US:
+ *                      the instrumented queues' monitors (hbtrace_queue.h)
  *
  * The online behaviour monitor (HBTM). Heartbeat_OpenMP_Init(type) and
  * Heartbeat_MultiPthread_Init(type) start it: type 0 (centralized) one

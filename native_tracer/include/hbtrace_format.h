@@ -183,8 +183,9 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                                on the last fragment */
 #define HBT_REC_PROBE         15u  /* one statistic of one timing probe for one thread
                                       (hbtrace_probe.h), written when the thread's
-                                      statistics are merged (thread end, Finished,
-                                      process exit); a complete set is the four
+                                      statistics are merged (its thread end, or
+                                      process exit for the threads still alive, once
+                                      per thread); a complete set is the four
                                       statistics of HBT_PSTAT_*:
                                       t_ns   = the value (NOT a time stamp): a count,
                                                or nanoseconds,
