@@ -28,7 +28,7 @@ QFLAG_BLOCKED, QFLAG_FINAL = 0x1, 0x2
 NAME_QUEUE, NAME_LAST = 1, 0x8000
 # the sampling-period policy of src/queue.c (hbtrace_queue.h)
 K_STABLE, TOL = 8, 0.10
-T0_US, TMAX_US = 1000, 64000
+T0_US, TMAX_US = 1000, 16000
 
 RECORD = np.dtype([("t_ns", "<u8"), ("seq", "<u4"), ("thread", "<i4"), ("loop", "<i4"), ("iter", "<i4"),
                    ("aux", "<u4"), ("kind", "<u2"), ("flags", "<u2")])
@@ -137,7 +137,7 @@ def check_queue(tr: dict, qid: int, name: str, item_size: int, capacity: int, to
 
 def check_period_policy(s, open_ns: int, other, t0_us: int = T0_US, tmax_us: int = TMAX_US):
     """T starts at t0, only doubles, never passes tmax, and doubles only after K periods in a
-    row (idle ones aside) without blocking at either end, each within 10 % of T."""
+    row (idle ones aside) in which at least one end did not block, each within 10 % of T."""
     T = s["iter"].astype(np.int64)
     assert T[0] == t0_us and np.all(T <= tmax_us)
     steps = np.flatnonzero(np.diff(T) != 0)
@@ -145,7 +145,7 @@ def check_period_policy(s, open_ns: int, other, t0_us: int = T0_US, tmax_us: int
     t = s["t_ns"].astype(np.int64)
     realized = np.diff(np.concatenate([[open_ns], t]))
     assert np.array_equal(other["t_ns"], s["t_ns"])   # both ends sampled together
-    blocked = ((s["flags"] | other["flags"]) & QFLAG_BLOCKED) != 0
+    blocked = ((s["flags"] & other["flags"]) & QFLAG_BLOCKED) != 0   # both ends blocked
     active = (s["seq"].astype(np.int64) + other["seq"]) > 0
     for i in steps:   # sample i is the last one at the old period
         good = 0
@@ -242,17 +242,19 @@ def test_period_lengthens_without_blocking_and_stops_at_the_max(tmp_path, traced
     assert int(c["seq"].sum()) == t["totals"]["consumer"]["nonblocking"]
 
 
-def test_period_stays_while_an_end_blocks(tmp_path, traced_env):
+def test_period_lengthens_while_only_the_producer_blocks(tmp_path, traced_env):
+    # a fast producer keeps the queue full and blocks all along; the consumer runs
+    # unhindered, so its end is observable and T lengthens to the max
     truth = tmp_path / "truth.json"
     r = run(MICRO, env_with(traced_env), "--rate", 100000, "--duration", 0.5, "--truth", truth)
     assert r.returncode == 0, r.stderr
     t = json.loads(truth.read_text())
     tr = read_trace(trace_file(tmp_path))
-    p = samples(tr["rec"], 0, PRODUCER)
-    stop = t["phases"][0]["start_mono_ns"] + 500_000_000   # the producer stops about here
-    running = p[p["t_ns"] < stop - 20_000_000]
-    assert running.size > 300
-    assert np.all(running["iter"] == T0_US)   # blocked all along: never lengthened
+    p, c = samples(tr["rec"], 0, PRODUCER), samples(tr["rec"], 0, CONSUMER)
+    running = p[:-1]   # the final sample may fall after the producer stopped
+    assert np.mean((running["flags"] & QFLAG_BLOCKED) != 0) > 0.9
+    assert np.mean((c["flags"] & QFLAG_BLOCKED) != 0) < 0.1
+    assert p["iter"][0] == T0_US and p["iter"].max() == TMAX_US
     check_queue(tr, 0, "source->server", 8, 1024, t["totals"])
 
 

@@ -35,11 +35,15 @@
  *
  * The sampling period T (seed 002, section IV-A). T starts at
  * HBTRACE_QUEUE_PERIOD_US and doubles, up to HBTRACE_QUEUE_PERIOD_MAX_US,
- * after 8 consecutive periods in which (1) neither end blocked and (2) the
- * realized period (time between two samples) stayed within 10 % of T.
- * Periods in which neither end did anything (no transaction, no blocking:
- * the stages have not started yet, or paused) neither count nor break the
- * run of 8. A blocked or unstable period restarts the count; T is never
+ * after 8 consecutive periods in which (1) at least one end did not block
+ * and (2) the realized period (time between two samples) stayed within 10 %
+ * of T. Blocking is judged per end, as the seed judges it per kernel: in a
+ * pipeline one end of a queue usually waits (a fast producer keeps it full)
+ * while the stage at the other end runs unhindered and is observable.
+ * Periods in which no item moved (the stages have not started yet, paused,
+ * or a long service is in progress) neither count nor break the run of 8.
+ * A period in which both ends blocked, or an unstable one, restarts the
+ * count; T is never
  * shortened (blocked samples are dropped by the estimator anyway, and a
  * changing T would only add noise). The monitor sleeps toward absolute
  * deadlines on CLOCK_MONOTONIC (the trace clock); a sample's t_ns is the
@@ -47,11 +51,12 @@
  * Why these defaults: 1 ms is about the shortest period whose wake-up
  * jitter (tens of microseconds on a busy machine) stays well inside the
  * 10 % tolerance, and a stage doing 100 000 items/s still puts about 100
- * transactions into each sample; 64 ms (six doublings) gives a stage of
- * 1 000 items/s about 64 per sample, while the estimator's window of 32
- * samples still spans only about 2 s, so rate changes of a few seconds
- * remain visible and a single blocking event costs at most 64 ms of
- * samples. Under 100 us the sleep itself is mostly noise, hence the floor.
+ * transactions into each sample; 16 ms (four doublings) gives a stage of
+ * 1 000 items/s about 16 per sample, while the estimator's window of 32
+ * samples spans only about 0.5 s and an estimate converges within about
+ * 1.5 s, so rate changes a few seconds apart each show as a phase, and a
+ * single blocking event costs at most 16 ms of samples. (64 ms converged
+ * too slowly to see both phases of 4 s runs in eval_service_rate.py.) Under 100 us the sleep itself is mostly noise, hence the floor.
  *
  * Environment:
  *   HBTRACE_QUEUE_MONITOR=off   no monitor thread and no samples (the queues
@@ -59,7 +64,7 @@
  *   HBTRACE_QUEUE_PERIOD_US     first sampling period in microseconds
  *                     (default 1000, at least 100)
  *   HBTRACE_QUEUE_PERIOD_MAX_US longest sampling period in microseconds
- *                     (default 64000, at most 10000000; set it equal to
+ *                     (default 16000, at most 10000000; set it equal to
  *                     HBTRACE_QUEUE_PERIOD_US for a fixed period)
  * The trace metadata gets queue_monitor=on|off, queue_period_us and
  * queue_period_max_us once per process.
