@@ -53,6 +53,10 @@ def test_constants_match_c(layout):
     assert [k["HBT_BHV_" + c_names[b]] for b in BEHAVIORS] == list(range(len(BEHAVIORS)))
     assert {k["HBT_MON_CENTRAL"]: "central", k["HBT_MON_RING"]: "ring"} == MONITOR_MODES
     assert k["HBT_FLAG_PRELOAD"] == hbt.FLAG_PRELOAD and k["HBT_FLAG_CONVERTED"] == hbt.FLAG_CONVERTED
+    from hbtool.io import instruments
+
+    assert (k["HBT_QFLAG_BLOCKED"], k["HBT_QFLAG_FINAL"], k["HBT_QFLAG_STAGE_BLOCKED"]) == (
+        instruments.QFLAG_BLOCKED, instruments.QFLAG_FINAL, instruments.QFLAG_STAGE_BLOCKED)
 
 
 def _doc_tables():

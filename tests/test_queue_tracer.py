@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("tracer_built")
 # record kinds and flags (native_tracer/include/hbtrace_format.h)
 QUEUE_OPEN, QUEUE_SAMPLE, NAME = 12, 13, 14
 PRODUCER, CONSUMER = 0, 1
-QFLAG_BLOCKED, QFLAG_FINAL = 0x1, 0x2
+QFLAG_BLOCKED, QFLAG_FINAL, QFLAG_STAGE = 0x1, 0x2, 0x4
 NAME_QUEUE, NAME_LAST = 1, 0x8000
 # the sampling-period policy of src/queue.c (hbtrace_queue.h)
 K_STABLE, TOL = 8, 0.10
@@ -130,6 +130,8 @@ def check_queue(tr: dict, qid: int, name: str, item_size: int, capacity: int, to
             assert not np.any(s["flags"] & QFLAG_BLOCKED)
         else:
             assert np.any(s["flags"] & QFLAG_BLOCKED)
+        # the stage view includes the end's own blocking
+        assert np.all(((s["flags"] & QFLAG_STAGE) != 0) | ((s["flags"] & QFLAG_BLOCKED) == 0))
         fin = (s["flags"] & QFLAG_FINAL) != 0
         assert fin.sum() == (1 if final else 0) and (not final or fin[-1])
         check_period_policy(s, int(o["t_ns"]), samples(rec, qid, 1 - end))
@@ -145,7 +147,7 @@ def check_period_policy(s, open_ns: int, other, t0_us: int = T0_US, tmax_us: int
     t = s["t_ns"].astype(np.int64)
     realized = np.diff(np.concatenate([[open_ns], t]))
     assert np.array_equal(other["t_ns"], s["t_ns"])   # both ends sampled together
-    blocked = ((s["flags"] & other["flags"]) & QFLAG_BLOCKED) != 0   # both ends blocked
+    blocked = ((s["flags"] & other["flags"]) & QFLAG_STAGE) != 0   # both ends' stages blocked
     active = (s["seq"].astype(np.int64) + other["seq"]) > 0
     for i in steps:   # sample i is the last one at the old period
         good = 0
@@ -352,6 +354,37 @@ def test_matmul_pipeline_queues(tmp_path, traced_env):
             assert q["totals"][end]["nonblocking"] + q["totals"][end]["blocked"] == per
         check_queue(tr, q["id"], q["name"], q["item_size"], 128, q["totals"])
     assert {q["item_size"] for q in qs} == {8, 16}
+
+
+def test_stage_blocking_of_a_thread_with_one_queue_is_its_end_blocking(tmp_path, traced_env):
+    # seed 002 keeps a sample only if the kernel blocked on none of its queues. A thread
+    # with one queue: the stage flag is the end's own flag (its first sample aside, when
+    # what the thread did before is unknown).
+    truth = tmp_path / "truth.json"
+    r = run(MICRO, env_with(traced_env), "--rate", 20000, "--duration", 0.4, "--truth", truth)
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(trace_file(tmp_path))
+    for end in (PRODUCER, CONSUMER):
+        f = samples(tr["rec"], 0, end)["flags"].astype(np.int64)
+        assert np.array_equal((f[1:] & QFLAG_STAGE) != 0, (f[1:] & QFLAG_BLOCKED) != 0)
+
+
+def test_stage_blocked_on_its_output_flags_its_input_end(tmp_path, traced_env):
+    # a dot stage that waits on its output queue gets stage-blocked samples on its input
+    # end, which itself did not wait in those periods
+    truth = tmp_path / "truth.json"
+    r = run(MATMUL, env_with(traced_env), "--size", 128, "--workers", 2, "--duration", 0.6, "--truth", truth)
+    assert r.returncode == 0, r.stderr
+    t = json.loads(truth.read_text())
+    tr = read_trace(trace_file(tmp_path))
+    qs = {q["name"]: q for q in t["queues"]}
+    seen = 0
+    for w in ("dot0", "dot1"):
+        if qs[f"{w}->reduce"]["totals"]["producer"]["waits"] == 0:
+            continue
+        f = samples(tr["rec"], qs[f"reader->{w}"]["id"], CONSUMER)["flags"].astype(np.int64)
+        seen += int(np.sum(((f & QFLAG_STAGE) != 0) & ((f & QFLAG_BLOCKED) == 0)))
+    assert seen > 0
 
 
 def test_search_pipeline_queues(tmp_path, traced_env):

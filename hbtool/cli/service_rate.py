@@ -46,8 +46,8 @@ def service_rate(path, item_size, period, which, window, z, tolerance, phase_cha
     TRACE is a trace file or run directory written by the tracer (queues of
     hbtrace_queue.h), or a sample table (csv or parquet) with columns queue, t (seconds),
     count (non-blocking transactions in the period), blocked (1/0), and optionally end,
-    item_size, period (docs/formats.md). Only periods in which the end did not block
-    count. Per queue end: the converged estimates over time (items/s and bytes/s, and
+    item_size, period (docs/formats.md). Only periods in which the stage at the end did
+    not block (on any of its queues, for the tracer's) count. Per queue end: the converged estimates over time (items/s and bytes/s, and
     when each converged), the phases where the rate changed, or why nothing can be
     said (not converged, no non-blocking samples). Method: docs/methods.md.
 

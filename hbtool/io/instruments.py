@@ -27,6 +27,7 @@ INSTRUMENT_KINDS = {REC_QUEUE_OPEN, REC_QUEUE_SAMPLE, REC_NAME, REC_PROBE, REC_S
 
 QFLAG_BLOCKED = 0x1
 QFLAG_FINAL = 0x2
+QFLAG_STAGE_BLOCKED = 0x4   # the thread at the end blocked on any of its queues (seed 002: per kernel)
 NAME_QUEUE = 1
 NAME_PROBE = 2
 NAME_LAST = 0x8000
@@ -172,7 +173,7 @@ def queue_samples_from_trace(path: str) -> QueueSamples:
             warnings.append(f"{f}: skipped {int(bad.sum())} queue samples with a bad queue id or end")
         t = _times(p, off, smp)
         df = pd.DataFrame({"queue_id": qid, "end_code": end, "t": t, "count": r["seq"][smp].astype(np.int64),
-                           "blocked": (r["flags"][smp] & QFLAG_BLOCKED) != 0,
+                           "blocked": (r["flags"][smp] & (QFLAG_BLOCKED | QFLAG_STAGE_BLOCKED)) != 0,
                            "target_period_s": r["iter"][smp].astype(np.int64) / 1e6,
                            "item_size": r["aux"][smp].astype(np.int64)})[~bad]
         for q in sorted(set(df["queue_id"].tolist()) | set(qinfo)):

@@ -214,6 +214,12 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_QFLAG_BLOCKED      0x1u /* this end blocked at least once in the period
                                        (producer: queue full; consumer: queue empty) */
 #define HBT_QFLAG_FINAL        0x2u /* the last sample, taken when the queue closed */
+#define HBT_QFLAG_STAGE_BLOCKED 0x4u /* the thread at this end (its stage) blocked on
+                                       any of its queues in the period, this one or
+                                       another (seed 002: blocking per kernel), or
+                                       cannot be told (its first sample, a change of
+                                       thread); set whenever HBT_QFLAG_BLOCKED is.
+                                       Traces written before it never set it. */
 
 /* name spaces (aux >> 24 of HBT_REC_NAME) and flags */
 #define HBT_NAME_QUEUE         1u

@@ -95,6 +95,8 @@
 #define Q_FINAL_WAIT_NS   (50 * Q_NS_MS)   /* final sample: wait for a sampling monitor */
 #define Q_EXIT_LOCK_MS    100              /* at exit: wait for the registry */
 #define Q_STACK           (128u * 1024u)
+#define Q_KMAX            1024u            /* threads whose blocking is seen per stage */
+#define Q_KNONE           UINT32_MAX       /* kslot: the thread has no q_kern slot */
 
 /* One end's private state. */
 struct hbt_qend {
@@ -103,7 +105,8 @@ struct hbt_qend {
     uint32_t pos;         /* own slot in buf */
     uint32_t waiting;     /* atomic: 1 while the end waits */
     uint32_t closed;      /* producer: closed */
-    uint32_t unused;
+    uint32_t kslot;       /* atomic: 1 + q_kern slot of the thread at this end
+                             (0: none yet, Q_KNONE: the table was full) */
     uint64_t nb;          /* atomic: transactions that did not wait */
     uint64_t blk;         /* atomic: transactions that waited, then completed */
     uint64_t waits;       /* atomic: waits begun, failed try_* calls */
@@ -124,6 +127,8 @@ struct hbt_qmon {
     uint64_t open_ns;     /* QUEUE_OPEN time */
     uint64_t last_ns;     /* under slock: time of the previous sample */
     uint64_t prev_nb[2], prev_blk[2], prev_waits[2];   /* under slock */
+    uint32_t prev_kslot[2];                            /* under slock */
+    uint64_t prev_kblk[2];                             /* under slock */
 } __attribute__((aligned(Q_LINE)));
 
 struct hbt_queue {
@@ -161,6 +166,44 @@ static struct {
     int start_warned;
 } qreg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/*
+ * Blocking per stage. Seed 002 keeps a sample only when the kernel (the
+ * thread at that end) blocked on none of its queues, in-bound or out-bound,
+ * in the period: a stage that waited on its output queue served fewer items
+ * from its input queue than it could, though that input end never blocked.
+ * Each thread that uses a queue takes a slot of q_kern the first time (never
+ * reused, so the monitor may read a slot after its thread ended) and counts
+ * there every wait on any queue; each end remembers the slot of the thread
+ * that used it last. Only the slot's thread writes it.
+ */
+struct q_kern {
+    uint64_t blocked;     /* atomic: waits begun and failed try_* calls, any queue */
+    uint32_t waiting;     /* atomic: 1 while the thread waits on a queue */
+} __attribute__((aligned(64)));
+
+static struct q_kern q_kern[Q_KMAX];
+static uint32_t q_knext;   /* atomic: slots handed out */
+static __thread uint32_t q_kslot __attribute__((tls_model("initial-exec")));
+
+static HBT_COLD uint32_t q_kslot_take(void)
+{
+    uint32_t s = __atomic_fetch_add(&q_knext, 1, __ATOMIC_RELAXED);
+    q_kslot = s < Q_KMAX ? s + 1 : Q_KNONE;
+    return q_kslot;
+}
+
+/* This thread is the one at end e: one TLS read and one compare when it
+ * was already. Returns this thread's slot, or NULL. */
+static inline struct q_kern *q_kown(struct hbt_qend *e)
+{
+    uint32_t s = q_kslot;
+    if (__builtin_expect(s == 0, 0))
+        s = q_kslot_take();
+    if (__builtin_expect(e->kslot != s, 0))
+        __atomic_store_n(&e->kslot, s, __ATOMIC_RELAXED);
+    return s != Q_KNONE ? &q_kern[s - 1] : NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
 
@@ -179,6 +222,29 @@ static inline void q_pause(void)
 static inline void q_bump(uint64_t *c)
 {
     __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* The thread at end e begins a wait (wait = 1), or failed a try_* call
+ * (wait = 0): counted for the end and for the thread (any of its queues). */
+static HBT_COLD void q_wait_begin(struct hbt_qend *e, int wait)
+{
+    struct q_kern *k = q_kown(e);
+    q_bump(&e->waits);
+    if (k)
+        q_bump(&k->blocked);
+    if (wait) {
+        __atomic_store_n(&e->waiting, 1, __ATOMIC_RELAXED);
+        if (k)
+            __atomic_store_n(&k->waiting, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static void q_wait_end(struct hbt_qend *e)
+{
+    __atomic_store_n(&e->waiting, 0, __ATOMIC_RELAXED);
+    uint32_t s = q_kslot;
+    if (s != 0 && s != Q_KNONE)
+        __atomic_store_n(&q_kern[s - 1].waiting, 0, __ATOMIC_RELAXED);
 }
 
 /* Index h is at or past index want (mod 2^31; they are at most 2^30 apart). */
@@ -222,8 +288,7 @@ static void q_futex_wake(uint32_t *word, int n)
 static HBT_COLD void q_wait_room(struct hbt_queue *q, uint32_t t)
 {
     struct hbt_qend *e = &q->p;
-    q_bump(&e->waits);
-    __atomic_store_n(&e->waiting, 1, __ATOMIC_RELAXED);
+    q_wait_begin(e, 1);
     uint32_t need = (t + 1u - q->cap) & Q_MASK;   /* head index that frees slot t */
     uint32_t h;
     uint64_t t0 = 0;
@@ -251,7 +316,7 @@ static HBT_COLD void q_wait_room(struct hbt_queue *q, uint32_t t)
     __atomic_store_n(&q->pwant.v, 0, __ATOMIC_RELAXED);
 done:
     e->cache = h;
-    __atomic_store_n(&e->waiting, 0, __ATOMIC_RELAXED);
+    q_wait_end(e);
 }
 
 /* Consumer: wait for an item after finding the queue empty at index h.
@@ -259,8 +324,7 @@ done:
 static HBT_COLD int q_wait_item(struct hbt_queue *q, uint32_t h)
 {
     struct hbt_qend *e = &q->c;
-    q_bump(&e->waits);
-    __atomic_store_n(&e->waiting, 1, __ATOMIC_RELAXED);
+    q_wait_begin(e, 1);
     uint32_t tw;
     int got;
     uint64_t t0 = 0;
@@ -287,13 +351,14 @@ static HBT_COLD int q_wait_item(struct hbt_queue *q, uint32_t h)
     __atomic_store_n(&q->cwait.v, 0, __ATOMIC_RELAXED);
 done:
     e->cache = tw & Q_MASK;
-    __atomic_store_n(&e->waiting, 0, __ATOMIC_RELAXED);
+    q_wait_end(e);
     return got;
 }
 
 static inline void q_put(struct hbt_queue *q, const void *item, int waited)
 {
     struct hbt_qend *e = &q->p;
+    q_kown(e);
     q_copy(q->buf + (size_t)e->pos * q->isz, item, q->isz);
     e->pos = e->pos + 1 == q->cap ? 0 : e->pos + 1;
     uint32_t t = (e->mine + 1u) & Q_MASK;
@@ -308,6 +373,7 @@ static inline void q_put(struct hbt_queue *q, const void *item, int waited)
 static inline void q_take(struct hbt_queue *q, void *item, int waited)
 {
     struct hbt_qend *e = &q->c;
+    q_kown(e);
     q_copy(item, q->buf + (size_t)e->pos * q->isz, q->isz);
     e->pos = e->pos + 1 == q->cap ? 0 : e->pos + 1;
     uint32_t h = (e->mine + 1u) & Q_MASK;
@@ -345,7 +411,7 @@ HBT_EXPORT int hbt_queue_try_push(hbt_queue_t *q, const void *item)
     if (((e->mine - e->cache) & Q_MASK) >= q->cap) {
         e->cache = __atomic_load_n(&q->head.v, __ATOMIC_ACQUIRE);
         if (((e->mine - e->cache) & Q_MASK) >= q->cap) {
-            q_bump(&e->waits);
+            q_wait_begin(e, 0);
             return 0;
         }
     }
@@ -385,7 +451,7 @@ HBT_EXPORT int hbt_queue_try_pop(hbt_queue_t *q, void *item)
         if (e->cache == e->mine) {
             if (tw & Q_CLOSED)
                 return -1;
-            q_bump(&e->waits);
+            q_wait_begin(e, 0);
             return 0;
         }
     }
@@ -451,11 +517,29 @@ static void q_sunlock(struct hbt_queue *q)
 
 struct q_obs {
     uint64_t realized;   /* ns since the previous sample */
-    int blocked;         /* both ends blocked: no end ran unhindered */
+    int blocked;         /* both ends' stages blocked: no end ran unhindered */
     int active;          /* either end completed a transaction without waiting */
 };
 
 enum { Q_SAMPLED = 1, Q_BUSY = 0, Q_FINISHED = -1 };
+
+/* Under slock: the thread at end k blocked on any of its queues since the
+ * previous sample, or waits now. A change of thread, or its first sample,
+ * counts as blocked: what it did before is not known. A thread without a
+ * slot is judged by this end alone. */
+static int q_stage_blocked(struct hbt_queue *q, int k, struct hbt_qend *e)
+{
+    uint32_t s = __atomic_load_n(&e->kslot, __ATOMIC_RELAXED);
+    if (s == 0 || s == Q_KNONE)
+        return 0;
+    struct q_kern *kr = &q_kern[s - 1];
+    uint64_t blk = __atomic_load_n(&kr->blocked, __ATOMIC_RELAXED);
+    int b = s != q->m.prev_kslot[k] || blk != q->m.prev_kblk[k] ||
+            __atomic_load_n(&kr->waiting, __ATOMIC_RELAXED);
+    q->m.prev_kslot[k] = s;
+    q->m.prev_kblk[k] = blk;
+    return b;
+}
 
 /*
  * One sample of both ends: producer, then consumer, both with the clock
@@ -486,13 +570,15 @@ static int q_sample(struct hbt_queue *q, int final, unsigned mode, struct q_obs 
     for (int k = 0; k < 2; k++) {
         uint64_t n = nb[k] - q->m.prev_nb[k];
         int b = blk[k] != q->m.prev_blk[k] || waits[k] != q->m.prev_waits[k] || waiting[k];
-        uint16_t flags = (uint16_t)((b ? HBT_QFLAG_BLOCKED : 0) | (final ? HBT_QFLAG_FINAL : 0));
+        int sb = q_stage_blocked(q, k, ends[k]) || b;
+        uint16_t flags = (uint16_t)((b ? HBT_QFLAG_BLOCKED : 0) | (sb ? HBT_QFLAG_STAGE_BLOCKED : 0) |
+                                    (final ? HBT_QFLAG_FINAL : 0));
         hbt_emit(HBT_REC_QUEUE_SAMPLE, flags, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
                  (int32_t)q->id, k, period, (uint32_t)q->isz, now, mode);
         q->m.prev_nb[k] = nb[k];
         q->m.prev_blk[k] = blk[k];
         q->m.prev_waits[k] = waits[k];
-        any_clear |= !b;
+        any_clear |= !sb;
         any_active |= n != 0;
     }
     if (o) {
