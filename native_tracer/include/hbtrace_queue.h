@@ -42,8 +42,11 @@
  * while the stage at the other end runs unhindered and is observable.
  * Periods in which no item moved (the stages have not started yet, paused,
  * or a long service is in progress) neither count nor break the run of 8.
- * A period in which both ends blocked, or an unstable one, restarts the
- * count; T is never
+ * A period in which both ends' stages blocked, or an unstable one, restarts
+ * the count. T also doubles after 8 periods in a row in which both ends'
+ * stages blocked: nothing can be learned of such a queue at that period
+ * (the seed's method fails there), and on a busy machine each wake-up of the
+ * monitor costs the stages a preemption. T is never
  * shortened (blocked samples are dropped by the estimator anyway, and a
  * changing T would only add noise). The monitor sleeps toward absolute
  * deadlines on CLOCK_MONOTONIC (the trace clock); a sample's t_ns is the

@@ -719,7 +719,7 @@ static void *q_main(void *arg)
     uint64_t T = (uint64_t)__atomic_load_n(&q->m.period_us, __ATOMIC_RELAXED) * Q_NS_US;
     uint64_t deadline = q->m.open_ns + T;
     uint64_t next_orphan = hbt_now_ns() + Q_ORPHAN_NS;
-    unsigned streak = 0;
+    unsigned streak = 0, lost = 0;
     for (;;) {
         uint32_t word = __atomic_load_n(&q->m.wake, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&q->m.stop, __ATOMIC_ACQUIRE) || hbt_state() != HBT_ON)
@@ -750,12 +750,18 @@ static void *q_main(void *arg)
                 streak = 0;
             else if (o.active)
                 streak++;
-            if (streak >= Q_STABLE_K && T < (uint64_t)max_us * Q_NS_US) {
+            /* both stages blocked K periods in a row: nothing can be learned
+             * of this queue at this period (seed 002: the method fails
+             * here), so sample it less often; a wake-up costs the stages a
+             * preemption on a busy machine */
+            lost = rc == Q_SAMPLED && o.blocked ? lost + 1 : 0;
+            if ((streak >= Q_STABLE_K || lost >= Q_STABLE_K) && T < (uint64_t)max_us * Q_NS_US) {
                 T *= 2;
                 if (T > (uint64_t)max_us * Q_NS_US)
                     T = (uint64_t)max_us * Q_NS_US;
                 __atomic_store_n(&q->m.period_us, (uint32_t)(T / Q_NS_US), __ATOMIC_RELAXED);
                 streak = 0;
+                lost = 0;
             }
             deadline += T;
             now = hbt_now_ns();
