@@ -58,8 +58,7 @@
  * 1 000 items/s about 16 per sample, while the estimator's window of 32
  * samples spans only about 0.5 s and an estimate converges within about
  * 1.5 s, so rate changes a few seconds apart each show as a phase, and a
- * single blocking event costs at most 16 ms of samples. (64 ms converged
- * too slowly to see both phases of 4 s runs in eval_service_rate.py.) Under 100 us the sleep itself is mostly noise, hence the floor.
+ * single blocking event costs at most 16 ms of samples. Under 100 us the sleep itself is mostly noise, hence the floor.
  *
  * Environment:
  *   HBTRACE_QUEUE_MONITOR=off   no monitor thread and no samples (the queues
