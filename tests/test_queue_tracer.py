@@ -463,6 +463,7 @@ UNIT = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "hbtrace.h"
@@ -477,6 +478,30 @@ static void *prod(void *a) { (void)a; for (long i = 0; i < gn; i++) CHECK(hbt_qu
                              hbt_queue_close(gq); return NULL; }
 static void *cons(void *a) { (void)a; long v, e = 0; while (hbt_queue_pop(gq, &v) == 1) { CHECK(v == e); e++; }
                              CHECK(e == gn); return NULL; }
+
+/* threads of this process named hbt-queues */
+static int queue_monitors(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) { if (fgets(comm, sizeof comm, f)) n += !strcmp(comm, "hbt-queues\n"); fclose(f); }
+    }
+    closedir(d);
+    return n;
+}
+
+/* a producer that pushes every 100 us for 0.3 s, and its consumer */
+struct pair { hbt_queue_t *q; long n; };
+static void *slow_prod(void *a) { struct pair *p = a; for (long i = 0; i < p->n; i++) { usleep(100); hbt_queue_push(p->q, &i); }
+                                  hbt_queue_close(p->q); return NULL; }
+static void *pair_cons(void *a) { struct pair *p = a; long v; while (hbt_queue_pop(p->q, &v) == 1) {} return NULL; }
 
 static void print_stats(const char *what, hbt_queue_t *q)
 {
@@ -535,6 +560,38 @@ int main(int argc, char **argv)
         pthread_join(c2, NULL);
         print_stats("tiny", gq);
         hbt_queue_destroy(gq);
+        return 0;
+    }
+    if (!strcmp(mode, "shared")) {   /* one monitor thread for every queue, ended with the last */
+        CHECK(queue_monitors() == 0);
+        struct pair pr[3];
+        pthread_t th[6];
+        for (int i = 0; i < 3; i++) {
+            char name[8];
+            snprintf(name, sizeof name, "s%d", i);
+            pr[i].q = hbt_queue_create(name, sizeof(long), 64);
+            pr[i].n = 2000;
+            CHECK(pr[i].q);
+            usleep(3000);   /* opened at different times */
+        }
+        for (int i = 0; i < 3; i++) {
+            pthread_create(&th[2 * i], NULL, pair_cons, &pr[i]);
+            pthread_create(&th[2 * i + 1], NULL, slow_prod, &pr[i]);
+        }
+        printf("running %d\n", queue_monitors());
+        for (int i = 0; i < 6; i++) pthread_join(th[i], NULL);
+        hbt_queue_destroy(pr[0].q);
+        hbt_queue_destroy(pr[1].q);
+        printf("one_left %d\n", queue_monitors());
+        hbt_queue_destroy(pr[2].q);
+        printf("none_left %d\n", queue_monitors());
+        hbt_queue_t *q = hbt_queue_create("again", 8, 4);
+        long v = 1;
+        hbt_queue_push(q, &v);
+        usleep(5000);
+        printf("again %d\n", queue_monitors());
+        hbt_queue_destroy(q);
+        printf("end %d\n", queue_monitors());
         return 0;
     }
     if (!strcmp(mode, "exit")) {   /* exit() with a queue never destroyed */
@@ -661,6 +718,32 @@ def test_monitors_do_not_keep_the_process_alive(tmp_path, traced_env, unit_prog,
         # exit (by the last thread) wrote the final samples; every transaction is counted once
         assert int(s["flags"][-1]) & QFLAG_FINAL and np.sum(s["flags"] & QFLAG_FINAL) == QFLAG_FINAL
         assert int(s["seq"].sum()) <= 50000
+
+
+def test_one_monitor_thread_samples_every_queue_in_shared_wakeups(tmp_path, traced_env, unit_prog):
+    r = run(unit_prog, env_with(traced_env), "shared")
+    assert r.returncode == 0, r.stderr
+    counts = dict(line.split() for line in r.stdout.splitlines())
+    # one thread while queues exist, joined with the last queue, started again with a new one
+    assert counts == {"running": "1", "one_left": "1", "none_left": "0", "again": "1", "end": "0"}
+    tr = read_trace(trace_file(tmp_path))
+    o = opens(tr["rec"])
+    ts = []
+    for qid in range(3):
+        s = samples(tr["rec"], qid, PRODUCER)
+        check_period_policy(s, int(o[qid]["t_ns"]), samples(tr["rec"], qid, CONSUMER))
+        assert int(s["seq"].sum()) == 2000   # the slow producer never found its queue full
+        reg = s[(s["flags"] & QFLAG_FINAL) == 0]
+        assert reg.size >= 10
+        # deadlines lie on the grid of multiples of T: a sample is taken soon after one
+        late = (reg["t_ns"].astype(np.int64) % (reg["iter"].astype(np.int64) * 1000)) / (reg["iter"] * 1000.0)
+        assert np.median(late) < 0.25
+        ts.append(reg["t_ns"].astype(np.int64))
+    # queues opened 3 ms apart are still sampled in shared wake-ups: far fewer wake-ups
+    # (sample times more than 200 us apart) than samples
+    t = np.sort(np.concatenate(ts))
+    wakeups = 1 + int(np.sum(np.diff(t) > 200_000))
+    assert wakeups < 0.6 * t.size, (wakeups, t.size)
 
 
 def test_fork_child_has_its_own_queue_ids(tmp_path, traced_env, unit_prog):

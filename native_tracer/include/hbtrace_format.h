@@ -161,7 +161,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       loop   = 0; its name is in NAME records
                                       (HBT_NAME_QUEUE) */
 #define HBT_REC_QUEUE_SAMPLE  13u  /* one sample of one end of a queue, written by the
-                                      queue's monitor thread every period T:
+                                      queue monitor thread every period T:
                                       t_ns   = when the counters were taken (the end of
                                                the period; the realized period is the
                                                time since the previous sample of the

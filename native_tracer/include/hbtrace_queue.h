@@ -26,9 +26,10 @@
  * (pushes that found room at once, pops that found an item at once) and
  * whether it blocked (a transaction that had to wait, which is not counted
  * as non-blocking; a try_* call that failed; a wait that is going on).
- * When tracing is on (the trace file is open), one monitor thread per queue
- * samples both ends every period T and writes two HBT_REC_QUEUE_SAMPLE
- * records (hbtrace_format.h): producer end, then consumer end. Creation
+ * When tracing is on (the trace file is open), one monitor thread per
+ * process ("hbt-queues", started with the first queue, ended with the last)
+ * samples both ends of each queue every period T of that queue and writes
+ * two HBT_REC_QUEUE_SAMPLE records (hbtrace_format.h): producer end, then consumer end. Creation
  * writes HBT_REC_QUEUE_OPEN and the name as HBT_REC_NAME records
  * (HBT_NAME_QUEUE; names longer than 255 bytes are cut at a UTF-8 character
  * boundary). Queue ids count from 0 per process in creation order.
@@ -49,8 +50,13 @@
  * monitor costs the stages a preemption. T is never
  * shortened (blocked samples are dropped by the estimator anyway, and a
  * changing T would only add noise). The monitor sleeps toward absolute
- * deadlines on CLOCK_MONOTONIC (the trace clock); a sample's t_ns is the
- * clock read when the counters are taken, its iter the T it aimed for.
+ * deadlines on CLOCK_MONOTONIC (the trace clock), on the grid of multiples
+ * of T, so that queues with equal or nested periods are sampled in one
+ * wake-up: the first sample comes between T and 2T after the open, and T
+ * doubles only at a deadline that is a multiple of the new T (which, for
+ * a power-of-two ratio, costs at most one more period at the old T). A
+ * sample's t_ns is the clock read when the counters are taken, its iter
+ * the T it aimed for.
  * Why these defaults: 1 ms is about the shortest period whose wake-up
  * jitter (tens of microseconds on a busy machine) stays well inside the
  * 10 % tolerance, and a stage doing 100 000 items/s still puts about 100
@@ -78,7 +84,7 @@
  * (exit(), return from main, _exit) every queue still open gets a last
  * sample of each end (HBT_QFLAG_FINAL), as it does at hbt_queue_destroy.
  * After SIGKILL the samples written so far are in the file. Queues belong to
- * the process that created them: a fork child has no monitor threads for
+ * the process that created them: a fork child has no monitor thread for
  * its parent's queues and records nothing about them (it may still use them
  * as plain queues); queues it creates itself get ids from 0 in its own file.
  *
@@ -100,8 +106,8 @@ typedef struct hbt_queue hbt_queue_t;
 /* A queue of `capacity` items of `item_size` bytes each (1 <= item_size <=
  * 16 MiB, 1 <= capacity <= 2^30). name: any UTF-8 text; NULL or "" names it
  * "queue<id>". Returns NULL and sets errno: EINVAL for bad arguments,
- * ENOMEM when out of memory. Writes QUEUE_OPEN and NAME records and starts
- * the queue's monitor thread when tracing is on. */
+ * ENOMEM when out of memory. Writes QUEUE_OPEN and NAME records and, when
+ * tracing is on, starts the monitor thread unless it runs already. */
 hbt_queue_t *hbt_queue_create(const char *name, size_t item_size, size_t capacity);
 
 /* Producer: copy item_size bytes from `item` into the queue; blocks while
@@ -127,8 +133,8 @@ int  hbt_queue_try_pop(hbt_queue_t *q, void *item);
 void hbt_queue_close(hbt_queue_t *q);
 
 /* After both ends are done (no thread is inside a call on q): the last
- * sample of each end (HBT_QFLAG_FINAL), stop and join the monitor thread,
- * free the queue. NULL is ignored. */
+ * sample of each end (HBT_QFLAG_FINAL), free the queue; for the last
+ * queue of the process, stop and join the monitor thread. NULL is ignored. */
 void hbt_queue_destroy(hbt_queue_t *q);
 
 /* Exact totals since creation, for tests and ground truth. Exact when

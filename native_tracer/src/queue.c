@@ -1,6 +1,6 @@
 /*
  * queue.c -- instrumented single-producer single-consumer ring queues and
- * their per-queue monitor threads (hbtrace_queue.h; seed 002: online
+ * their monitor thread (hbtrace_queue.h; seed 002: online
  * service-rate estimation of stream stages).
  *
  * The ring. Indices count items modulo 2^31 (bit 31 of the producer's
@@ -39,12 +39,20 @@
  * that a consumer draining a full queue makes one wake-up call per
  * capacity/8 pops, not one per pop.
  *
- * The monitor thread (one per queue, while tracing is on): sleeps toward
- * absolute CLOCK_MONOTONIC deadlines (FUTEX_WAIT_BITSET with an absolute
- * timeout, the clock of clock_nanosleep(TIMER_ABSTIME), but wakeable by
- * hbt_queue_destroy), then takes both ends' counters and writes two
- * QUEUE_SAMPLE records into its own chunk. A per-queue sampling flag
- * (try-lock) keeps it and the final samples (destroy, exit) apart. The
+ * The monitor thread (one per process, "hbt-queues", while tracing is on
+ * and a monitored queue exists): sleeps toward the earliest deadline of its
+ * queues (FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC timeout, the
+ * clock of clock_nanosleep(TIMER_ABSTIME), but wakeable by create, destroy
+ * and exit), then, holding qreg.lock, takes both ends' counters of every
+ * queue whose deadline has passed and writes two QUEUE_SAMPLE records each
+ * into its own chunk. Deadlines lie on the grid of multiples of each
+ * queue's T, so queues with equal (or nested) periods share one wake-up:
+ * on a busy machine every wake-up costs the stages a preemption, and one
+ * thread per queue cost a 3-queue compute-bound pipeline about 4 % of its
+ * run time, one shared thread about 0.3 %. Destroy unlinks a queue under
+ * qreg.lock, so the monitor never touches it again; the destroy of the last
+ * monitored queue stops and joins the thread. A per-queue sampling flag
+ * (try-lock) keeps samples and the final samples (destroy, exit) apart. The
  * sampling-period policy is in hbtrace_queue.h.
  */
 #define _GNU_SOURCE
@@ -89,6 +97,7 @@
 #define Q_PERIOD_CEIL_US  10000000u        /* longest period accepted */
 #define Q_STABLE_K        8u               /* good periods in a row before T doubles */
 #define Q_TOL_PCT         10u              /* realized period within this % of T */
+#define Q_ALIGN_WAIT      4u               /* periods T may wait for a deadline on the new grid */
 
 #define Q_ORPHAN_NS       (100 * Q_NS_MS)  /* how often the monitor checks that the
                                               program still has threads */
@@ -117,14 +126,15 @@ struct hbt_qword {
 } __attribute__((aligned(Q_LINE)));
 
 struct hbt_qmon {
-    uint32_t wake;        /* futex word of the monitor's sleep */
-    int      stop;        /* atomic: the monitor returns */
     int      slock;       /* atomic: sampling in progress */
-    int      final_done;  /* under slock: the final samples are written */
+    int      final_done;  /* atomic, set under slock: the final samples are written */
     uint32_t period_us;   /* atomic: T now */
-    int      have_thread;
-    pthread_t thread;
     uint64_t open_ns;     /* QUEUE_OPEN time */
+    /* the period policy, kept by the monitor thread under qreg.lock */
+    uint64_t T;           /* ns */
+    uint64_t deadline;    /* CLOCK_MONOTONIC ns of the next sample; UINT64_MAX: none */
+    unsigned streak;      /* good periods in a row */
+    unsigned lost;        /* periods in a row in which both ends' stages blocked */
     uint64_t last_ns;     /* under slock: time of the previous sample */
     uint64_t prev_nb[2], prev_blk[2], prev_waits[2];   /* under slock */
     uint32_t prev_kslot[2];                            /* under slock */
@@ -164,6 +174,12 @@ static struct {
     int atfork;
     int noted;                /* metadata written into this process's file */
     int start_warned;
+    /* the monitor thread (one per process, for every monitored queue) */
+    int mon_running;          /* a monitor thread of generation mon_gen samples */
+    uint32_t mon_gen;         /* bumped to stop it */
+    int mon_joinable;         /* mon_thread is still to be joined */
+    pthread_t mon_thread;
+    uint32_t mwake;           /* atomic: futex word of its sleep, bumped to wake it */
 } qreg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
@@ -551,7 +567,7 @@ static int q_sample(struct hbt_queue *q, int final, unsigned mode, struct q_obs 
 {
     if (!q_slock(q, final ? Q_FINAL_WAIT_NS : 0))
         return Q_BUSY;
-    if (q->m.final_done) {
+    if (__atomic_load_n(&q->m.final_done, __ATOMIC_RELAXED)) {
         q_sunlock(q);
         return Q_FINISHED;
     }
@@ -588,7 +604,7 @@ static int q_sample(struct hbt_queue *q, int final, unsigned mode, struct q_obs 
     }
     q->m.last_ns = now;
     if (final)
-        q->m.final_done = 1;
+        __atomic_store_n(&q->m.final_done, 1, __ATOMIC_RELAXED);
     q_sunlock(q);
     return Q_SAMPLED;
 }
@@ -667,11 +683,10 @@ static void q_sleep_until(uint32_t *word, uint32_t val, uint64_t when)
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
-static void q_stop_monitor(struct hbt_queue *q)
+static void q_wake_monitor(void)
 {
-    __atomic_store_n(&q->m.stop, 1, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&q->m.wake, 1, __ATOMIC_SEQ_CST);
-    q_futex_wake(&q->m.wake, INT_MAX);
+    __atomic_fetch_add(&qreg.mwake, 1, __ATOMIC_SEQ_CST);
+    q_futex_wake(&qreg.mwake, INT_MAX);
 }
 
 /* A short scheduler slice (Linux 6.12+, EEVDF), so that the monitor gets a
@@ -696,11 +711,67 @@ static void q_short_slice(void)
 #endif
 }
 
+/* The first deadline of a queue opened at open_ns with period T: on the
+ * grid of multiples of T (CLOCK_MONOTONIC), at least T after the open, so
+ * that the queues' deadlines coincide and one wake-up samples them all. */
+static uint64_t q_first_deadline(uint64_t open_ns, uint64_t T)
+{
+    return ((open_ns + T + T - 1) / T) * T;
+}
+
+/*
+ * qreg.lock held, q's deadline has passed: sample it and apply the period
+ * policy (hbtrace_queue.h; seed 002, IV-A). Lengthen T after K periods
+ * without blocking whose realized length stayed within the tolerance.
+ * Blocking is judged per end (per kernel, as in the seed): a period is lost
+ * only when both ends' stages blocked, because in a pipeline one end of a
+ * queue usually waits (a fast producer keeps it full) while the other runs
+ * unhindered and is observable. A period in which no item moved (a long
+ * service in progress) neither counts nor breaks the streak. Both stages
+ * blocked K periods in a row: nothing can be learned of this queue at this
+ * period (seed 002: the method fails there), so it is sampled less often.
+ * T changes only at a deadline that is a multiple of the new T, so that
+ * queues with the same T keep sharing their wake-ups (at most one more
+ * period at the old T for a power-of-two ratio).
+ */
+static void q_tick(struct hbt_queue *q, uint64_t now, uint64_t max_ns)
+{
+    struct q_obs o;
+    int rc = q_sample(q, 0, HBT_M_GROW | HBT_M_LOST, &o);
+    if (rc == Q_FINISHED) {
+        q->m.deadline = UINT64_MAX;
+        return;
+    }
+    uint64_t T = q->m.T, d = q->m.deadline;
+    uint64_t tol = T * Q_TOL_PCT / 100;
+    int stable = rc == Q_SAMPLED && o.realized + tol >= T && o.realized <= T + tol;
+    if (rc != Q_SAMPLED || o.blocked || !stable)
+        q->m.streak = 0;
+    else if (o.active)
+        q->m.streak++;
+    q->m.lost = rc == Q_SAMPLED && o.blocked ? q->m.lost + 1 : 0;
+    unsigned run = q->m.streak > q->m.lost ? q->m.streak : q->m.lost;
+    if (run >= Q_STABLE_K && T < max_ns) {
+        uint64_t T2 = 2 * T < max_ns ? 2 * T : max_ns;
+        if (d % T2 == 0 || run >= Q_STABLE_K + Q_ALIGN_WAIT) {
+            T = T2;
+            q->m.T = T;
+            __atomic_store_n(&q->m.period_us, (uint32_t)(T / Q_NS_US), __ATOMIC_RELAXED);
+            q->m.streak = 0;
+            q->m.lost = 0;
+        }
+    }
+    uint64_t next = d + T;
+    if (next <= now)   /* late by more than a period: the next one on the grid */
+        next = d + T * ((now - d) / T + 1);
+    q->m.deadline = next;
+}
+
 static void *q_main(void *arg)
 {
-    struct hbt_queue *q = arg;
+    uint32_t gen = (uint32_t)(uintptr_t)arg;
     struct hbt_tls *t = &hbt_tls;
-    /* a tracer thread whose chunks hold only this queue's samples: no
+    /* a tracer thread whose chunks hold only queue samples: no
      * THREAD_START, no heart entry, never beating */
     t->monitor = 1;
     t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
@@ -708,101 +779,91 @@ static void *q_main(void *arg)
     t->beat_thread = -1;
     t->beat = &t->sink;
     t->next_check = UINT64_MAX;
-    char name[16];
-    snprintf(name, sizeof name, "hbt-q%u", q->id);
-    (void)prctl(PR_SET_NAME, name, 0, 0, 0);
+    (void)prctl(PR_SET_NAME, "hbt-queues", 0, 0, 0);
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);   /* wake on time: 1 us slack */
     q_short_slice();
-    pid_t self = (pid_t)syscall(SYS_gettid);
-
-    uint32_t max_us = qreg.period_max_us;
-    uint64_t T = (uint64_t)__atomic_load_n(&q->m.period_us, __ATOMIC_RELAXED) * Q_NS_US;
-    uint64_t deadline = q->m.open_ns + T;
+    pid_t self = (pid_t)syscall(SYS_gettid), pid = getpid();
     uint64_t next_orphan = hbt_now_ns() + Q_ORPHAN_NS;
-    unsigned streak = 0, lost = 0;
     for (;;) {
-        uint32_t word = __atomic_load_n(&q->m.wake, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&q->m.stop, __ATOMIC_ACQUIRE) || hbt_state() != HBT_ON)
+        uint32_t word = __atomic_load_n(&qreg.mwake, __ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&qreg.lock);
+        if (qreg.mon_gen != gen) {   /* stopped: the last queue went, or exit */
+            pthread_mutex_unlock(&qreg.lock);
             break;
-        uint64_t now = hbt_now_ns();
-        if (now < deadline) {
-            uint64_t until = deadline < next_orphan ? deadline : next_orphan;
-            if (now < until) {
-                q_sleep_until(&q->m.wake, word, until);
-                continue;
-            }
-        } else {
-            struct q_obs o;
-            int rc = q_sample(q, 0, HBT_M_GROW | HBT_M_LOST, &o);
-            if (rc == Q_FINISHED)
-                break;
-            /* seed 002, IV-A: lengthen T after K periods without blocking
-             * whose realized length stayed within the tolerance. Blocking is
-             * judged per end (per kernel, as in the seed): a period is lost
-             * only when both ends blocked, because in a pipeline one end of a
-             * queue usually waits (a fast producer keeps it full) while the
-             * other runs unhindered and is observable. A period in which no
-             * item moved (a long service in progress) neither counts nor
-             * breaks the streak. */
-            uint64_t tol = T * Q_TOL_PCT / 100;
-            int stable = rc == Q_SAMPLED && o.realized + tol >= T && o.realized <= T + tol;
-            if (rc != Q_SAMPLED || o.blocked || !stable)
-                streak = 0;
-            else if (o.active)
-                streak++;
-            /* both stages blocked K periods in a row: nothing can be learned
-             * of this queue at this period (seed 002: the method fails
-             * here), so sample it less often; a wake-up costs the stages a
-             * preemption on a busy machine */
-            lost = rc == Q_SAMPLED && o.blocked ? lost + 1 : 0;
-            if ((streak >= Q_STABLE_K || lost >= Q_STABLE_K) && T < (uint64_t)max_us * Q_NS_US) {
-                T *= 2;
-                if (T > (uint64_t)max_us * Q_NS_US)
-                    T = (uint64_t)max_us * Q_NS_US;
-                __atomic_store_n(&q->m.period_us, (uint32_t)(T / Q_NS_US), __ATOMIC_RELAXED);
-                streak = 0;
-                lost = 0;
-            }
-            deadline += T;
-            now = hbt_now_ns();
-            if (deadline <= now)   /* more than a period late: start again from now */
-                deadline = now + T;
         }
+        if (hbt_state() != HBT_ON) {
+            qreg.mon_running = 0;
+            pthread_mutex_unlock(&qreg.lock);
+            break;
+        }
+        uint64_t max_ns = (uint64_t)qreg.period_max_us * Q_NS_US;
+        uint64_t now = hbt_now_ns(), until = next_orphan;
+        for (struct hbt_queue *q = qreg.head; q; q = q->next) {
+            if (!q->monitored || q->pid != pid)
+                continue;
+            if (q->m.deadline <= now) {
+                q_tick(q, now, max_ns);
+                now = hbt_now_ns();
+            }
+            if (q->m.deadline < until)
+                until = q->m.deadline;
+        }
+        pthread_mutex_unlock(&qreg.lock);
         if (now >= next_orphan) {
             next_orphan = now + Q_ORPHAN_NS;
-            if (q_orphaned(self))
-                break;   /* never keep the process alive; exit writes the final samples */
+            if (q_orphaned(self)) {   /* never keep the process alive; exit writes the final samples */
+                pthread_mutex_lock(&qreg.lock);
+                if (qreg.mon_gen == gen)
+                    qreg.mon_running = 0;
+                pthread_mutex_unlock(&qreg.lock);
+                break;
+            }
+            continue;
         }
+        if (now < until)
+            q_sleep_until(&qreg.mwake, word, until);
     }
     return NULL;
 }
 
 typedef int (*q_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-static void q_start_monitor(struct hbt_queue *q)
+/* qreg.lock held: start the monitor thread unless one runs. A thread that
+ * ended on its own (tracing off, orphaned) is joined first: it takes the
+ * lock no more. */
+static void q_start_monitor(void)
 {
+    if (qreg.mon_running)
+        return;
+    if (qreg.mon_joinable) {
+        pthread_join(qreg.mon_thread, NULL);
+        qreg.mon_joinable = 0;
+    }
     q_create_fn create = (q_create_fn)hbt_real_pthread_create();
     int rc = EAGAIN;
     pthread_attr_t attr;
+    uint32_t gen = ++qreg.mon_gen;
     if (create && pthread_attr_init(&attr) == 0) {
         size_t stack = Q_STACK;
         long min = sysconf(_SC_THREAD_STACK_MIN);
         if (min > 0 && (size_t)min > stack)
             stack = (size_t)min;
         (void)pthread_attr_setstacksize(&attr, stack);
-        /* joinable, for hbt_queue_destroy; a joinable thread keeps no
-         * process alive. No signal meant for the program reaches it. */
+        /* joinable, for the destroy of the last queue; a joinable thread
+         * keeps no process alive. No signal meant for the program reaches it. */
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        rc = create(&q->m.thread, &attr, q_main, q);
+        rc = create(&qreg.mon_thread, &attr, q_main, (void *)(uintptr_t)gen);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
     }
-    q->m.have_thread = rc == 0;
-    if (rc != 0 && !__atomic_exchange_n(&qreg.start_warned, 1, __ATOMIC_ACQ_REL))
-        hbt_warn("hbtrace: cannot start the monitor thread of queue %u: %s; its samples "
-                 "are written only when it is destroyed and at exit", q->id, strerror(rc));
+    qreg.mon_running = qreg.mon_joinable = rc == 0;
+    if (rc != 0 && !qreg.start_warned) {
+        qreg.start_warned = 1;
+        hbt_warn("hbtrace: cannot start the queue monitor thread: %s; queue samples are "
+                 "written only when a queue is destroyed and at exit", strerror(rc));
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -865,6 +926,9 @@ static void q_atfork_child(void)
     __atomic_store_n(&qreg.head, NULL, __ATOMIC_RELAXED);
     qreg.next_id = 0;
     qreg.noted = 0;
+    qreg.mon_running = 0;   /* threads do not survive fork */
+    qreg.mon_joinable = 0;
+    qreg.mwake = 0;
 }
 
 /* Longest prefix of s of at most max bytes that does not split a UTF-8
@@ -964,16 +1028,22 @@ HBT_EXPORT hbt_queue_t *hbt_queue_create(const char *name, size_t item_size, siz
         q->m.period_us = qreg.period_us;
         q->m.open_ns = hbt_now_ns();
         q->m.last_ns = q->m.open_ns;
+        q->m.T = (uint64_t)qreg.period_us * Q_NS_US;
+        q->m.deadline = q_first_deadline(q->m.open_ns, q->m.T);
         hbt_emit(HBT_REC_QUEUE_OPEN, 0, q->cap, (int32_t)q->id, 0, (int32_t)qreg.period_us,
                  (uint32_t)q->isz, q->m.open_ns, HBT_MODE_API);
         q_emit_name(q, HBT_MODE_API);
-        if (q->monitored)
-            q_start_monitor(q);
     }
 
     pthread_mutex_lock(&qreg.lock);
     q->next = qreg.head;
     __atomic_store_n(&qreg.head, q, __ATOMIC_RELEASE);
+    if (q->monitored) {
+        if (qreg.mon_running)
+            q_wake_monitor();   /* it sleeps toward the other queues' deadlines */
+        else
+            q_start_monitor();
+    }
     pthread_mutex_unlock(&qreg.lock);
     pthread_setcancelstate(old, NULL);
     return q;
@@ -985,22 +1055,37 @@ HBT_EXPORT void hbt_queue_destroy(hbt_queue_t *q)
         return;
     int old;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    pid_t self = getpid();
+    int join = 0;
+    pthread_t thread;
     pthread_mutex_lock(&qreg.lock);
-    for (struct hbt_queue **pp = &qreg.head; *pp; pp = &(*pp)->next) {
+    /* unlinked under the lock: the monitor thread, which samples only under
+     * it, never touches q again */
+    int monitored_left = 0;
+    for (struct hbt_queue **pp = &qreg.head; *pp;) {
         if (*pp == q) {
             __atomic_store_n(pp, q->next, __ATOMIC_RELEASE);
-            break;
+            continue;
         }
+        monitored_left |= (*pp)->monitored && (*pp)->pid == self;
+        pp = &(*pp)->next;
+    }
+    if (q->monitored && q->pid == self && !monitored_left && qreg.mon_running) {
+        qreg.mon_gen++;   /* the last monitored queue: the monitor thread ends */
+        qreg.mon_running = 0;
+        q_wake_monitor();
+    }
+    if (!qreg.mon_running && qreg.mon_joinable) {
+        join = 1;
+        thread = qreg.mon_thread;
+        qreg.mon_joinable = 0;
     }
     pthread_mutex_unlock(&qreg.lock);
-    if (q->pid == getpid()) {   /* a fork child never samples its parent's queues */
-        if (q->monitored && hbt_state() == HBT_ON)
-            (void)q_sample(q, 1, HBT_MODE_API & ~HBT_M_RESERVE, NULL);
-        if (q->m.have_thread) {
-            q_stop_monitor(q);
-            pthread_join(q->m.thread, NULL);
-        }
-    }
+    /* a fork child never samples its parent's queues */
+    if (q->pid == self && q->monitored && hbt_state() == HBT_ON)
+        (void)q_sample(q, 1, HBT_MODE_API & ~HBT_M_RESERVE, NULL);
+    if (join)
+        pthread_join(thread, NULL);
     free(q->buf);
     free(q);
     pthread_setcancelstate(old, NULL);
@@ -1023,12 +1108,13 @@ void hbt_queue_at_exit(void)
         return;
     pid_t self = getpid();
     for (struct hbt_queue *q = qreg.head; q; q = q->next) {
-        if (q->pid != self)
-            continue;
-        if (q->monitored && hbt_state() == HBT_ON)
+        if (q->pid == self && q->monitored && hbt_state() == HBT_ON)
             (void)q_sample(q, 1, HBT_MODE_END & ~HBT_M_RESERVE, NULL);
-        if (q->m.have_thread)
-            q_stop_monitor(q);
+    }
+    if (qreg.mon_running) {   /* the monitor thread writes no more */
+        qreg.mon_gen++;
+        qreg.mon_running = 0;
+        q_wake_monitor();
     }
     pthread_mutex_unlock(&qreg.lock);
 }
