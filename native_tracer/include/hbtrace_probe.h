@@ -95,9 +95,12 @@ typedef struct {
 
 #ifndef HBT_NO_PROBES
 
-/* The calling thread's table (NULL until its first probe use). */
+/* The calling thread's table (NULL until its first probe use), and the
+ * number of its entries the hot path may use (0 while it has none), so that
+ * one compare tells both "no table" and "probe without an id yet". */
 extern __thread struct hbt_probe_stat *hbt_probe_stats
     __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t hbt_probe_lim __attribute__((tls_model("initial-exec")));
 /* 1: the probe clock is the TSC; 0: CLOCK_MONOTONIC. Set once, before any
  * probe id is handed out. */
 extern int hbt_probe_use_tsc;
@@ -114,13 +117,15 @@ void hbt_probe_end_call(hbt_probe_t p);
 /* clock_gettime(CLOCK_MONOTONIC) in ns, for compilers in strict ISO mode. */
 uint64_t hbt_probe_monotonic_ns(void);
 
-static inline __attribute__((always_inline)) uint64_t hbt_probe_clock(void)
+/* The probe clock without a compiler barrier: the callers place one on the
+ * side of the timed code, so that the compiler keeps the timed code between
+ * the two reads yet may overlap the probe's own bookkeeping with them. */
+static inline __attribute__((always_inline)) uint64_t hbt_probe_clock_nb(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     if (__builtin_expect(hbt_probe_use_tsc, 1)) {
         uint32_t lo, hi;
-        /* "memory": the compiler keeps the timed code between the reads */
-        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
         return ((uint64_t)hi << 32) | lo;
     }
 #endif
@@ -133,22 +138,31 @@ static inline __attribute__((always_inline)) uint64_t hbt_probe_clock(void)
 #endif
 }
 
+/* One read of the probe clock, ordered with the memory accesses around it. */
+static inline __attribute__((always_inline)) uint64_t hbt_probe_clock(void)
+{
+    __asm__ __volatile__("" : : : "memory");
+    uint64_t t = hbt_probe_clock_nb();
+    __asm__ __volatile__("" : : : "memory");
+    return t;
+}
+
 static inline __attribute__((always_inline))
 hbt_probe_t hbt_probe_begin(struct hbt_probe_site *site)
 {
     hbt_probe_t p;
-    uint32_t id1 = __atomic_load_n(&site->id1, __ATOMIC_ACQUIRE);
-    struct hbt_probe_stat *tab = hbt_probe_stats;
-    if (__builtin_expect(id1 - 1u >= HBT_PROBE_MAX || tab == 0, 0)) {
+    uint32_t idx = __atomic_load_n(&site->id1, __ATOMIC_ACQUIRE) - 1u;
+    if (__builtin_expect(idx >= hbt_probe_lim, 0)) {
         p.st = hbt_probe_slow(site);
         if (!p.st) {
             p.t0 = 0;   /* not counted: no clock read either */
             return p;
         }
     } else {
-        p.st = tab + (id1 - 1u);
+        p.st = hbt_probe_stats + idx;
     }
-    p.t0 = hbt_probe_clock();
+    p.t0 = hbt_probe_clock_nb();
+    __asm__ __volatile__("" : : : "memory");   /* the timed code comes after the read */
     return p;
 }
 
@@ -157,7 +171,8 @@ static inline __attribute__((always_inline)) void hbt_probe_end(hbt_probe_t p)
     struct hbt_probe_stat *s = p.st;
     if (__builtin_expect(s == 0, 0))
         return;
-    uint64_t d = hbt_probe_clock() - p.t0;
+    __asm__ __volatile__("" : : : "memory");   /* the timed code came before the read */
+    uint64_t d = hbt_probe_clock_nb() - p.t0;
     if ((int64_t)d < 0)
         d = 0;
     s->count++;

@@ -96,6 +96,7 @@ _Static_assert(offsetof(struct hbt_probe_table, st) == 64, "table header is one 
 /* ---- exported to the inline hot path ---- */
 HBT_EXPORT __thread struct hbt_probe_stat *hbt_probe_stats
     __attribute__((tls_model("initial-exec")));
+HBT_EXPORT __thread uint32_t hbt_probe_lim __attribute__((tls_model("initial-exec")));
 HBT_EXPORT int hbt_probe_use_tsc;
 
 /* ---- process-wide state ---- */
@@ -453,6 +454,7 @@ static HBT_COLD struct hbt_probe_stat *hbt_table_take(struct hbt_tls *t)
     tab->slot = slot;
     __atomic_store_n(&tab->state, T_LIVE, __ATOMIC_RELEASE);
     hbt_probe_stats = tab->st;
+    hbt_probe_lim = HBT_PROBE_MAX;
     return tab->st;
 }
 
@@ -493,6 +495,7 @@ void hbt_probe_thread_end(struct hbt_tls *t)
     struct hbt_probe_stat *st = hbt_probe_stats;
     if (!st)
         return;
+    hbt_probe_lim = 0;
     hbt_probe_stats = NULL;   /* later uses (TLS destructors) count nothing */
     struct hbt_probe_table *tab = hbt_table_of(st);
     uint32_t live = T_LIVE;
@@ -586,6 +589,7 @@ void hbt_probe_after_fork_child(void)
     P.tables = own;
     if (P.clock_state == 1)
         P.clock_state = 0;   /* its chooser was a thread of the parent */
+    hbt_probe_lim = 0;
     hbt_probe_stats = NULL;   /* the next use takes it again (and opens the file) */
     memset(P.named, 0, sizeof P.named);
     P.exiting = 0;
