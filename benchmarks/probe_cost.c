@@ -5,6 +5,7 @@
  * In one run, interleaved rounds (default 15 rounds x 2,000,000 calls) of
  *   probe_clock   one read of the probe clock (hbt_probe_clock(): rdtsc when
  *                 the tracer chose the TSC, else clock_gettime(MONOTONIC)),
+ *   two_reads     two reads of it and their difference: the floor of a use,
  *   monotonic     clock_gettime(CLOCK_MONOTONIC),
  *   monotonic_raw clock_gettime(CLOCK_MONOTONIC_RAW),
  *   rdtsc         a bare rdtsc (x86 only),
@@ -18,12 +19,14 @@
  *   rounds 15
  *   calls 2000000
  *   probe_clock_ns 9.90
+ *   two_reads_ns 19.50
  *   monotonic_ns 25.80
  *   monotonic_raw_ns 26.10
  *   rdtsc_ns 9.90
  *   probe_ns 21.00
  *   probe_call_ns 24.00
  *   ratio 2.121               (probe_ns / probe_clock_ns: a use reads the clock twice)
+ *   floor_ratio 1.970         (two_reads_ns / probe_clock_ns)
  *   ratio_monotonic 0.814     (probe_ns / monotonic_ns)
  *   call_ratio 2.424          (probe_call_ns / probe_clock_ns)
  *   counted 30000000          (uses the probe counted in the timed rounds: must be
@@ -49,9 +52,10 @@
 #include "hbtrace.h"
 #include "hbtrace_probe.h"
 
-enum { K_PCLOCK, K_MONO, K_RAW, K_RDTSC, K_PROBE, K_CALL, NKINDS };
+enum { K_PCLOCK, K_TWO, K_MONO, K_RAW, K_RDTSC, K_PROBE, K_CALL, NKINDS };
 static const char *const kind_key[NKINDS] = {
-    "probe_clock_ns", "monotonic_ns", "monotonic_raw_ns", "rdtsc_ns", "probe_ns", "probe_call_ns",
+    "probe_clock_ns", "two_reads_ns", "monotonic_ns", "monotonic_raw_ns", "rdtsc_ns", "probe_ns",
+    "probe_call_ns",
 };
 
 static int  nrounds = 15;
@@ -106,6 +110,12 @@ static double run_loop(int k, long n)
     case K_PCLOCK:
         for (long i = 0; i < n; i++)
             acc += hbt_probe_clock();
+        break;
+    case K_TWO:   /* the floor of a use: two reads and a difference, nothing kept */
+        for (long i = 0; i < n; i++) {
+            uint64_t t = hbt_probe_clock();
+            acc += hbt_probe_clock() - t;
+        }
         break;
     case K_MONO:
         for (long i = 0; i < n; i++) {
@@ -215,6 +225,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < NKINDS; k++)
         printf("%s %.2f\n", kind_key[k], m[k]);
     printf("ratio %.3f\n", m[K_PROBE] / m[K_PCLOCK]);
+    printf("floor_ratio %.3f\n", m[K_TWO] / m[K_PCLOCK]);
     printf("ratio_monotonic %.3f\n", m[K_PROBE] / m[K_MONO]);
     printf("call_ratio %.3f\n", m[K_CALL] / m[K_PCLOCK]);
     /* both loops' probes (ids 0 and 1: the only probes of this program) */

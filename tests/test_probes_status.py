@@ -487,3 +487,27 @@ def test_main_thread_pthread_exit_does_not_keep_process_alive(demo, tmp_path):
     assert {k: d["count"] for k, d in got.items()} == want
     assert len(check_samples(tr, 0.1)) >= 2
     assert (tr["rec"]["kind"] == PROCESS_EXIT).sum() == 1
+
+
+@pytest.mark.usefixtures("tracer_built")
+def test_probe_cost_benchmark_counts_every_use(tmp_path):
+    """benchmarks/bench_probes.py's program, tiny: it builds, its probes counted every timed use
+    with tracing on and none with tracing disabled, and it prints every figure it documents."""
+    import sys
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_probes.py"), "--rounds", "3",
+                        "--calls", "20000"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    runs, cur = {}, None
+    for line in r.stdout.splitlines():
+        if line.startswith("run "):
+            cur = runs.setdefault(line.split()[1], {})
+        else:
+            k, v = line.split()
+            cur[k] = v
+    assert set(runs) == {"auto", "monotonic", "disabled"}
+    assert runs["auto"]["counted"] == runs["monotonic"]["counted"] == str(3 * 20000)
+    assert runs["disabled"]["counted"] == "0" and runs["monotonic"]["probe_clock"] == "monotonic"
+    for k in ("probe_clock_ns", "two_reads_ns", "monotonic_ns", "probe_ns", "probe_call_ns", "ratio", "floor_ratio"):
+        assert float(runs["auto"][k]) > 0
+    # a use reads the clock twice: it cannot cost less than one read
+    assert float(runs["auto"]["probe_ns"]) > float(runs["auto"]["probe_clock_ns"])

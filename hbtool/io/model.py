@@ -94,7 +94,8 @@ def _text(col: pd.Series | None, n: int) -> pd.Categorical:
 def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Return df with exactly `columns`, in order, cast to their dtypes.
 
-    Missing integer columns are filled with -1 (unknown), missing text with "".
+    Missing integer columns and integer fields missing from some rows are filled with -1
+    (unknown), missing text with "".
     """
     out = {}
     n = len(df)
@@ -105,7 +106,11 @@ def conform(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
         elif dtype == "object":
             out[name] = col.astype(object).to_numpy() if col is not None else np.full(n, "", dtype=object)
         elif col is not None:
-            out[name] = col.to_numpy().astype(dtype, copy=False)
+            v = col.to_numpy()
+            if np.dtype(dtype).kind in "iu" and v.dtype.kind in "fO":
+                # rows that lack the field (NaN, None): -1, unknown, as for a missing column
+                v = pd.to_numeric(col, errors="coerce").fillna(-1).to_numpy()
+            out[name] = v.astype(dtype, copy=False)
         elif dtype == "int64":
             out[name] = np.full(n, -1, dtype=np.int64)
         else:
