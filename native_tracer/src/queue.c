@@ -47,9 +47,10 @@
  * queue whose deadline has passed and writes two QUEUE_SAMPLE records each
  * into its own chunk. Deadlines lie on the grid of multiples of each
  * queue's T, so queues with equal (or nested) periods share one wake-up:
- * on a busy machine every wake-up costs the stages a preemption, and one
- * thread per queue cost a 3-queue compute-bound pipeline about 4 % of its
- * run time, one shared thread about 0.3 %. Destroy unlinks a queue under
+ * on a busy machine every wake-up costs the stages a preemption (one thread
+ * per queue cost a 3-queue compute-bound pipeline +3.85 % of its run time,
+ * one shared thread +1.09 %: benchmarks/eval_service_rate.py --parts
+ * overhead, README). Destroy unlinks a queue under
  * qreg.lock, so the monitor never touches it again; the destroy of the last
  * monitored queue stops and joins the thread. A per-queue sampling flag
  * (try-lock) keeps samples and the final samples (destroy, exit) apart. The
@@ -792,9 +793,8 @@ static void *q_main(void *arg)
             break;
         }
         if (hbt_state() != HBT_ON) {
-            qreg.mon_running = 0;
             pthread_mutex_unlock(&qreg.lock);
-            break;
+            goto ended;
         }
         uint64_t max_ns = (uint64_t)qreg.period_max_us * Q_NS_US;
         uint64_t now = hbt_now_ns(), until = next_orphan;
@@ -811,18 +811,19 @@ static void *q_main(void *arg)
         pthread_mutex_unlock(&qreg.lock);
         if (now >= next_orphan) {
             next_orphan = now + Q_ORPHAN_NS;
-            if (q_orphaned(self)) {   /* never keep the process alive; exit writes the final samples */
-                pthread_mutex_lock(&qreg.lock);
-                if (qreg.mon_gen == gen)
-                    qreg.mon_running = 0;
-                pthread_mutex_unlock(&qreg.lock);
-                break;
-            }
+            if (q_orphaned(self))   /* never keep the process alive; exit writes the final samples */
+                goto ended;
             continue;
         }
         if (now < until)
             q_sleep_until(&qreg.mwake, word, until);
     }
+    return NULL;
+ended:   /* on its own (tracing off, orphaned): the next queue starts another */
+    pthread_mutex_lock(&qreg.lock);
+    if (qreg.mon_gen == gen)
+        qreg.mon_running = 0;
+    pthread_mutex_unlock(&qreg.lock);
     return NULL;
 }
 
