@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hbtool.io import write_heartbeats
-from hbtool.io.model import HeartbeatTrace
+from hbtool.model import HeartbeatTrace
 
 THREADS, BEATS = 64, 16_000
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hbtool.io import read_heartbeats, write_heartbeats
-from hbtool.io.model import HeartbeatTrace
+from hbtool.model import HeartbeatTrace
 
 
 def synthetic(threads: int, beats: int) -> HeartbeatTrace:

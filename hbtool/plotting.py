@@ -7,7 +7,7 @@ import numpy as np
 from . import config
 from .analyzers.heartrate import heart_rate
 from .analyzers.summary import summarize_threads
-from .io.model import HeartbeatTrace
+from .model import HeartbeatTrace
 
 #: a gap between beats is drawn as a break when it is longer than this many median
 #: intervals and than GAP_SHARE of the thread's span (a scheduler's time slice is not a gap)

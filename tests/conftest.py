@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hbtool.cli import main
-from hbtool.io.model import HeartbeatTrace
+from hbtool.model import HeartbeatTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACER = ROOT / "native_tracer"

@@ -12,7 +12,7 @@ import pytest
 from hbtool.analyzers.behavior import BehaviorSettings, behavior_timelines
 from hbtool.analyzers.behavior_eval import score_run, truth_episodes
 from hbtool.io import read_heartbeats
-from hbtool.io.model import HeartbeatTrace
+from hbtool.model import HeartbeatTrace
 
 from conftest import SAMPLES, run_cli
 

@@ -7,7 +7,7 @@ import pytest
 from hbtool.errors import TraceFormatError
 from hbtool.io import read_heartbeats, write_heartbeats
 from hbtool.io import hbt
-from hbtool.io.model import HeartbeatTrace
+from hbtool.model import HeartbeatTrace
 
 from conftest import make_trace
 

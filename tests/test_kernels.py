@@ -165,7 +165,7 @@ def test_lb_keogh_random_against_naive(seed):
 
 def test_envelope_kernel_against_naive():
     """The streaming envelope, including ties (a plateau) and r beyond the ends."""
-    from hbtool.analyzers import kernels
+    from hbtool import kernels
 
     rng = np.random.default_rng(5)
     for x in (rng.integers(0, 4, 40).astype(float), walk(rng, 57), np.array([3.0])):
@@ -292,7 +292,7 @@ def test_numpy_ints_accepted():
 def test_every_kernel_uses_the_config_options():
     from numba.core.registry import CPUDispatcher
 
-    from hbtool.analyzers import kernels
+    from hbtool import kernels
 
     found = [f for f in vars(kernels).values() if isinstance(f, CPUDispatcher)]
     assert len(found) >= 6

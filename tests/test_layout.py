@@ -46,7 +46,7 @@ def test_constants_match_c(layout):
         assert k["HBT_REC_" + name.upper()] == code
     for code, name in hbt.MONITOR_KINDS.items():
         assert k["HBT_REC_" + name.upper()] == code
-    from hbtool.io.model import BEHAVIORS, MONITOR_MODES
+    from hbtool.model import BEHAVIORS, MONITOR_MODES
 
     c_names = {"running": "RUNNING", "busy-waiting": "BUSY_WAITING", "conditional-waiting": "COND_WAITING",
                "exited": "EXITED", "failed": "FAILED"}

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hbtool.analyzers import kernels
+from hbtool import kernels
 from hbtool.analyzers.service_rate import Params, convergence_filter, gaussian, service_rates
 from hbtool.errors import TraceFormatError
 from hbtool.io.queues import read_queue_samples, samples_from_frame

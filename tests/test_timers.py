@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hbtool.analyzers.timers import counter_deltas, probe_summary, status_report
-from hbtool.io.model import PROBE_COLUMNS, STATUS_METRICS, ProbeStats, StatusSamples, conform
+from hbtool.model import PROBE_COLUMNS, STATUS_METRICS, ProbeStats, StatusSamples, conform
 
 
 def test_counter_deltas_wrap_and_reset():

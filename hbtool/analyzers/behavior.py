@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..io.model import THREAD_END_REASONS, HeartbeatTrace
+from ..model import THREAD_END_REASONS, HeartbeatTrace
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
            8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..io.model import HeartbeatTrace
+from ..model import HeartbeatTrace
 
 SCORED = ["busy-waiting", "conditional-waiting", "exited", "failed"]
 FATAL = ("exit", "abort", "segv")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..io.model import HeartbeatTrace
+from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, Series, compute_features, make_series, too_few_beats
 from .summary import summarize_threads
 

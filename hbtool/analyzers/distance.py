@@ -20,7 +20,7 @@ import operator
 import numpy as np
 
 from .. import config
-from . import kernels
+from .. import kernels
 
 __all__ = ["dtw", "dtw_many", "lb_keogh", "lb_keogh_l1", "pool"]
 

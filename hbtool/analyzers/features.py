@@ -8,41 +8,14 @@ features alone (docs/methods.md says why and how each is computed).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import config
 from .align import common_grid, fit_poly
 from .heartrate import heart_rate
-
-PAPER_FEATURES = ("GTR", "LTR", "GHR", "LHR", "DTW", "LB")
-FEATURES = PAPER_FEATURES + ("LTRmax", "progress")
-
-
-@dataclass(frozen=True)
-class FeatureSettings:
-    """Every knob of the feature computation; stored in a trained model."""
-
-    window: int = config.HEART_RATE_WINDOW      # heart-rate window (beats), SPEC 1
-    ltr_window: int = config.LTR_WINDOW          # LTR window (beats)
-    lhr_points: int = config.LHR_POINTS          # grid points of the aligned curves
-    lhr_window: int = config.LHR_WINDOW          # LHR window (grid points)
-    r2_target: float = config.POLY_R2_TARGET
-    max_degree: int = config.POLY_MAX_DEGREE
-    dtw_max_points: int = config.DTW_MAX_POINTS  # longer sequences are mean-pooled
-    band: int | None = config.DTW_BAND           # Sakoe-Chiba half-width, None: none
-    lb_radius: int = config.LB_RADIUS            # LB_Keogh envelope half-width (points)
-    peak_windows: int = config.PEAK_WINDOWS      # LTRmax: equal windows over the common beats
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "FeatureSettings":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
-
+from ..model.hsa import FEATURES, PAPER_FEATURES, FeatureSettings
 
 @dataclass
 class Series:

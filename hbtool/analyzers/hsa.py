@@ -12,40 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import __version__, config
-from .features import FEATURES, FeatureSettings
-
-STATUSES = ("normal", "memoryleak", "shutdown")
-UPPER_ONLY = ("DTW", "LB", "LTRmax")
-LOWER_ONLY = ("progress",)
-MODEL_FORMAT = "hbtool-hsa-model"
-MODEL_VERSION = 1
-
-
-@dataclass
-class HsaModel:
-    ranges: dict[str, tuple[float | None, float | None]]
-    level: float
-    margin: float = 0.0
-    settings: FeatureSettings = field(default_factory=FeatureSettings)
-    expected_beats: float | None = None
-    lifecycle_rule: bool = True
-    training: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {
-            "format": MODEL_FORMAT,
-            "model_version": MODEL_VERSION,
-            "hbtool_version": __version__,
-            "level": self.level,
-            "margin": self.margin,
-            "expected_beats": self.expected_beats,
-            "lifecycle_rule": self.lifecycle_rule,
-            "ranges": {k: [lo, hi] for k, (lo, hi) in self.ranges.items()},
-            "settings": self.settings.to_dict(),
-            "training": self.training,
-        }
-
+from .. import config
+from ..model.hsa import FEATURES, LOWER_ONLY, STATUSES, UPPER_ONLY, FeatureSettings, HsaModel
 
 #: features that are ratios (1 = like the reference): ranges are fitted on their log,
 #: where twice as slow and twice as fast lie equally far from 1

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..io.model import QueueSamples
+from ..model import QueueSamples
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _bytes(items: float, size: int | None) -> float | None:
 
 def estimate_end(df: pd.DataFrame, params: Params, warnings: list[str]) -> EndRates:
     """Estimates and phases of one queue end (rows of QueueSamples.samples, in time order)."""
-    from .kernels import service_rate_scan
+    from ..kernels import service_rate_scan
 
     queue, end = str(df["queue"].iloc[0]), str(df["end"].iloc[0])
     sizes = df["item_size"].to_numpy()

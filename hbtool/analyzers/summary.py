@@ -7,7 +7,7 @@ import signal as _signal
 import numpy as np
 import pandas as pd
 
-from ..io.model import THREAD_END_REASONS, HeartbeatTrace
+from ..model import THREAD_END_REASONS, HeartbeatTrace
 
 
 def signal_name(signo: int) -> str:

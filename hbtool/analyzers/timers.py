@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..io.model import ProbeStats, StatusSamples
+from ..model import ProbeStats, StatusSamples
 
 PROBE_SUMMARY_COLUMNS = ["process", "probe", "label", "site", "threads", "count", "total_s", "mean_ns", "min_ns",
                          "max_ns", "share"]

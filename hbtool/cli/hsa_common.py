@@ -10,7 +10,7 @@ from .progress import progress
 
 def read_all(paths, label="reading"):
     from ..io import read_heartbeats
-    from ..io.model import HeartbeatTrace
+    from ..model import HeartbeatTrace
 
     traces = []
     with progress(paths, label) as bar:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import HbtoolError, InputNotFoundError, TraceFormatError, UnknownFormatError
-from .model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace
+from ..model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace
 
 __all__ = ["read_heartbeats", "write_heartbeats", "sniff", "HeartbeatTrace", "BEAT_COLUMNS",
            "EVENT_COLUMNS", "WRITERS"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..analyzers.interference import SegmentProfile, Segments
+from ..model.segments import SegmentProfile, Segments
 from ..errors import TraceFormatError
 
 MAGIC = b"HBPROF\0\0"
@@ -217,7 +217,7 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
     feat = np.zeros((len(fidx), S))                                   # feature-major: rows are contiguous
     comp_idx = np.full((nranks, S), NO_INDEX, dtype=np.uint16)        # rank-major, for the same reason
     present = np.zeros(S, dtype=np.int64)
-    from ..analyzers.kernels import aggregate_run_records
+    from ..kernels import aggregate_run_records
 
     vals = np.zeros((m, max(int(bins_used.max()), 1)))
     for j in range(m):
@@ -348,7 +348,7 @@ def read_rank_stream(path: str) -> dict:
         if not np.isfinite(b["value"]).all():
             raise _bad(path, "a bin record's value is not a number: the profile is corrupted")
     isseg = kind == REC_SEGMENT
-    from ..analyzers.kernels import replay_bins
+    from ..kernels import replay_bins
 
     vals = replay_bins(kind.astype(np.int64), binr["metric"].astype(np.int64), binr["slot"].astype(np.int64),
                        binr["from_slot"].astype(np.int64), binr["value"].astype(np.float64),

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from .model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, HeartbeatTrace, empty_frame
+from ..model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, HeartbeatTrace, empty_frame
 
 MAGIC = b"HBTRACE\0"
 VERSION = 1

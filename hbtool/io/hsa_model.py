@@ -7,9 +7,9 @@ import math
 import os
 from pathlib import Path
 
+from .. import __version__
 from ..errors import HbtoolError
-from ..analyzers.features import FEATURES, FeatureSettings
-from ..analyzers.hsa import MODEL_FORMAT, MODEL_VERSION, HsaModel
+from ..model.hsa import FEATURES, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
 MAX_MODEL_BYTES = 1 << 20
 
@@ -18,8 +18,24 @@ class ModelFormatError(HbtoolError):
     """A model file that is not a model, or from an incompatible version."""
 
 
+def model_document(model: HsaModel) -> dict:
+    """The model as the JSON document write_model stores (docs/formats.md)."""
+    return {
+        "format": MODEL_FORMAT,
+        "model_version": MODEL_VERSION,
+        "hbtool_version": __version__,
+        "level": model.level,
+        "margin": model.margin,
+        "expected_beats": model.expected_beats,
+        "lifecycle_rule": model.lifecycle_rule,
+        "ranges": {k: [lo, hi] for k, (lo, hi) in model.ranges.items()},
+        "settings": model.settings.to_dict(),
+        "training": model.training,
+    }
+
+
 def write_model(model: HsaModel, path: str | os.PathLike) -> None:
-    text = json.dumps(model.to_dict(), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(model_document(model), indent=2, allow_nan=False) + "\n"
     tmp = f"{path}.tmp{os.getpid()}"
     Path(tmp).write_text(text)
     os.replace(tmp, path)

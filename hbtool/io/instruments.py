@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputNotFoundError, TraceFormatError
-from .model import (PROBE_COLUMNS, QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, STATUS_METRICS, ProbeStats, QueueSamples,
+from ..model import (PROBE_COLUMNS, QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, STATUS_METRICS, ProbeStats, QueueSamples,
                     StatusSamples, conform)
 
 REC_QUEUE_OPEN = 12

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from .model import HeartbeatTrace
+from ..model import HeartbeatTrace
 
 LEGACY_COLUMNS = ["beat", "threadnum", "iter", "timestamp", "rate"]
 _NAME_RE = re.compile(r"(\d+)$")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..analyzers.interference import SegmentProfile
+from ..model.segments import SegmentProfile
 from ..errors import TraceFormatError
 
 REQUIRED = ("rank", "segment", "duration_ns", "computation")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..analyzers.interference import SegmentProfile
+from ..model.segments import SegmentProfile
 from ..errors import InputNotFoundError, UnknownFormatError
 
 

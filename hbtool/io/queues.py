@@ -25,7 +25,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import InputNotFoundError, TraceFormatError, UnknownFormatError
-from .model import QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, QueueSamples, conform
+from ..model import QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, QueueSamples, conform
 
 REQUIRED = ("queue", "t", "count", "blocked")
 _TRUE = {"1", "true", "yes", "t", "y"}

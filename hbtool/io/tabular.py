@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from .model import EVENT_COLUMNS, HeartbeatTrace, conform
+from ..model import EVENT_COLUMNS, HeartbeatTrace, conform
 
 # target column -> accepted names (first match wins, in this order)
 ALIASES: dict[str, tuple[str, ...]] = {

@@ -1,7 +1,12 @@
-"""Private numba kernels behind hbtool.analyzers.distance (stumpy's habit).
+"""Every numba kernel of hbtool, behind public wrappers that validate (stumpy's habit).
 
-Nothing here validates: the public wrappers in ``distance.py`` hand these
-functions contiguous float64 1-D arrays, int64 offsets and non-negative ints.
+Callers: ``analyzers/distance.py`` (DTW, LB_Keogh), ``analyzers/service_rate.py``
+(the service-rate scan) and ``io/hbprof.py`` (aggregating a profile while it is read,
+so memory stays bounded). The module sits beside model/ at the bottom of the
+package: io and analyzers both use it without depending on each other.
+
+Nothing here validates: the callers hand these functions contiguous arrays of the
+documented dtypes, checked offsets and non-negative ints.
 Every kernel has a slow, obvious twin in ``tests/naive.py``.
 
 All kernels take their options from ``config.NUMBA_OPTIONS`` (on-disk cache, no
@@ -21,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..config import NUMBA_OPTIONS
+from .config import NUMBA_OPTIONS
 
 
 #: what _dtw_pair returns for a pair holding an infinite value (distances are >= 0);

@@ -1,0 +1,60 @@
+"""The HSA model (SPEC 4, seed 000): feature names, the settings of the feature
+computation, and the normal ranges a classifier checks features against."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .. import config
+
+PAPER_FEATURES = ("GTR", "LTR", "GHR", "LHR", "DTW", "LB")
+FEATURES = PAPER_FEATURES + ("LTRmax", "progress")
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """Every knob of the feature computation; stored in a trained model."""
+
+    window: int = config.HEART_RATE_WINDOW      # heart-rate window (beats), SPEC 1
+    ltr_window: int = config.LTR_WINDOW          # LTR window (beats)
+    lhr_points: int = config.LHR_POINTS          # grid points of the aligned curves
+    lhr_window: int = config.LHR_WINDOW          # LHR window (grid points)
+    r2_target: float = config.POLY_R2_TARGET
+    max_degree: int = config.POLY_MAX_DEGREE
+    dtw_max_points: int = config.DTW_MAX_POINTS  # longer sequences are mean-pooled
+    band: int | None = config.DTW_BAND           # Sakoe-Chiba half-width, None: none
+    lb_radius: int = config.LB_RADIUS            # LB_Keogh envelope half-width (points)
+    peak_windows: int = config.PEAK_WINDOWS      # LTRmax: equal windows over the common beats
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FeatureSettings":
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+
+#: the classes of Algorithm 1
+STATUSES = ("normal", "memoryleak", "shutdown")
+#: features bounded from above only, and from below only
+
+UPPER_ONLY = ("DTW", "LB", "LTRmax")
+LOWER_ONLY = ("progress",)
+MODEL_FORMAT = "hbtool-hsa-model"
+MODEL_VERSION = 1
+
+
+@dataclass
+class HsaModel:
+    """Normal ranges per feature (None: unbounded on that side), how they were learned
+    (level, margin, training summary), the feature settings they hold for, and the
+    beats a normal thread makes (progress is measured against it when known)."""
+
+    ranges: dict[str, tuple[float | None, float | None]]
+    level: float
+    margin: float = 0.0
+    settings: FeatureSettings = field(default_factory=FeatureSettings)
+    expected_beats: float | None = None
+    lifecycle_rule: bool = True
+    training: dict = field(default_factory=dict)
