@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 BIN = ROOT / "native_tracer" / "examples" / "bin"
 
 from hbtool.analyzers.service_rate import Params, service_rates  # noqa: E402
-from hbtool.io.queues import read_queue_samples  # noqa: E402
+from hbtool.io import read_queue_samples  # noqa: E402
 
 RATES = (1000, 3000, 10000, 30000, 100000)
 DISTS = ("exp", "det")

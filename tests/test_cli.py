@@ -145,7 +145,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, cmd):
     import pandas as pd
 
     pd.DataFrame({"a": [1]}).to_excel(nocols, index=False)
-    cases = [(missing, "no such file"), (garbage, "unknown trace format"), (badmagic, "bad magic"),
+    cases = [(missing, "no such file"), (garbage, "unknown heartbeat trace format"), (badmagic, "bad magic"),
              (past, "past the end of the file"), (nocols, "no sheet has a time column")]
     for path, needle in cases:
         args = [a if a != "@" else path for a in cmd] if "@" in cmd else [*cmd, path]

@@ -197,4 +197,4 @@ def test_cli_not_a_profile(tmp_path, capsys):
     p = tmp_path / "x.bin"
     p.write_bytes(b"\0" * 100)
     code, _, err = run_cli(capsys, "interference", p)
-    assert code == 2 and "not a segment profile" in err
+    assert code == 2 and "unknown segment profile format" in err

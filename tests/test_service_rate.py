@@ -12,7 +12,8 @@ import pytest
 from hbtool import kernels
 from hbtool.analyzers.service_rate import Params, convergence_filter, gaussian, service_rates
 from hbtool.errors import TraceFormatError
-from hbtool.io.queues import read_queue_samples, samples_from_frame
+from hbtool.io import read_queue_samples
+from hbtool.io.queues import samples_from_frame
 
 import naive
 from conftest import run_cli

@@ -33,10 +33,8 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
+from .summary import process_end
 
-SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
-           8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
-           24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
 
 OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "exited", "failed", "ended"]
 
@@ -199,28 +197,19 @@ def _refine_step(x: np.ndarray, a: int, lo: int, hi: int, up: bool) -> int:
 # --------------------------------------------------------------------------- endings
 
 
-def _process_end(trace: HeartbeatTrace, run: str, process: int) -> dict:
-    """How and when a process ended, from its lifecycle records."""
+def _process_fate(trace: HeartbeatTrace, run: str, process: int) -> dict:
+    """How and when a process ended (summary.process_end), as the timeline words it:
+    how "died" or "normal" (None: no end record), t_ns, detail, and when it called Finished."""
     ev = trace.events
     ev = ev[(ev["run"] == run) & (ev["process"] == process)]
     out = {"how": None, "t_ns": None, "detail": "", "finished_ns": None}
     fin = ev[ev["kind"] == "finished"]
     if len(fin):
         out["finished_ns"] = int(fin["t_ns"].min())
-    sig = ev[ev["kind"] == "signal"]
-    ex = ev[ev["kind"] == "process_exit"]
-    if len(sig):
-        r = sig.iloc[0]
-        name = SIGNALS.get(int(r["detail"]), f"signal {int(r['detail'])}")
-        out.update(how="died", t_ns=int(r["t_ns"]), detail=f"the process was killed by {name}")
-    elif len(ex):
-        r = ex.sort_values("t_ns").iloc[-1]
-        status = int(r["detail"])
-        call = "_exit" if int(r["flags"]) & 1 else "exit"
-        if status != 0:
-            out.update(how="died", t_ns=int(r["t_ns"]), detail=f"the process ended by {call}({status})")
-        else:
-            out.update(how="normal", t_ns=int(r["t_ns"]), detail=f"the process ended by {call}(0)")
+    end = process_end(ev)
+    if end is not None:
+        how = "the process was " if end.kind == "signal" else "the process ended by "
+        out.update(how="died" if end.abnormal else "normal", t_ns=end.t_ns, detail=how + end.text)
     return out
 
 
@@ -307,7 +296,7 @@ def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings)
 def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBeats], s: BehaviorSettings,
                     lifecycle: bool, reports: pd.DataFrame, monitored: bool, run_end: int, pend: dict) -> dict:
     """One thread's intervals. `reports`: the online monitor's reports for it; `monitored`:
-    its process ran the monitor; `run_end`, `pend`: its process's end (_run_end, _process_end)."""
+    its process ran the monitor; `run_end`, `pend`: its process's end (_run_end, _process_fate)."""
     notes: list[str] = []
     t = tb.t_ns
     usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
@@ -468,7 +457,7 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     for tb in prepared:
         teams.setdefault((tb.run, tb.process), []).append(tb)
     # per process, once: how it ended, and whether it ran the monitor
-    ends = {key: (_run_end(trace, *key), _process_end(trace, *key), _monitor_ran(trace, team[0]))
+    ends = {key: (_run_end(trace, *key), _process_fate(trace, *key), _monitor_ran(trace, team[0]))
             for key, team in teams.items()}
     rows = []
     for tb in prepared:

@@ -102,3 +102,22 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
         rows.append(row)
     cols = KEY + ["beats", "reference", "na_reason", *FEATURES, "ending", "ended", "died"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def labelled_table(labelled, settings: FeatureSettings | None = None,
+                   reference: HeartbeatTrace | None = None) -> pd.DataFrame:
+    """One features table over labelled traces, with a `label` column per thread.
+
+    `labelled` yields (trace, label, thread_labels, columns): every thread carries
+    `label` unless `thread_labels` ({thread number: label}) names its own; `columns`
+    ({name: value}) are added to every row of that trace (e.g. the benchmark)."""
+    tables = []
+    for trace, label, thread_labels, columns in labelled:
+        t = features_table(trace, settings, reference=reference)
+        for name, value in columns.items():
+            t[name] = value
+        t["label"] = [thread_labels.get(int(th), label) for th in t["thread"]]
+        tables.append(t)
+    if not tables:
+        raise ValueError("no traces to build a labelled table from")
+    return pd.concat(tables, ignore_index=True)

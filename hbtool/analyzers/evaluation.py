@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .diagnosis import labelled_table
 from .hsa import STATUSES, classify, confusion, macro_f1, train
 
 
@@ -55,3 +56,11 @@ def evaluate_table(table: pd.DataFrame, repeats: int = 3, fraction: float = 0.3,
         counts = {s: int(np.sum(labels == s)) for s in STATUSES}
         results.append(BenchmarkResult(str(bench), counts, f1s, levels, conf))
     return results
+
+
+def evaluate_runs(labelled, repeats: int = 3, fraction: float = 0.3, seed: int = 0,
+                  settings=None) -> tuple[list[BenchmarkResult], pd.DataFrame]:
+    """The whole protocol over labelled traces (diagnosis.labelled_table; each must carry a
+    `benchmark` column): the results per benchmark and the features table they came from."""
+    table = labelled_table(labelled, settings)
+    return evaluate_table(table, repeats=repeats, fraction=fraction, seed=seed, settings=settings), table

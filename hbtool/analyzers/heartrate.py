@@ -7,6 +7,15 @@ import numpy as np
 from .. import config
 
 
+def heart_rate_curves(trace, w: int = config.HEART_RATE_WINDOW) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """Every thread's heart rate: (run, process, thread) -> (beat times s, heart rates)."""
+    out = {}
+    for key, g in trace.threads():
+        t = g["t"].to_numpy()
+        out[key] = (t, heart_rate(t, w))
+    return out
+
+
 def heart_rate(t, w: int = config.HEART_RATE_WINDOW) -> np.ndarray:
     """Windowed heart rate of one thread's beat times `t` (seconds, ascending).
 

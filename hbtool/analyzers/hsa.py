@@ -1,19 +1,27 @@
 """HSA classification (SPEC 4, seed 000 Algorithm 1), its training, and macro-F1.
 
-Normal ranges are learned from sequences labelled normal: one interval per feature,
-robust centre +- z(level) * robust spread (median, 1.4826 * MAD; see docs/methods.md).
-DistanceRange (DTW, LB) bounds from above only; progress from below only.
+Library calls for the whole pipeline: :func:`diagnose` (a trace in, every thread's
+status out) and :func:`train_from_traces` (labelled traces in, a model out).
+
+Normal ranges are learned from sequences labelled normal: per feature, on a log scale,
+the central `level` share of the normal values (level 1: their minimum to maximum),
+each end moved away from the median by `margin` times its distance to it, and never
+closer than config.HSA_MIN_SPREAD (docs/methods.md). DistanceRange (DTW, LB, LTRmax)
+bounds from above only; progress from below only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .. import config
+from ..model import HeartbeatTrace
 from ..model.hsa import FEATURES, LOWER_ONLY, STATUSES, UPPER_ONLY, FeatureSettings, HsaModel
+from .diagnosis import features_table, labelled_table
 
 #: features that are ratios (1 = like the reference): ranges are fitted on their log,
 #: where twice as slow and twice as fast lie equally far from 1
@@ -241,3 +249,62 @@ def default_model(settings: FeatureSettings | None = None) -> HsaModel:
     r = {k: tuple(v) for k, v in config.HSA_DEFAULT_RANGES.items()}
     return HsaModel(r, level=float("nan"), margin=float("nan"), settings=settings or FeatureSettings(), expected_beats=None,
                     training={"source": "built-in default ranges (docs/methods.md)"})
+
+
+# --------------------------------------------------------------------------- pipelines
+
+
+@dataclass
+class Diagnosis:
+    """What :func:`diagnose` found: per thread its features (``table``) and its status,
+    reason and out-of-range features (``verdict``, same index); the model used;
+    ``stages``: seconds spent in each stage."""
+
+    table: pd.DataFrame
+    verdict: pd.DataFrame
+    model: HsaModel
+    stages: dict[str, float]
+
+    def threads(self) -> list[dict]:
+        """One dict per thread: identity, status, reason, outside, beats, every feature,
+        the reference it was compared with, and how it ended."""
+        rows = []
+        for r, v in zip(self.table.to_dict(orient="records"), self.verdict.to_dict(orient="records")):
+            rows.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "status": v["status"],
+                         "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
+                         **{f: r[f] for f in FEATURES}, "reference": r["reference"], "ended": r["ended"]})
+        return rows
+
+    def counts(self) -> dict[str, int]:
+        """Threads per status."""
+        return self.verdict["status"].value_counts().to_dict() if len(self.verdict) else {}
+
+    @property
+    def references(self) -> list[str]:
+        return sorted(set(self.table["reference"])) if len(self.table) else []
+
+
+def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
+             reference: HeartbeatTrace | None = None) -> Diagnosis:
+    """The status of every thread of `trace`: its features against a reference (the
+    thread of the same number in `reference`, else its team's median thread), checked
+    against `model`'s normal ranges (default: the built-in ranges)."""
+    model = model or default_model()
+    stages = {}
+    t = time.perf_counter()
+    table = features_table(trace, model.settings, reference=reference)
+    stages["features"] = time.perf_counter() - t
+    t = time.perf_counter()
+    table = with_progress(table, model.expected_beats)
+    verdict = classify(table, model)
+    stages["classify"] = time.perf_counter() - t
+    return Diagnosis(table, verdict, model, stages)
+
+
+def train_from_traces(labelled, reference: HeartbeatTrace | None = None, levels=config.HSA_LEVELS,
+                      default_level: float = config.HSA_DEFAULT_LEVEL) -> tuple[HsaModel, pd.DataFrame]:
+    """Train a model on labelled traces (diagnosis.labelled_table says what `labelled`
+    yields); returns the model and the features table it was trained on."""
+    table = labelled_table(labelled, reference=reference)
+    model = train(table, table["label"].to_numpy(dtype=object), levels=levels, default_level=default_level)
+    return model, table

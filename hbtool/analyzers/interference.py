@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import config
-from ..model.segments import SegmentProfile, Segments
+from ..model import SegmentProfile, Segments
 
 
 def aggregate(p: SegmentProfile) -> Segments:

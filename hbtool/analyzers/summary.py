@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal as _signal
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -17,18 +18,40 @@ def signal_name(signo: int) -> str:
         return f"signal {signo}"
 
 
-def _process_end(ev: pd.DataFrame) -> tuple[str, str, int] | None:
-    """(ending, text, os_tid) of a process from its events, or None."""
-    sig = ev[ev["kind"] == "signal"]
+@dataclass(frozen=True)
+class ProcessEnd:
+    """How a process ended, from its lifecycle records."""
+
+    kind: str     # "signal" (killed by a fatal signal) or "process_exit" (exit or _exit)
+    code: int     # the signal number, or the exit status
+    t_ns: int     # when, on the run's clock
+    os_tid: int   # the thread that recorded it
+    call: str = ""  # process_exit: "exit" or "_exit"
+
+    @property
+    def abnormal(self) -> bool:
+        return self.kind == "signal" or self.code != 0
+
+    @property
+    def text(self) -> str:
+        """'killed by SIGSEGV' or 'exit(1)'."""
+        return f"killed by {signal_name(self.code)}" if self.kind == "signal" else f"{self.call}({self.code})"
+
+
+def process_end(events: pd.DataFrame) -> ProcessEnd | None:
+    """The end of one process from its events (run and process already selected), or None.
+
+    A fatal signal decides when there is one (the first, which began the death);
+    otherwise the last exit record."""
+    sig = events[events["kind"] == "signal"]
     if len(sig):
-        s = sig.iloc[-1]
-        name = signal_name(int(s["detail"]))
-        return "signal", f"killed by {name}", int(s["os_tid"])
-    ex = ev[ev["kind"] == "process_exit"]
+        r = sig.sort_values("t_ns", kind="stable").iloc[0]
+        return ProcessEnd("signal", int(r["detail"]), int(r["t_ns"]), int(r["os_tid"]))
+    ex = events[events["kind"] == "process_exit"]
     if len(ex):
-        s = ex.iloc[-1]
-        how = "_exit" if int(s["flags"]) & 1 else "exit"
-        return "process_exit", f"{how}({int(s['detail'])})", int(s["os_tid"])
+        r = ex.sort_values("t_ns", kind="stable").iloc[-1]
+        return ProcessEnd("process_exit", int(r["detail"]), int(r["t_ns"]), int(r["os_tid"]),
+                          "_exit" if int(r["flags"]) & 1 else "exit")
     return None
 
 
@@ -45,9 +68,8 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     rows = []
     ev_all = trace.events
     for (run, process), ev in ev_all.groupby(["run", "process"], sort=False, observed=True):
-        pend = _process_end(ev)
-        ex = ev[ev["kind"] == "process_exit"]
-        bad_end = pend is None or pend[0] == "signal" or (len(ex) and int(ex.iloc[-1]["detail"]) != 0)
+        pend = process_end(ev)
+        bad_end = pend is None or pend.abnormal
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
         tids = set(ev["os_tid"].tolist())
         tids |= set(trace.beats.loc[(trace.beats["run"] == run) & (trace.beats["process"] == process), "os_tid"].tolist())
@@ -58,7 +80,7 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
                 why = THREAD_END_REASONS.get(int(s["detail"]), f"ended ({int(s['detail'])})")
                 rows.append((run, process, tid, why, why, float(s["t"]), False))
             elif pend is not None:
-                kind, text, by = pend
+                kind, text, by = pend.kind, pend.text, pend.os_tid
                 if kind == "process_exit" and by != tid:
                     text = f"ended by {text} in another thread"
                 elif kind == "signal" and by != tid:

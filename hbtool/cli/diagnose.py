@@ -35,9 +35,7 @@ def diagnose(paths, ref, model_path, timings, fmt):
         raise click.UsageError("give --reference or --model, not both")
     stages = {}
     t0 = time.perf_counter()
-    from ..analyzers.diagnosis import features_table
-    from ..analyzers.features import FEATURES
-    from ..analyzers.hsa import classify, default_model, with_progress
+    from ..analyzers.hsa import default_model, diagnose as diagnose_trace
     from ..io.hsa_model import read_model
     from .hsa_common import read_all
 
@@ -47,32 +45,19 @@ def diagnose(paths, ref, model_path, timings, fmt):
     trace = read_all(paths)
     reference = read_all([ref], "reference") if ref else None
     stages["read"] = time.perf_counter() - t
+    result = diagnose_trace(trace, model, reference=reference)
+    stages.update(result.stages)
     t = time.perf_counter()
-    table = features_table(trace, model.settings, reference=reference)
-    stages["features"] = time.perf_counter() - t
-    t = time.perf_counter()
-    table = with_progress(table, model.expected_beats)
-    verdict = classify(table, model)
-    stages["classify"] = time.perf_counter() - t
-    t = time.perf_counter()
-    rows = []
-    for r, v in zip(table.to_dict(orient="records"), verdict.to_dict(orient="records")):
-        rows.append({
-            "run": r["run"], "process": r["process"], "thread": r["thread"], "status": v["status"],
-            "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
-            **{f: r[f] for f in FEATURES}, "reference": r["reference"], "ended": r["ended"],
-        })
     src = (f"model {model_path} (level {model.level:g})" if model_path else "built-in default ranges (no --model)")
-    refs = sorted(set(table["reference"])) if len(table) else []
     ref_text = f"reference trace {ref}" if ref else "each run's own median thread"
-    counts = verdict["status"].value_counts().to_dict() if len(verdict) else {}
+    counts = result.counts()
     preamble = [f"ranges: {src}; compared with {ref_text}",
                 "found: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no threads"), ""]
     extra = {"ranges": {"source": model_path or "default", "level": model.level,
                         "values": {k: list(v) for k, v in model.ranges.items()},
                         "expected_beats": model.expected_beats},
-             "reference": ref or "team-median", "references": refs}
-    emit(fmt, rows, COLUMNS if fmt != "csv" else COLUMNS[:1] + ["process"] + COLUMNS[1:] + ["outside"],
+             "reference": ref or "team-median", "references": result.references}
+    emit(fmt, result.threads(), COLUMNS if fmt != "csv" else COLUMNS[:1] + ["process"] + COLUMNS[1:] + ["outside"],
          key="threads", extra=extra, preamble=preamble)
     stages["report"] = time.perf_counter() - t
     if timings:

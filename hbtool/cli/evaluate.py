@@ -23,27 +23,23 @@ def evaluate(dataset, repeats, train_fraction, seed, fmt):
     Example:
       python benchmarks/make_dataset.py /tmp/hbds && hbtool evaluate /tmp/hbds
     """
-    import pandas as pd
-
-    from ..analyzers.diagnosis import features_table
-    from ..analyzers.evaluation import evaluate_table
+    from ..analyzers.evaluation import evaluate_runs
     from ..io import read_heartbeats
     from ..io.dataset import find_runs
     from .progress import progress
 
     runs = find_runs(dataset)
-    tables, warnings = [], []
-    with progress(runs, "features") as bar:
+    warnings: list[str] = []
+
+    def labelled(bar):
         for lr in bar:
             tr = read_heartbeats(lr.path)
             warnings.extend(tr.warnings)
-            t = features_table(tr)
-            t["benchmark"] = lr.benchmark
-            t["label"] = [lr.thread_labels.get(int(th), lr.label) for th in t["thread"]]
-            tables.append(t)
+            yield tr, lr.label, lr.thread_labels, {"benchmark": lr.benchmark}
+
+    with progress(runs, "features") as bar:
+        results, table = evaluate_runs(labelled(bar), repeats=repeats, fraction=train_fraction, seed=seed)
     warn(warnings)
-    table = pd.concat(tables, ignore_index=True)
-    results = evaluate_table(table, repeats=repeats, fraction=train_fraction, seed=seed)
     rows = []
     for r in results:
         rows.append({"benchmark": r.benchmark, **{f"n_{k}": v for k, v in r.sequences.items()},

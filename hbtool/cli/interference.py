@@ -39,7 +39,7 @@ def interference(paths, top, fmt):
       hbtool interference run*/hbprof-*.hbp --format json | jq '.runs[] | {run, class}'
     """
     from ..analyzers.interference import estimate, measured
-    from ..io.profiles import read_profile
+    from ..io import read_profile
 
     ests = []
     for p in paths:

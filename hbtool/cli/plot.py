@@ -42,7 +42,6 @@ def plot(paths, out, window, behavior, status):
     """
     from .. import config
     from ..io import read_heartbeats
-    from ..plotting import plot_heart_rates
 
     if not out.lower().endswith((".png", ".svg", ".pdf")):
         raise click.UsageError(f"{out}: name the picture .png, .svg or .pdf")
@@ -50,10 +49,10 @@ def plot(paths, out, window, behavior, status):
         if len(paths) != 1 or behavior:
             raise click.UsageError("--status draws one run: give one trace, without --behavior")
         from ..analyzers.timers import status_report
-        from ..io.instruments import status_from_trace
-        from ..plotting import plot_status
+        from ..io import read_status
+        from .plotting import plot_status
 
-        rep = status_report(status_from_trace(paths[0]))
+        rep = status_report(read_status(paths[0]))
         warn(rep.warnings)
         if not len(rep.intervals):
             raise click.UsageError(f"{paths[0]}: no status samples to plot (record with HBTRACE_STATUS=1 or "
@@ -67,5 +66,15 @@ def plot(paths, out, window, behavior, status):
         raise click.UsageError("the trace holds no heartbeats: nothing to plot")
     if len(trace.runs) > MAX_PANELS:
         raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
-    plot_heart_rates(trace, out, window or config.HEART_RATE_WINDOW, behavior=behavior)
+    from ..analyzers.heartrate import heart_rate_curves
+    from ..analyzers.summary import summarize_threads
+    from .plotting import plot_heart_rates
+
+    window = window or config.HEART_RATE_WINDOW
+    timelines = None
+    if behavior:
+        from ..analyzers.behavior import behavior_timelines
+
+        timelines = behavior_timelines(trace)
+    plot_heart_rates(heart_rate_curves(trace, window), summarize_threads(trace), out, window, timelines)
     click.echo(f"hbtool: wrote {out}", err=True)

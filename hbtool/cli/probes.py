@@ -30,9 +30,9 @@ def probes(path, per_thread, fmt):
       hbtool probes trace/ --per-thread --format csv > probes.csv
     """
     from ..analyzers.timers import probe_summary
-    from ..io.instruments import probes_from_trace
+    from ..io import read_probes
 
-    ps = probes_from_trace(path)
+    ps = read_probes(path)
     warn(ps.warnings)
     df = probe_summary(ps, per_thread=per_thread)
     cols = list(df.columns)

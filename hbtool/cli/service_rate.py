@@ -57,7 +57,7 @@ def service_rate(path, item_size, period, which, window, z, tolerance, phase_cha
       hbtool service-rate samples.csv --item-size 64 --format json | jq '.queues[].phases'
     """
     from ..analyzers.service_rate import Params, service_rates
-    from ..io.queues import read_queue_samples
+    from ..io import read_queue_samples
 
     params = Params(window=window, z=z, tolerance=tolerance, phase_change=phase_change)
     res = service_rates(read_queue_samples(path, item_size=item_size, period=period), params)

@@ -33,9 +33,9 @@ def status(path, show_samples, fmt):
       hbtool plot --status trace/ -o status.png
     """
     from ..analyzers.timers import STATUS_SERIES, status_report
-    from ..io.instruments import status_from_trace
+    from ..io import read_status
 
-    rep = status_report(status_from_trace(path))
+    rep = status_report(read_status(path))
     warn(rep.warnings)
     run = rep_run = path
     rows = rep.intervals.to_dict("records")

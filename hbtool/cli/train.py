@@ -31,16 +31,18 @@ def _split(tokens) -> dict[str, list[str]]:
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help="Model file to write (JSON).")
 @click.option("--level", type=click.FloatRange(0.5, 1.0), default=None,
-              help="Confidence level of the ranges (default: chosen by training macro-F1 with anomalous "
-                   "traces, 0.999 with normal ones only).")
+              help="Share of the normal values each range spans (default: chosen by cross-validated "
+                   "macro-F1 with anomalous traces, 0.95 with normal ones only).")
 @click.option("--reference", "ref", metavar="REF", help="Reference trace (default: each run's median thread).")
 @click.argument("traces", nargs=-1, type=click.UNPROCESSED, metavar="--normal TRACE... [--memoryleak TRACE...] [--shutdown TRACE...]")
 def train(out, level, ref, traces):
     """Learn the normal ranges of the features and write a model (JSON).
 
-    From normal traces alone the ranges are the normal sequences' robust centre plus or
-    minus z(level) spreads; given anomalous traces too, the level that maximises the
-    training macro-F1 is chosen. Every thread of a trace counts under the label it is
+    Each range spans the central LEVEL share of the normal sequences' values (on a log
+    scale), widened on each side by a margin of its distance to the median
+    (docs/methods.md). From normal traces alone LEVEL is 0.95 and the margin 1; given
+    anomalous traces too, the (level, margin) with the best cross-validated macro-F1 on
+    the training sequences is chosen. Every thread of a trace counts under the label it is
     given, unless a labels.json beside the trace labels each thread (as
     benchmarks/make_dataset.py writes) or the truth.json of the example programs says
     which thread got the anomaly.
@@ -52,12 +54,9 @@ def train(out, level, ref, traces):
     """
     from pathlib import Path
 
-    import pandas as pd
-
     from .. import config
-    from ..analyzers.diagnosis import features_table
-    from ..analyzers.hsa import train as train_model
-    from ..io.dataset import _thread_labels
+    from ..analyzers.hsa import train_from_traces
+    from ..io.dataset import thread_labels
     from ..io.hsa_model import write_model
     from .hsa_common import read_all
 
@@ -65,19 +64,12 @@ def train(out, level, ref, traces):
     if not groups["normal"]:
         raise click.UsageError("give at least one normal trace: --normal TRACE...")
     reference = read_all([ref], "reference") if ref else None
-    tables = []
-    for label, paths in groups.items():
-        for p in paths:
-            tr = read_all([p], f"reading {label}")
-            t = features_table(tr, reference=reference)
-            per = _thread_labels(Path(p)) if Path(p).is_dir() else {}
-            t["label"] = [per.get(int(th), label) if per else label for th in t["thread"]]
-            tables.append(t)
-    table = pd.concat(tables, ignore_index=True)
+    labelled = ((read_all([p], f"reading {label}"), label, thread_labels(Path(p)) if Path(p).is_dir() else {}, {})
+                for label, paths in groups.items() for p in paths)
     levels = (level,) if level else config.HSA_LEVELS
     try:
-        model = train_model(table, table["label"].to_numpy(dtype=object), levels=levels,
-                            default_level=level or config.HSA_DEFAULT_LEVEL)
+        model, table = train_from_traces(labelled, reference=reference, levels=levels,
+                                         default_level=level or config.HSA_DEFAULT_LEVEL)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     skipped = int(table["na_reason"].astype(bool).sum())

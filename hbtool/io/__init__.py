@@ -1,8 +1,16 @@
-"""Readers and writers of heartbeat traces.
+"""Readers and writers of every file hbtool takes in or gives out.
 
-``read_heartbeats(path)`` sniffs the format (magic bytes first, then suffix)
-and returns one :class:`HeartbeatTrace`; ``write_heartbeats(trace, out)``
-picks a writer by the output's suffix.
+One entry function per data model picks a reader from the registry
+(:mod:`hbtool.io.registry`) by magic bytes, content or suffix:
+
+* :func:`read_heartbeats` -> :class:`~hbtool.model.HeartbeatTrace`
+* :func:`read_profile` -> :class:`~hbtool.model.SegmentProfile`
+* :func:`read_queue_samples` -> :class:`~hbtool.model.QueueSamples`
+* :func:`read_probes` -> :class:`~hbtool.model.ProbeStats`
+* :func:`read_status` -> :class:`~hbtool.model.StatusSamples`
+
+``write_heartbeats(trace, out)`` picks a writer by the output's suffix; the HSA
+model has its own small reader and writer in :mod:`hbtool.io.hsa_model`.
 """
 
 from __future__ import annotations
@@ -10,73 +18,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import HbtoolError, InputNotFoundError, TraceFormatError, UnknownFormatError
+from ..errors import HbtoolError, UnknownFormatError
 from ..model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace
+from .registry import ReadOptions, detect, read
 
-__all__ = ["read_heartbeats", "write_heartbeats", "sniff", "HeartbeatTrace", "BEAT_COLUMNS",
-           "EVENT_COLUMNS", "WRITERS"]
+__all__ = ["read_heartbeats", "read_profile", "read_queue_samples", "read_probes", "read_status", "write_heartbeats",
+           "detect", "read", "ReadOptions", "HeartbeatTrace", "BEAT_COLUMNS", "EVENT_COLUMNS", "WRITERS"]
 
-_ZIP = b"PK\x03\x04"
-_PARQUET = b"PAR1"
-
-
-def _head(path: Path, n: int = 4096) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(n)
-    except OSError as exc:
-        raise HbtoolError(f"{path}: cannot read ({exc.strerror})") from exc
-
-
-def sniff(path: str | os.PathLike) -> str:
-    """Name the format of a file: hbt, parquet, xlsx, legacy, csv (raises UnknownFormatError)."""
-    from .hbt import is_hbt
-    from .legacy import looks_like_legacy_text
-
-    p = Path(path)
-    head = _head(p)
-    suffix = p.suffix.lower()
-    if is_hbt(head):
-        return "hbt"
-    if head[:4] == _PARQUET or suffix in (".parquet", ".pq"):
-        return "parquet"
-    if head[:4] == _ZIP or suffix in (".xlsx", ".xlsm"):
-        return "xlsx"
-    if looks_like_legacy_text(head):
-        return "legacy"
-    if suffix in (".csv", ".txt", ".tsv") or (b"," in head.split(b"\n", 1)[0] and b"\0" not in head):
-        return "csv"
-    if suffix == ".hbt":
-        return "hbt"  # the reader says what is wrong with it
-    raise UnknownFormatError(
-        f"{p}: unknown trace format (not an hbtrace file, csv, xlsx, parquet or legacy heartbeat "
-        f"text): see docs/formats.md"
-    )
-
-
+#: file suffixes a directory of runs is searched for (besides run directories)
 _TABLE_SUFFIXES = (".csv", ".xlsx", ".parquet", ".pq", ".hbt")
 _MAX_DEPTH = 4
 
 
-def _read_dir(d: Path, depth: int = 0) -> HeartbeatTrace:
-    """A run directory (tracer files or legacy per-thread files), or a directory of runs."""
-    from .hbt import SUFFIX, is_hbt, read_hbt
-    from .legacy import looks_like_legacy_text, read_legacy
-
-    files = sorted(f for f in d.iterdir() if f.is_file() and not f.name.startswith("."))
-    hbts = [f for f in files if f.suffix == SUFFIX and is_hbt(_head(f, 8))]
-    if hbts:
-        return read_hbt([str(f) for f in hbts], run=d.resolve().name)
-    legacy = []
-    for f in files:
-        if f.suffix.lower() == ".xlsx":
-            if _is_legacy_xlsx(f):
-                legacy.append(f)
-        elif looks_like_legacy_text(_head(f, 512)):
-            legacy.append(f)
-    if legacy:
-        return read_legacy(legacy, run=d.resolve().name)
-    # a directory of runs: every run directory and table file below it
+def _read_runs_below(d: Path, depth: int = 0) -> HeartbeatTrace:
+    """A directory of runs: every run directory and table file below it."""
     parts = []
     if depth < _MAX_DEPTH:
         for entry in sorted(d.iterdir()):
@@ -84,11 +39,11 @@ def _read_dir(d: Path, depth: int = 0) -> HeartbeatTrace:
                 continue
             if entry.is_dir():
                 try:
-                    parts.append(_read_dir(entry, depth + 1))
+                    parts.append(_read_one(entry, depth + 1))
                 except UnknownFormatError:
                     continue
             elif entry.suffix.lower() in _TABLE_SUFFIXES:
-                parts.append(_read_one(str(entry)))
+                parts.append(_read_one(entry, depth + 1))
     if parts:
         return parts[0] if len(parts) == 1 else HeartbeatTrace.concat(parts)
     raise UnknownFormatError(
@@ -97,71 +52,49 @@ def _read_dir(d: Path, depth: int = 0) -> HeartbeatTrace:
     )
 
 
-def _is_legacy_xlsx(path: Path) -> bool:
-    import pandas as pd
-
-    from .legacy import looks_like_legacy_columns
-
-    try:
-        cols = pd.read_excel(path, engine="calamine", sheet_name=0, nrows=0).columns
-    except Exception:  # not a readable workbook: let the long-format reader say why
-        return False
-    return looks_like_legacy_columns(cols)
-
-
-def _read_one(path: str) -> HeartbeatTrace:
-    if path == "-":
+def _read_one(path: str | os.PathLike, depth: int = 0) -> HeartbeatTrace:
+    if str(path) == "-":
         from .tabular import read_csv
 
-        return read_csv("-")
+        return read_csv(Path("-"), ReadOptions())
     p = Path(path)
-    if not p.exists():
-        raise InputNotFoundError(f"{path}: no such file or directory")
     if p.is_dir():
-        return _read_dir(p)
-    fmt = sniff(p)
-    if fmt == "hbt":
-        from .hbt import read_hbt
-
-        return read_hbt([str(p)], run=p.stem)
-    if fmt == "legacy":
-        from .legacy import read_legacy
-
-        return read_legacy([p], run=p.name)
-    if fmt == "parquet":
-        from .tabular import read_parquet
-
-        return read_parquet(str(p))
-    if fmt == "xlsx":
-        from .legacy import looks_like_legacy_columns, read_legacy
-        from .tabular import read_workbook, read_xlsx_long
-
-        sheets = read_workbook(str(p))
-        first = next(iter(sheets.values()), None)
-        if first is not None and looks_like_legacy_columns(first.columns):
-            return read_legacy([p], run=p.stem)
-        return read_xlsx_long(str(p), sheets)
-    from .tabular import read_csv
-
-    return read_csv(str(p))
+        try:
+            detect(p, "heartbeats")
+        except UnknownFormatError:
+            return _read_runs_below(p, depth)
+    return read(p, "heartbeats")
 
 
 def read_heartbeats(paths: str | os.PathLike | list) -> HeartbeatTrace:
-    """Read heartbeats from one or more paths (files, run directories, or '-' for csv on stdin)."""
+    """Read heartbeats from one or more paths (files, run directories, directories of runs,
+    or '-' for csv on stdin)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
         raise HbtoolError("no trace given")
-    traces = []
-    for p in paths:
-        try:
-            traces.append(_read_one(str(p)))
-        except (UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
-            # a format-specific parser choked on malformed content
-            raise TraceFormatError(f"{p}: unreadable trace ({exc})") from exc
-        except OSError as exc:
-            raise HbtoolError(f"{p}: cannot read ({exc.strerror or exc})") from exc
+    traces = [_read_one(p) for p in paths]
     return traces[0] if len(traces) == 1 else HeartbeatTrace.concat(traces)
+
+
+def read_profile(path: str | os.PathLike):
+    """A segment profile: an .hbp file or directory of the PMPI profiler, or a segment table."""
+    return read(path, "profile")
+
+
+def read_queue_samples(path: str | os.PathLike, item_size: int | None = None, period: float | None = None):
+    """Queue samples of one run: a trace file or run directory of the tracer, or a sample table."""
+    return read(path, "queues", ReadOptions(item_size=item_size, period=period))
+
+
+def read_probes(path: str | os.PathLike):
+    """Timing-probe statistics of one run (a trace file or run directory of the tracer)."""
+    return read(path, "probes")
+
+
+def read_status(path: str | os.PathLike):
+    """Machine-status samples of one run (a trace file or run directory of the tracer)."""
+    return read(path, "status")
 
 
 def _writer(fmt: str):

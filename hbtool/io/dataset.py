@@ -37,7 +37,7 @@ def find_runs(root: str | Path) -> list[LabelledRun]:
             if label not in LABELS:
                 continue
             for run in sorted(p for p in label_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                runs.append(LabelledRun(bench.name, label, run, _thread_labels(run)))
+                runs.append(LabelledRun(bench.name, label, run, thread_labels(run)))
     if not runs:
         raise HbtoolError(
             f"{root}: no runs found: a data set is laid out DATASET_DIR/<benchmark>/<label>/<run>/ with "
@@ -71,7 +71,8 @@ def _labels_from_truth(f: Path) -> dict[int, str]:
     return {}
 
 
-def _thread_labels(run: Path) -> dict[int, str]:
+def thread_labels(run: Path) -> dict[int, str]:
+    """Per-thread labels of a run directory: labels.json, else the examples' truth.json, else none."""
     f = run / "labels.json"
     if not f.is_file():
         truth = run / "truth.json"

@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..model.segments import SegmentProfile, Segments
 from ..errors import TraceFormatError
+from ..model import SegmentProfile, Segments
+from .registry import MAGIC_HBPROF, ReadOptions
 
-MAGIC = b"HBPROF\0\0"
+MAGIC = MAGIC_HBPROF
 VERSION = 1
 ENDIAN_MARK = 0x01020304
 HEADER_SIZE = 256
@@ -408,6 +409,11 @@ def read_hbprof(path: str, name: str | None = None) -> SegmentProfile:
         raise _bad(p, "corrupted header (neither a run file nor a per-rank file)")
     buf = np.memmap(p, dtype=np.uint8, mode="r") if size else b""
     return read_run_file(str(p), buf, size, h, o, name)
+
+
+def read_profile_path(path: Path, options: ReadOptions) -> SegmentProfile:
+    """The registry's reader: a run or per-rank profile file, or a directory of them."""
+    return read_profile_dir(os.fspath(path)) if path.is_dir() else read_hbprof(os.fspath(path))
 
 
 def read_profile_dir(path: str) -> SegmentProfile:

@@ -18,8 +18,9 @@ import pandas as pd
 from .. import config
 from ..errors import TraceFormatError
 from ..model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, HeartbeatTrace, empty_frame
+from .registry import MAGIC_HBTRACE, ReadOptions, head
 
-MAGIC = b"HBTRACE\0"
+MAGIC = MAGIC_HBTRACE
 VERSION = 1
 ENDIAN_MARK = 0x01020304
 HEADER_SIZE = 128
@@ -327,25 +328,55 @@ def _unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     return s + ((c - base) << 32)
 
 
+def run_files(d: Path) -> list[Path]:
+    """The tracer's files of a run directory: every *.hbt file that starts with the magic."""
+    return [f for f in sorted(d.iterdir()) if f.is_file() and f.suffix == SUFFIX and is_hbt(head(f, 8))]
+
+
+def trace_paths(path: Path) -> tuple[list[Path], str]:
+    """The trace files of a path (one file, or a run directory) and the run's name."""
+    if path.is_dir():
+        files = run_files(path)
+        if not files:
+            raise TraceFormatError(f"{path}: no hbtrace files (.hbt) in this directory; give a trace file or the "
+                                   f"directory 'hbtool record -o DIR' wrote")
+        return files, path.resolve().name
+    return [path], path.stem
+
+
+def run_offsets(parsed: list[dict]) -> tuple[list[int], int | None]:
+    """Each process's start in ns after the run's zero, so that its record times (its own
+    clock values) become seconds since the run started; and the zero as a CLOCK_MONOTONIC
+    value when every process shares that clock (else None).
+
+    On one host CLOCK_MONOTONIC is shared, so the earliest tracer start is the run's
+    zero; across hosts (or clocks) the earliest wall-clock start is."""
+    hosts = {p["meta"].get("host", "") for p in parsed}
+    same_clock = len(hosts) == 1 and len({p["header"]["clock_id"] for p in parsed}) == 1
+    key = "start_mono_ns" if same_clock else "start_real_ns"
+    zero = min(p["header"][key] for p in parsed)
+    return [p["header"][key] - zero for p in parsed], (int(zero) if same_clock else None)
+
+
+def process_order(parsed: list[dict], offsets: list[int]) -> list[int]:
+    """Indices of `parsed` in process order: MPI ranks first, then by start time and pid."""
+    return sorted(range(len(parsed)), key=lambda i: (parsed[i]["header"]["rank"] < 0, parsed[i]["header"]["rank"],
+                                                     offsets[i], parsed[i]["header"]["pid"]))
+
+
+def read_heartbeat_trace(path: Path, options: ReadOptions) -> HeartbeatTrace:
+    """The registry's reader: one trace file, or a run directory of them."""
+    files, run = trace_paths(path)
+    return read_hbt([str(f) for f in files], run=run)
+
+
 def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
     """Read binary trace files of one run (one file per process)."""
     parsed = [read_hbt_file(p) for p in paths]
     warnings = [w for p in parsed for w in p["warnings"]]
-    hosts = {p["meta"].get("host", "") for p in parsed}
-    # one host: CLOCK_MONOTONIC is shared, so the earliest start is the run's zero
-    same_clock = len(hosts) == 1 and len({p["header"]["clock_id"] for p in parsed}) == 1
-    if same_clock:
-        zero = min(p["header"]["start_mono_ns"] for p in parsed)
-        offsets = [p["header"]["start_mono_ns"] - zero for p in parsed]
-    else:
-        zero = min(p["header"]["start_real_ns"] for p in parsed)
-        offsets = [p["header"]["start_real_ns"] - zero for p in parsed]
-    order = sorted(
-        range(len(parsed)),
-        key=lambda i: (parsed[i]["header"]["rank"] < 0, parsed[i]["header"]["rank"], offsets[i], parsed[i]["header"]["pid"]),
-    )
+    offsets, zero_mono = run_offsets(parsed)
     beats, events, monitor, procmeta = [], [], [], []
-    for process, i in enumerate(order):
+    for process, i in enumerate(process_order(parsed, offsets)):
         p = parsed[i]
         hdr, r = p["header"], p["records"]
         proc = hdr["rank"] if hdr["rank"] >= 0 else process
@@ -425,7 +456,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         "source": os.path.commonpath([str(p) for p in paths]) if len(paths) > 1 else str(paths[0]),
         # converted files know lifecycle only if their source did
         # clock value of the run's t = 0 (same host and clock only), to place outside times
-        "zero_mono_ns": int(zero) if same_clock else None,
+        "zero_mono_ns": zero_mono,
         "lifecycle": all(not pm["converted"] or pm["meta"].get("lifecycle") == "1" for pm in procmeta),
         "processes": procmeta,
     }

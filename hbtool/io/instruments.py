@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputNotFoundError, TraceFormatError
+from ..errors import TraceFormatError
 from ..model import (PROBE_COLUMNS, QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, STATUS_METRICS, ProbeStats, QueueSamples,
                     StatusSamples, conform)
+from .registry import ReadOptions
 
 REC_QUEUE_OPEN = 12
 REC_QUEUE_SAMPLE = 13
@@ -40,49 +41,35 @@ QUEUE_COLUMNS = ["queue", "process", "queue_id", "capacity", "item_size", "opene
 # --------------------------------------------------------------------------- files
 
 
-def trace_files(path: str) -> tuple[list[str], str]:
-    """The .hbt files of a path (one file, or a run directory) and the run's name."""
-    from .hbt import SUFFIX, is_hbt
+def read_parsed(path: str | os.PathLike) -> tuple[list[dict], list[int], str]:
+    """Parse every trace file of `path` (a file or run directory); return them in process
+    order, their time offsets (hbt.run_offsets) and the run name."""
+    from .hbt import process_order, read_hbt_file, run_offsets, trace_paths
 
-    p = Path(path)
-    if not p.exists():
-        raise InputNotFoundError(f"{path}: No such file or directory")
-    if p.is_dir():
-        files = []
-        for f in sorted(p.iterdir()):
-            if f.is_file() and f.suffix == SUFFIX:
-                with open(f, "rb") as fh:
-                    if is_hbt(fh.read(8)):
-                        files.append(os.fspath(f))
-        if not files:
-            raise TraceFormatError(f"{path}: no hbtrace files (.hbt) in this directory; give a trace file or the "
-                                   f"directory 'hbtool record -o DIR' wrote")
-        return files, p.resolve().name
-    return [os.fspath(p)], p.stem
-
-
-def read_parsed(path: str) -> tuple[list[dict], list[int], str]:
-    """Parse every trace file of `path`; return them, their time offsets and the run name.
-
-    Times become seconds since the run started: on one host the earliest tracer
-    start (CLOCK_MONOTONIC is shared), else the earliest wall-clock start.
-    """
-    from .hbt import read_hbt_file
-
-    files, run = trace_files(path)
+    files, run = trace_paths(Path(path))
     parsed = [read_hbt_file(f) for f in files]
     for f, p in zip(files, parsed):
-        p["file"] = f
-    hosts = {p["meta"].get("host", "") for p in parsed}
-    if len(hosts) == 1 and len({p["header"]["clock_id"] for p in parsed}) == 1:
-        zero = min(p["header"]["start_mono_ns"] for p in parsed)
-        offsets = [p["header"]["start_mono_ns"] - zero for p in parsed]
-    else:
-        zero = min(p["header"]["start_real_ns"] for p in parsed)
-        offsets = [p["header"]["start_real_ns"] - zero for p in parsed]
-    order = sorted(range(len(parsed)), key=lambda i: (parsed[i]["header"]["rank"] < 0, parsed[i]["header"]["rank"],
-                                                    offsets[i], parsed[i]["header"]["pid"]))
+        p["file"] = os.fspath(f)
+    offsets, _ = run_offsets(parsed)
+    order = process_order(parsed, offsets)
     return [parsed[i] for i in order], [offsets[i] for i in order], run
+
+
+def read_queue_trace(path: Path, options: ReadOptions) -> QueueSamples:
+    """The registry's reader of queue samples from a trace (an item size given overrides the recorded one)."""
+    qs = queue_samples_from_trace(os.fspath(path))
+    if options.item_size is not None:
+        qs.samples["item_size"] = options.item_size
+        qs.queues["item_size"] = options.item_size
+    return qs
+
+
+def read_probe_trace(path: Path, options: ReadOptions) -> ProbeStats:
+    return probes_from_trace(os.fspath(path))
+
+
+def read_status_trace(path: Path, options: ReadOptions) -> StatusSamples:
+    return status_from_trace(os.fspath(path))
 
 
 def _process_number(p: dict, index: int) -> int:

@@ -23,6 +23,7 @@ import pandas as pd
 from .. import config
 from ..errors import TraceFormatError
 from ..model import HeartbeatTrace
+from .registry import ReadOptions, head
 
 LEGACY_COLUMNS = ["beat", "threadnum", "iter", "timestamp", "rate"]
 _NAME_RE = re.compile(r"(\d+)$")
@@ -106,6 +107,38 @@ def _parse_xlsx(path: Path) -> pd.DataFrame:
     keep = [c for c in ("beat", "threadnum", "iter", "timestamp") if c in df.columns]
     df = df[keep].apply(pd.to_numeric, errors="coerce").dropna(subset=["beat", "timestamp"])
     return df
+
+
+def is_legacy_xlsx(path: Path) -> bool:
+    """True when the workbook's first sheet has the legacy per-thread columns."""
+    import pandas as pd
+
+    try:
+        cols = pd.read_excel(path, engine="calamine", sheet_name=0, nrows=0).columns
+    except Exception:  # not a readable workbook: let the long-format reader say why
+        return False
+    return looks_like_legacy_columns(cols)
+
+
+def legacy_files(d: Path) -> list[Path]:
+    """The legacy per-thread files of a run directory (text or xlsx)."""
+    out = []
+    for f in sorted(d.iterdir()):
+        if not f.is_file() or f.name.startswith("."):
+            continue
+        if f.suffix.lower() == ".xlsx":
+            if is_legacy_xlsx(f):
+                out.append(f)
+        elif looks_like_legacy_text(head(f, 512)):
+            out.append(f)
+    return out
+
+
+def read_legacy_path(path: Path, options: ReadOptions) -> HeartbeatTrace:
+    """The registry's reader: one legacy file, or a run directory of them."""
+    if path.is_dir():
+        return read_legacy(legacy_files(path), run=path.resolve().name)
+    return read_legacy([path], run=path.name)
 
 
 def read_legacy(paths: list[Path], run: str) -> HeartbeatTrace:

@@ -24,64 +24,20 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..errors import InputNotFoundError, TraceFormatError, UnknownFormatError
+from ..errors import TraceFormatError
 from ..model import QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, QueueSamples, conform
+from .registry import ReadOptions
+from .tables import read_capped_table
 
 REQUIRED = ("queue", "t", "count", "blocked")
 _TRUE = {"1", "true", "yes", "t", "y"}
 _FALSE = {"0", "false", "no", "f", "n"}
 
 
-def read_queue_samples(path: str, item_size: int | None = None, period: float | None = None) -> QueueSamples:
-    """Queue samples of one run: a trace file or run directory of the tracer, or a sample table."""
-    p = Path(path)
-    if not p.exists():
-        raise InputNotFoundError(f"{path}: No such file or directory")
-    if p.is_dir():
-        from .instruments import queue_samples_from_trace
-
-        return _override(queue_samples_from_trace(os.fspath(p)), item_size)
-    with open(p, "rb") as f:
-        head = f.read(8)
-    suffix = p.suffix.lower()
-    if head == b"HBTRACE\0" or suffix == ".hbt":
-        from .instruments import queue_samples_from_trace
-
-        return _override(queue_samples_from_trace(os.fspath(p)), item_size)
-    if head[:4] == b"PAR1" or suffix in (".parquet", ".pq", ".csv", ".txt"):
-        return read_sample_table(os.fspath(p), item_size=item_size, period=period)
-    raise UnknownFormatError(f"{path}: not queue samples hbtool knows (expected an .hbt trace written by the tracer, "
-                             f"or a sample table .csv or .parquet with columns queue, t, count, blocked)")
-
-
-def _override(qs: QueueSamples, item_size: int | None) -> QueueSamples:
-    if item_size is not None:
-        qs.samples["item_size"] = item_size
-        qs.queues["item_size"] = item_size
-    return qs
-
-
-def read_sample_table(path: str, item_size: int | None = None, period: float | None = None) -> QueueSamples:
-    p = Path(path)
-    try:
-        if p.suffix.lower() in (".parquet", ".pq") or open(p, "rb").read(4) == b"PAR1":
-            import pyarrow.parquet as pq
-
-            rows = pq.ParquetFile(p).metadata.num_rows
-            if rows > config.MAX_QUEUE_SAMPLE_ROWS:
-                raise TraceFormatError(f"{path}: {rows} rows, more than the {config.MAX_QUEUE_SAMPLE_ROWS} hbtool reads")
-            df = pd.read_parquet(p)
-        else:
-            df = pd.read_csv(p, nrows=config.MAX_QUEUE_SAMPLE_ROWS + 1, engine="c", low_memory=False)
-    except TraceFormatError:
-        raise
-    except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise
-        raise TraceFormatError(f"{path}: not a readable sample table ({str(e).splitlines()[0][:200]})") from None
-    if len(df) > config.MAX_QUEUE_SAMPLE_ROWS:
-        raise TraceFormatError(f"{path}: more than the {config.MAX_QUEUE_SAMPLE_ROWS} rows hbtool reads")
-    return samples_from_frame(df, path, p.stem, item_size=item_size, period=period)
+def read_sample_table(path: Path, options: ReadOptions) -> QueueSamples:
+    """The registry's reader of a sample table (csv or parquet)."""
+    df = read_capped_table(path, config.MAX_QUEUE_SAMPLE_ROWS, "sample table")
+    return samples_from_frame(df, os.fspath(path), path.stem, item_size=options.item_size, period=options.period)
 
 
 def _numeric(df: pd.DataFrame, col: str, path: str, integer: bool) -> np.ndarray:

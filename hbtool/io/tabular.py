@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from ..model import EVENT_COLUMNS, HeartbeatTrace, conform
+from .registry import ReadOptions
 
 # target column -> accepted names (first match wins, in this order)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -195,7 +196,9 @@ def _trace(beats: pd.DataFrame, events: pd.DataFrame | None, fmt: str, source: s
 # --------------------------------------------------------------------------- readers
 
 
-def read_csv(path: str) -> HeartbeatTrace:
+def read_csv(path: Path, options: ReadOptions) -> HeartbeatTrace:
+    """A csv table of beats (Path("-"): standard input)."""
+    path = os.fspath(path)
     warnings: list[str] = []
     src = "stdin" if path == "-" else path
     try:
@@ -211,9 +214,10 @@ def read_csv(path: str) -> HeartbeatTrace:
     return _trace(beats, _events_frame(ev_raw, run), "csv", src, warnings)
 
 
-def read_parquet(path: str) -> HeartbeatTrace:
+def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     import pyarrow.parquet as pq
 
+    path = os.fspath(path)
     warnings: list[str] = []
     try:
         table = pq.read_table(path)
@@ -233,6 +237,17 @@ def read_parquet(path: str) -> HeartbeatTrace:
     except (ValueError, TypeError) as exc:
         warnings.append(f"{path}: hbtool metadata unreadable, ignored ({exc})")
     return _trace(beats, events, "parquet", path, warnings, runs_meta)
+
+
+def read_xlsx(path: Path, options: ReadOptions) -> HeartbeatTrace:
+    """A workbook: legacy per-thread columns (one thread's beats), else the long format."""
+    from .legacy import looks_like_legacy_columns, read_legacy
+
+    sheets = read_workbook(os.fspath(path))
+    first = next(iter(sheets.values()), None)
+    if first is not None and looks_like_legacy_columns(first.columns):
+        return read_legacy([path], run=path.stem)
+    return read_xlsx_long(os.fspath(path), sheets)
 
 
 def read_xlsx_long(path: str, sheets: dict[str, pd.DataFrame] | None = None) -> HeartbeatTrace:

@@ -1,13 +1,16 @@
-"""Pictures of traces (matplotlib, Agg backend; imported only by `hbtool plot`)."""
+"""Pictures of results (matplotlib, Agg backend; imported only by `hbtool plot`).
+
+These functions draw what the analyzers computed (heart-rate curves, thread
+summaries, behaviour timelines, status intervals); they compute nothing but what
+drawing needs (decimation, a rolling median for the bold line, gaps to break).
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from . import config
-from .analyzers.heartrate import heart_rate
-from .analyzers.summary import summarize_threads
-from .model import HeartbeatTrace
+from .. import config
 
 #: a gap between beats is drawn as a break when it is longer than this many median
 #: intervals and than GAP_SHARE of the thread's span (a scheduler's time slice is not a gap)
@@ -71,24 +74,25 @@ def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> Non
     ax.grid(axis="x", alpha=0.3)
 
 
-def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int, behavior: bool = False) -> None:
+def plot_heart_rates(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary: pd.DataFrame, out: str,
+                     window: int, timelines: list[dict] | None = None) -> None:
+    """Heart rate over time, one panel per run, one line per thread; how each thread
+    ended; with `timelines`, each run's behaviour strip under its panel.
+
+    `curves`: (run, process, thread) -> (beat times, heart rates) (heartrate.heart_rate_curves);
+    `summary`: summary.summarize_threads; `timelines`: behavior.behavior_timelines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = list(trace.runs)
-    summary = summarize_threads(trace)
+    runs = list(dict.fromkeys(k[0] for k in curves))
     ends = {(r.run, r.process, r.thread): (r.ending, r.abnormal) for r in summary.itertuples()}
-    timelines = []
+    behavior = timelines is not None
     if behavior:
         from matplotlib.patches import Patch
 
-        from .analyzers.behavior import behavior_timelines
-
-        timelines = behavior_timelines(trace)
-        nthreads = [trace.beats.loc[trace.beats["run"] == r, ["process", "thread"]].drop_duplicates().shape[0]
-                    for r in runs]
+        nthreads = [sum(1 for k in curves if k[0] == r) for r in runs]
         ratios = []
         for n in nthreads:
             ratios += [3.2, 0.35 + 0.18 * n]
@@ -99,14 +103,11 @@ def plot_heart_rates(trace: HeartbeatTrace, out: str, window: int, behavior: boo
         fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3.2 * len(runs) + 0.6), squeeze=False)
         strips = None
     for k, (ax, run) in enumerate(zip(axes[:, 0], runs)):
-        sub = trace.beats[trace.beats["run"] == run]
-        groups = list(sub.groupby(["process", "thread"], sort=True))
+        groups = sorted((((k[1], k[2]), v) for k, v in curves.items() if k[0] == run), key=lambda kv: kv[0])
         cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
-        multi = sub["process"].nunique() > 1
+        multi = len({p for (p, _), _ in groups}) > 1
         tops = []
-        for i, ((proc, thr), g) in enumerate(groups):
-            t = g["t"].to_numpy()
-            hr = heart_rate(t, window)
+        for i, ((proc, thr), (t, hr)) in enumerate(groups):
             sm = _smooth(hr)
             x, y = _decimate(t, hr, config.PLOT_MAX_POINTS)
             xs, ys = _decimate(t, sm, config.PLOT_MAX_POINTS)

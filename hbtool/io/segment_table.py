@@ -1,4 +1,4 @@
-"""Segment profiles (SPEC 6): the tables other tools can write (csv, parquet).
+"""Segment tables (SPEC 6): the segment profiles other tools can write (csv, parquet).
 
 A segment table has one row per process and segment, with the columns
 
@@ -6,7 +6,7 @@ A segment table has one row per process and segment, with the columns
 
 where every further column is an integer communication or I/O feature (counts or
 bytes). The binary profiles of the tracer's PMPI profiler are read by
-hbtool.io.hbprof; both give a hbtool.analyzers.interference.SegmentProfile.
+hbtool.io.hbprof; both give a hbtool.model.SegmentProfile.
 """
 
 from __future__ import annotations
@@ -17,36 +17,20 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..model.segments import SegmentProfile
 from ..errors import TraceFormatError
+from ..model import SegmentProfile
+from .registry import ReadOptions
+from .tables import read_capped_table
 
 REQUIRED = ("rank", "segment", "duration_ns", "computation")
 #: optional columns that are not features
 META_COLUMNS = ("run", "run_time_ns")
 
 
-def read_segment_table(path: str) -> SegmentProfile:
-    p = Path(path)
-    suffix = p.suffix.lower()
-    try:
-        if suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            rows = pq.ParquetFile(p).metadata.num_rows
-            if rows > config.MAX_PROFILE_ROWS:
-                raise TraceFormatError(f"{path}: {rows} rows, more than the {config.MAX_PROFILE_ROWS} hbtool reads")
-            df = pd.read_parquet(p)
-        else:
-            df = pd.read_csv(p, nrows=config.MAX_PROFILE_ROWS + 1, engine="c", low_memory=False)
-    except TraceFormatError:
-        raise
-    except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise
-        raise TraceFormatError(f"{path}: not a readable segment table ({str(e).splitlines()[0][:200]})") from None
-    if len(df) > config.MAX_PROFILE_ROWS:
-        raise TraceFormatError(f"{path}: more than the {config.MAX_PROFILE_ROWS} rows hbtool reads")
-    return profile_from_frame(df, str(path), p.stem)
+def read_segment_table(path: Path, options: ReadOptions) -> SegmentProfile:
+    """The registry's reader of a segment table (csv or parquet)."""
+    df = read_capped_table(path, config.MAX_PROFILE_ROWS, "segment table")
+    return profile_from_frame(df, str(path), path.stem)
 
 
 def _int_column(df: pd.DataFrame, col: str, path: str) -> np.ndarray:
@@ -106,14 +90,3 @@ def profile_from_frame(df: pd.DataFrame, path: str, name: str) -> SegmentProfile
     return SegmentProfile(name=name, rank=rank, segment=seg, duration_ns=dur, computation=comp, features=feats,
                           feature_names=fnames, run_time_ns=run_time, computation_source="table",
                           meta={"format": "table", "source": path})
-
-
-def write_segment_table(profile: SegmentProfile, path: str) -> None:
-    df = pd.DataFrame({"rank": profile.rank, "segment": profile.segment, "duration_ns": profile.duration_ns,
-                       "computation": profile.computation})
-    for j, n in enumerate(profile.feature_names):
-        df[n] = profile.features[:, j].astype(np.int64)
-    if path.endswith(".parquet"):
-        df.to_parquet(path, index=False)
-    else:
-        df.to_csv(path, index=False)

@@ -1,0 +1,198 @@
+"""One registry of every input format: what it holds, how it is recognised, who reads it.
+
+Each :class:`Format` names the data model it gives (``heartbeats``, ``profile``,
+``queues``, ``probes``, ``status``), its magic bytes and suffixes, an optional
+content check for formats with no magic, an optional check for run directories,
+and its reader as ``"module:function"`` (imported only when used, so that
+``hbtool --help`` stays fast). Every reader has one signature::
+
+    reader(path: pathlib.Path, options: ReadOptions) -> the model
+
+:func:`detect` picks the format of a path for a model: for a directory, the first
+format whose directory check says yes; for a file, magic bytes first, then content
+checks, then the suffix, each in registration order. :func:`read` detects, reads,
+and turns a parser's low-level error into one :class:`TraceFormatError` line.
+
+A new format: write its reader in a module of this package, then add one
+``register(Format(...))`` line below (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Callable
+
+from ..errors import HbtoolError, InputNotFoundError, TraceFormatError, UnknownFormatError
+
+#: magic bytes at the start of each binary format (the C headers are the source of truth)
+MAGIC_HBTRACE = b"HBTRACE\0"   # native_tracer/include/hbtrace_format.h
+MAGIC_HBPROF = b"HBPROF\0\0"   # native_tracer/mpi/include/hbprof_format.h
+MAGIC_PARQUET = b"PAR1"
+MAGIC_ZIP = b"PK\x03\x04"      # xlsx workbooks are zip archives
+
+#: bytes read from the start of a file to recognise it
+HEAD_BYTES = 4096
+
+#: the data models, and what a user calls each in a message
+MODELS = {"heartbeats": "heartbeat trace", "profile": "segment profile", "queues": "queue samples",
+          "probes": "probe statistics", "status": "machine status"}
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a user may tell a reader about its input; each reader uses what applies."""
+
+    item_size: int | None = None   # queue sample tables and traces: bytes per item
+    period: float | None = None    # queue sample tables: the first sample's period (s)
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    model: str
+    reader: str                                   # "module:function" in hbtool.io
+    description: str
+    suffixes: tuple[str, ...] = ()
+    magic: tuple[bytes, ...] = ()
+    sniff: Callable[[bytes], bool] | None = None  # content check for a file with no magic
+    directory: Callable[[Path], bool] | None = None
+
+    def read(self, path: Path, options: ReadOptions):
+        module, func = self.reader.split(":")
+        return getattr(import_module(f"{__package__}.{module}"), func)(path, options)
+
+
+FORMATS: list[Format] = []
+
+
+def register(fmt: Format) -> Format:
+    if fmt.model not in MODELS:
+        raise ValueError(f"format {fmt.name}: unknown model {fmt.model!r}")
+    FORMATS.append(fmt)
+    return fmt
+
+
+def formats(model: str) -> list[Format]:
+    return [f for f in FORMATS if f.model == model]
+
+
+def head(path: Path, n: int = HEAD_BYTES) -> bytes:
+    """The first `n` bytes of a file (a CLI-ready error when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError as exc:
+        raise HbtoolError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _known(model: str) -> str:
+    descr = [f.description for f in formats(model)]
+    return descr[0] if len(descr) == 1 else "; ".join(descr[:-1]) + "; or " + descr[-1]
+
+
+def detect(path: str | os.PathLike, model: str) -> Format:
+    """The registered format of `path` for `model` (raises UnknownFormatError, InputNotFoundError)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputNotFoundError(f"{path}: no such file or directory")
+    cands = formats(model)
+    if p.is_dir():
+        for f in cands:
+            if f.directory is not None and f.directory(p):
+                return f
+        raise UnknownFormatError(f"{path}: this directory holds no {MODELS[model]} hbtool knows (expected "
+                                 f"{_known(model)})")
+    h = head(p)
+    for f in cands:
+        if any(h.startswith(m) for m in f.magic):
+            return f
+    for f in cands:
+        if f.sniff is not None and f.sniff(h):
+            return f
+    suffix = p.suffix.lower()
+    for f in cands:
+        if suffix in f.suffixes:
+            return f
+    raise UnknownFormatError(f"{path}: unknown {MODELS[model]} format (expected {_known(model)}): "
+                             f"see docs/formats.md")
+
+
+def read(path: str | os.PathLike, model: str, options: ReadOptions | None = None):
+    """Detect the format of `path` and read it into `model`'s data model."""
+    fmt = detect(path, model)
+    try:
+        return fmt.read(Path(path), options or ReadOptions())
+    except HbtoolError:
+        raise
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
+        # a format-specific parser choked on malformed content
+        raise TraceFormatError(f"{path}: unreadable {fmt.name} file ({exc})") from exc
+    except OSError as exc:
+        raise HbtoolError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+# --------------------------------------------------------------------------- content checks
+
+
+def _has_hbtrace_files(d: Path) -> bool:
+    from .hbt import run_files
+
+    return bool(run_files(d))
+
+
+def _has_legacy_files(d: Path) -> bool:
+    from .legacy import legacy_files
+
+    return bool(legacy_files(d))
+
+
+def _has_profiles(d: Path) -> bool:
+    return any(f.is_file() for f in d.glob("*.hbp"))
+
+
+def _legacy_text(h: bytes) -> bool:
+    from .legacy import looks_like_legacy_text
+
+    return looks_like_legacy_text(h)
+
+
+def _csv_text(h: bytes) -> bool:
+    return b"\0" not in h and b"," in h.split(b"\n", 1)[0]
+
+
+# --------------------------------------------------------------------------- the formats
+
+_TRACE = "an hbtrace file (.hbt) or the run directory 'hbtool record -o DIR' wrote"
+
+register(Format("hbtrace", "heartbeats", "hbt:read_heartbeat_trace", _TRACE,
+                suffixes=(".hbt",), magic=(MAGIC_HBTRACE,), directory=_has_hbtrace_files))
+register(Format("parquet", "heartbeats", "tabular:read_parquet", "a parquet table (.parquet)",
+                suffixes=(".parquet", ".pq"), magic=(MAGIC_PARQUET,)))
+register(Format("xlsx", "heartbeats", "tabular:read_xlsx", "an xlsx workbook (long format, or legacy per-thread)",
+                suffixes=(".xlsx", ".xlsm"), magic=(MAGIC_ZIP,)))
+register(Format("legacy", "heartbeats", "legacy:read_legacy_path",
+                "legacy per-thread heartbeat text files (or a directory of them)",
+                sniff=_legacy_text, directory=_has_legacy_files))
+register(Format("csv", "heartbeats", "tabular:read_csv", "a csv table (.csv)",
+                suffixes=(".csv", ".txt", ".tsv"), sniff=_csv_text))
+
+register(Format("hbprof", "profile", "hbprof:read_profile_path",
+                "a profile of the PMPI profiler (.hbp) or a directory of them",
+                suffixes=(".hbp",), magic=(MAGIC_HBPROF,), directory=_has_profiles))
+register(Format("segment-table", "profile", "segment_table:read_segment_table",
+                "a segment table (.csv or .parquet: rank, segment, duration_ns, computation, features...)",
+                suffixes=(".csv", ".parquet", ".txt"), magic=(MAGIC_PARQUET,)))
+
+register(Format("hbtrace", "queues", "instruments:read_queue_trace", _TRACE,
+                suffixes=(".hbt",), magic=(MAGIC_HBTRACE,), directory=_has_hbtrace_files))
+register(Format("sample-table", "queues", "queues:read_sample_table",
+                "a sample table (.csv or .parquet with columns queue, t, count, blocked)",
+                suffixes=(".parquet", ".pq", ".csv", ".txt"), magic=(MAGIC_PARQUET,)))
+
+register(Format("hbtrace", "probes", "instruments:read_probe_trace", _TRACE,
+                suffixes=(".hbt",), magic=(MAGIC_HBTRACE,), directory=_has_hbtrace_files))
+register(Format("hbtrace", "status", "instruments:read_status_trace", _TRACE,
+                suffixes=(".hbt",), magic=(MAGIC_HBTRACE,), directory=_has_hbtrace_files))
