@@ -1,12 +1,12 @@
-"""Evaluate thread behaviour detection (seed 001 HBTM): offline labels and the online monitor.
+"""Evaluate thread behavior detection (seed 001 HBTM): offline labels and the online monitor.
 
     python benchmarks/eval_behavior.py [--reps 4] [--seed 2026] [--quick] [--keep DIR]
 
-Runs the real example programs under the real tracer, injecting each behaviour into a
+Runs the real example programs under the real tracer, injecting each behavior into a
 known thread at a known beat (the program writes the ground truth beside its trace),
 then reports:
 
-1. offline (`hbtool behavior`): per-behaviour precision and recall, and the error of
+1. offline (`hbtool behavior`): per-behavior precision and recall, and the error of
    the start times, over pi_pthread, matmul_pthread (pthreads) and jacobi_omp (OpenMP),
    2 worker threads each (one per core of this machine), with the online monitor on
    (central and ring, alternately);
@@ -208,11 +208,11 @@ def main() -> None:
     ctx = tempfile.TemporaryDirectory() if not args.keep else None
     tmp = Path(args.keep or ctx.name)
     t0 = time.time()
-    print(f"# behaviour detection: seed {args.seed}, {args.reps} reps offline, {args.online_reps} online")
+    print(f"# behavior detection: seed {args.seed}, {args.reps} reps offline, {args.online_reps} online")
     if "offline" in parts:
         total, per = offline(args, tmp)
         print(f"\n## offline labels (hbtool behavior), 2 threads, ~{args.rate:g} beats/s, {args.beats} beats")
-        print(f"{'behaviour':22s} {'precision':>9s} {'recall':>7s} {'found':>6s} {'truth':>6s} "
+        print(f"{'behavior':22s} {'precision':>9s} {'recall':>7s} {'found':>6s} {'truth':>6s} "
               f"{'start error median':>19s} {'p95 |error|':>12s}")
         for b in SCORED:
             errs = total.start_errors[b]
@@ -228,7 +228,7 @@ def main() -> None:
             print("  spurious:", total.spurious[:10])
     if "online" in parts:
         rows = online(args, tmp)
-        print("\n## online monitor: detection latency in beat periods (median over behaviours and runs)")
+        print("\n## online monitor: detection latency in beat periods (median over behaviors and runs)")
         print(f"{'beats/s':>8s} {'mode':8s} {'detected':>9s} {'latency (periods)':>18s} {'latency':>10s} "
               f"{'lag (periods)':>14s} {'max latency (periods)':>22s}")
         for rate in args.rates:
@@ -247,7 +247,7 @@ def main() -> None:
             lp = [r["latency_s"] / r["period_s"] for r in hit]
             print(f"  {b}: detected {len(hit)}/{sum(1 for r in rows if r['behavior'] == b)}, median "
                   f"{statistics.median(lp) if lp else float('nan'):.2f} periods")
-        print(f"  online reports matching no injected behaviour: {sum(r['false'] for r in rows)} "
+        print(f"  online reports matching no injected behavior: {sum(r['false'] for r in rows)} "
               f"in {len(rows)} runs")
     if "messages" in parts:
         ms = messages(args, tmp)

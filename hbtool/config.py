@@ -70,7 +70,7 @@ HSA_DEFAULT_RANGES = {
     "progress": (0.95, None),
 }
 
-# ---- thread behaviour (SPEC 5, seed 001; docs/methods.md "Thread behaviour") ----
+# ---- thread behavior (SPEC 5, seed 001; docs/methods.md "Thread behavior") ----
 #: the rate around each beat: the mean interval over at least this many intervals ...
 BEHAVIOR_SMOOTH = 9
 #: ... and at least this many seconds (a thread that shares a core runs and waits in

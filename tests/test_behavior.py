@@ -193,7 +193,7 @@ def test_online_reports_attached_with_latency():
     ("pi-shutdown", 3, "exited"),
     ("matmul-earlyexit", 0, "exited"),
 ])
-def test_sample_traces_injected_behaviour_found_at_the_injection(name, thread, behavior):
+def test_sample_traces_injected_behavior_found_at_the_injection(name, thread, behavior):
     tr = read_heartbeats(str(SAMPLES / name))
     truth = json.loads((SAMPLES / name / "truth.json").read_text())
     rows = behavior_timelines(tr)

@@ -1,4 +1,4 @@
-"""The tracer's online behaviour monitor (HBTM, seed 001): real programs, real threads.
+"""The tracer's online behavior monitor (HBTM, seed 001): real programs, real threads.
 
 Records are read straight from the trace file with the numpy dtypes of hbtool.io.hbt,
 so that these tests check what the tracer wrote, independent of hbtool's reader.
@@ -21,7 +21,7 @@ from hbtool.io.hbt import chunk_header_dtype, header_dtype, record_dtype
 
 pytestmark = pytest.mark.usefixtures("tracer_built")
 
-# record kinds, behaviours, modes (native_tracer/include/hbtrace_format.h)
+# record kinds, behaviors, modes (native_tracer/include/hbtrace_format.h)
 BEAT, THREAD_START, THREAD_END, INIT, FINISHED, PROCESS_EXIT = 1, 2, 3, 4, 5, 6
 BEHAVIOR, MONITOR, ADJUST = 9, 10, 11
 RUNNING, BUSY, COND, EXITED, FAILED = 0, 1, 2, 3, 4
@@ -65,7 +65,7 @@ def trace_file(env) -> Path:
     return files[0]
 
 
-def behaviours(tr, thread=None):
+def behaviors(tr, thread=None):
     """BEHAVIOR records as dicts (onset and detection in CLOCK_MONOTONIC ns)."""
     r = tr["rec"]
     out = []
@@ -125,8 +125,8 @@ def check_detected(tr, truth, bhv, mode, onset_periods=3.0):
     T = truth["thread"]
     B, noise = timing(tr, truth)
     onset_truth = truth["inject_mono_ns"]
-    got = [d for d in behaviours(tr, T) if d["bhv"] == bhv]
-    assert got, f"no behaviour {bhv} for thread {T}: {behaviours(tr)}"
+    got = [d for d in behaviors(tr, T) if d["bhv"] == bhv]
+    assert got, f"no behavior {bhv} for thread {T}: {behaviors(tr)}"
     d = min(got, key=lambda d: abs(d["onset"] - onset_truth))
     assert abs(d["onset"] - onset_truth) < onset_periods * B + noise, (d, onset_truth, B, noise)
     assert 0 <= d["lag_ns"] < 5 * B + 2 * noise, (d, B, noise)
@@ -134,7 +134,7 @@ def check_detected(tr, truth, bhv, mode, onset_periods=3.0):
     return d, B
 
 
-# --------------------------------------------------------------------------- the injected behaviours
+# --------------------------------------------------------------------------- the injected behaviors
 
 
 @pytest.mark.parametrize("mode", ["central", "ring"])
@@ -148,8 +148,8 @@ def test_condwait_detected_then_running_again(traced_env, tmp_path, mode):
     _, noise = timing(tr, truth)
     assert d["seq"] == truth["beat"] + 1  # beats recorded at the onset
     # beats flow again after --wait-ms: RUNNING, onset about when the wait ended
-    back = [x for x in behaviours(tr, truth["thread"]) if x["bhv"] == RUNNING and x["at"] > d["at"]]
-    assert back, behaviours(tr)
+    back = [x for x in behaviors(tr, truth["thread"]) if x["bhv"] == RUNNING and x["at"] > d["at"]]
+    assert back, behaviors(tr)
     assert -5 * B < back[0]["onset"] - (truth["inject_mono_ns"] + 100e6) < 25e6 + 2 * noise
 
 
@@ -162,7 +162,7 @@ def test_busywait_detected(traced_env, tmp_path, mode):
     # busy-waiting is told from waiting for a CPU by the CPU time it uses while late:
     # on a busy machine that may take one slow (4 B) interval more
     d, _ = check_detected(tr, truth, BUSY, CENTRAL if mode == "central" else RING, onset_periods=6)
-    later = [x["bhv"] for x in behaviours(tr, truth["thread"]) if x["at"] > d["at"]]
+    later = [x["bhv"] for x in behaviors(tr, truth["thread"]) if x["at"] > d["at"]]
     assert RUNNING in later  # after 30 slow beats it runs at its usual rate again
 
 
@@ -173,7 +173,7 @@ def test_early_exit_detected(traced_env, tmp_path, mode):
     assert r.returncode == 0, r.stderr
     tr = read_trace(trace_file(env))
     check_detected(tr, truth, EXITED, CENTRAL if mode == "central" else RING)
-    seen = [x["bhv"] for x in behaviours(tr, truth["thread"])]
+    seen = [x["bhv"] for x in behaviors(tr, truth["thread"])]
     assert seen.count(EXITED) == 1 and seen[-1] == EXITED and FAILED not in seen
 
 
@@ -218,7 +218,7 @@ def test_cancelled_thread_failed(traced_env, tmp_path):
     ends = rec["aux"][np.isin(tr["os_tid"], list(tid)) & (rec["kind"] == THREAD_END)]
     assert ends.tolist() == [END_CANCELLED]
     check_detected(tr, truth, FAILED, CENTRAL)
-    assert EXITED not in [x["bhv"] for x in behaviours(tr, truth["thread"])]
+    assert EXITED not in [x["bhv"] for x in behaviors(tr, truth["thread"])]
 
 
 def test_openmp_example_rejects_cancel_and_vanish(tracer_built, traced_env):
@@ -228,7 +228,7 @@ def test_openmp_example_rejects_cancel_and_vanish(tracer_built, traced_env):
         assert r.returncode == 2 and "pthread program" in r.stderr
 
 
-def test_monitor_off_records_no_behaviour(traced_env, tmp_path):
+def test_monitor_off_records_no_behavior(traced_env, tmp_path):
     env = env_with(traced_env, HBTRACE_MONITOR="off")
     r, _ = run_pi(env, tmp_path, "--inject", "condwait", "--wait-ms", 60)
     assert r.returncode == 0
@@ -249,7 +249,7 @@ def test_monitor_never_changes_the_exit_status(traced_env, mode, how, expect):
     if how == "exit":
         # exit(1) with a thread still at work: it failed with the process, onset = the exit
         ex = tr["rec"][tr["rec"]["kind"] == PROCESS_EXIT]
-        failed = [d for d in behaviours(tr, 1) if d["bhv"] == FAILED]
+        failed = [d for d in behaviors(tr, 1) if d["bhv"] == FAILED]
         assert len(failed) == 1 and abs(failed[0]["onset"] - int(ex["t_ns"][0])) < 5e6
 
 
@@ -425,10 +425,10 @@ def test_threads_dying_while_a_fast_monitor_reads_them(probe, traced_env):
     assert r.returncode == 0, r.stderr
     tr = read_trace(trace_file(env))
     assert tr["meta"]["monitor_period_us"] == "100"
-    exited = [d for d in behaviours(tr) if d["bhv"] == EXITED]
+    exited = [d for d in behaviors(tr) if d["bhv"] == EXITED]
     assert sorted(d["thread"] for d in exited) == list(range(240))  # each exactly once
-    assert all(d["bhv"] in (EXITED, BUSY, COND, RUNNING) for d in behaviours(tr))
-    assert not [d for d in behaviours(tr) if d["bhv"] == FAILED]
+    assert all(d["bhv"] in (EXITED, BUSY, COND, RUNNING) for d in behaviors(tr))
+    assert not [d for d in behaviors(tr) if d["bhv"] == FAILED]
 
 
 def test_ring_whose_other_threads_all_died(probe, traced_env):
@@ -439,7 +439,7 @@ def test_ring_whose_other_threads_all_died(probe, traced_env):
     assert time.monotonic() - t0 < 5
     tr = read_trace(trace_file(env))
     assert tr["meta"]["monitor"] == "ring"
-    ex = {d["thread"]: d for d in behaviours(tr) if d["bhv"] == EXITED}
+    ex = {d["thread"]: d for d in behaviors(tr) if d["bhv"] == EXITED}
     assert set(ex) == {0, 1, 2, 3}
     survivor = set(tr["slot"][(tr["rec"]["kind"] == BEAT) & (tr["rec"]["thread"] == 3)])
     for k in range(3):
@@ -471,7 +471,7 @@ def test_program_without_finished(probe, traced_env):
     assert 100 <= int(first["iter"]) <= 100000  # mean poll period, us
     assert int(first["loop"]) > 0 and int(first["seq"]) > 0  # passes, messages
     assert int(at_exit["seq"][0]) >= int(first["seq"])  # cumulative
-    assert {d["thread"] for d in behaviours(tr) if d["bhv"] == EXITED} == {0, 1}
+    assert {d["thread"] for d in behaviors(tr) if d["bhv"] == EXITED} == {0, 1}
     from hbtool.io import read_heartbeats
 
     assert len(read_heartbeats(Path(env["HBTRACE_DIR"])).beats) == (rec["kind"] == BEAT).sum()
@@ -514,7 +514,7 @@ def test_monitor_api_drives_detection(probe, traced_env):
     assert r.returncode == 0, r.stderr
     tr = read_trace(trace_file(env))
     assert "monitor" not in tr["meta"]  # L_ Init: no monitor thread, no mode
-    cond = [d for d in behaviours(tr, 1) if d["bhv"] == COND]
+    cond = [d for d in behaviors(tr, 1) if d["bhv"] == COND]
     assert len(cond) == 1 and cond[0]["mode"] == CENTRAL
     main_slot = int(tr["slot"][tr["rec"]["kind"] == INIT][0])
     assert cond[0]["writer"] == main_slot  # found by the program's own Monitor() loop
@@ -535,8 +535,8 @@ def test_fork_child_monitors_its_own_threads(probe, traced_env):
     assert len(child) == 1
     c = child[0]
     assert c["meta"]["monitor"] == "central"
-    ex = [d for d in behaviours(c) if d["bhv"] == EXITED]
+    ex = [d for d in behaviors(c) if d["bhv"] == EXITED]
     assert {d["thread"] for d in ex} == {10, 11}
     early = next(d for d in ex if d["thread"] == 11)
     assert early["lag_ns"] < 20e6  # online, by the child's own monitor thread
-    assert not [d for d in behaviours(c) if d["thread"] == 0]  # nothing of the parent's threads
+    assert not [d for d in behaviors(c) if d["thread"] == 0]  # nothing of the parent's threads

@@ -606,7 +606,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "pthread_exit") || !strcmp(mode, "pthread_exit_hbtm")) {
         /* main leaves, the stages finish: the monitors must not keep the process alive */
-        if (!strcmp(mode, "pthread_exit_hbtm")) {   /* with the behaviour monitor's thread too */
+        if (!strcmp(mode, "pthread_exit_hbtm")) {   /* with the behavior monitor's thread too */
             Heartbeat_MultiPthread_Init(0);
             Heartbeat_MultiPthread_Generate(0, 1, 0);
         }

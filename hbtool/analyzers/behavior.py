@@ -1,11 +1,11 @@
-"""Thread behaviour timelines (SPEC 5, seed 001 HBTM), computed offline.
+"""Thread behavior timelines (SPEC 5, seed 001 HBTM), computed offline.
 
 Per thread, a list of intervals labelled ``running``, ``busy-waiting``,
 ``conditional-waiting``, ``exited``, ``failed`` (or ``ended`` when the trace
 cannot tell exit from failure), from the beats and the lifecycle records; beside
 it, what the tracer's online monitor reported and how late.
 
-The method (docs/methods.md, "Thread behaviour"):
+The method (docs/methods.md, "Thread behavior"):
 
 * intervals between beats, divided by the calls-per-beat in force (the ADJUST
   records of Heartbeat_HeartRate_Adjust), on a log scale;
@@ -300,7 +300,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     notes: list[str] = []
     t = tb.t_ns
     usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
-    # episodes inside the beats: (first interval index, end index, behaviour, detail, start, end)
+    # episodes inside the beats: (first interval index, end index, behavior, detail, start, end)
     episodes = []
     for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual", int(t[a]), int(t[b])))
@@ -395,7 +395,7 @@ def _monitor_reports(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
 
 
 def _attach_online(row: dict, reports: pd.DataFrame, s: BehaviorSettings) -> None:
-    """Beside each offline interval, the online report that matches it (same behaviour, near onset)."""
+    """Beside each offline interval, the online report that matches it (same behavior, near onset)."""
     usual = row["usual_interval_s"] if np.isfinite(row["usual_interval_s"]) else 0.0
     used = set()
     rep = reports.to_dict(orient="records")
@@ -450,7 +450,7 @@ def monitor_summary(trace: HeartbeatTrace, s: BehaviorSettings) -> list[dict]:
 
 
 def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None = None) -> list[dict]:
-    """Every thread's behaviour timeline (dicts; times in ns, see hbtool.cli.behavior for output)."""
+    """Every thread's behavior timeline (dicts; times in ns, see hbtool.cli.behavior for output)."""
     s = settings or BehaviorSettings()
     prepared = prepare(trace, s)
     teams: dict[tuple, list[ThreadBeats]] = {}
@@ -469,3 +469,19 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
         _attach_online(row, reports, s)
         rows.append(row)
     return rows
+
+
+@dataclass
+class BehaviorReport:
+    """What :func:`timeline` found: every thread's timeline (behavior_timelines), each
+    monitored process's online-monitor summary (monitor_summary), and the settings."""
+
+    threads: list[dict]
+    monitors: list[dict]
+    settings: BehaviorSettings
+
+
+def timeline(trace: HeartbeatTrace, settings: BehaviorSettings | None = None) -> BehaviorReport:
+    """The whole offline method in one call: timelines beside the online monitor's reports."""
+    s = settings or BehaviorSettings()
+    return BehaviorReport(behavior_timelines(trace, s), monitor_summary(trace, s), s)

@@ -1,8 +1,8 @@
-"""Scoring behaviour timelines against the ground truth the example programs write.
+"""Scoring behavior timelines against the ground truth the example programs write.
 
 Used by benchmarks/eval_behavior.py. A run's truth.json (native_tracer/examples/
 common.h) says which thread was injected with what, and when; from it come the
-behaviour episodes that must be found:
+behavior episodes that must be found:
 
 * busywait: the thread is busy-waiting from the injection on;
 * condwait: the thread is conditional-waiting from the injection on;
@@ -12,7 +12,7 @@ behaviour episodes that must be found:
 * every other thread, and the injected one after a busywait or condwait: exited when
   its beats end (no time to check: the program does not know it in advance).
 
-An episode is found when the timeline has an interval of the same behaviour on the
+An episode is found when the timeline has an interval of the same behavior on the
 same thread that starts within `tolerance_s` (or `tolerance_beats` usual intervals, if
 longer) of the injection. Intervals found that match no episode are false positives.
 """
@@ -35,8 +35,8 @@ class Score:
     fp: dict = field(default_factory=lambda: {b: 0 for b in SCORED})
     fn: dict = field(default_factory=lambda: {b: 0 for b in SCORED})
     start_errors: dict = field(default_factory=lambda: {b: [] for b in SCORED})
-    missed: list = field(default_factory=list)     # (run, thread, behaviour, what was found instead)
-    spurious: list = field(default_factory=list)   # (run, thread, behaviour, start_s)
+    missed: list = field(default_factory=list)     # (run, thread, behavior, what was found instead)
+    spurious: list = field(default_factory=list)   # (run, thread, behavior, start_s)
     online_tp: dict = field(default_factory=lambda: {b: 0 for b in SCORED})
     online_fn: dict = field(default_factory=lambda: {b: 0 for b in SCORED})
     online_latency: dict = field(default_factory=lambda: {b: [] for b in SCORED})  # s after the injection

@@ -255,3 +255,10 @@ def _match_key(k, ref_keys):
         if rel < config.INTERFERENCE_REL_DISTANCE and (best is None or rel < best[0]):
             best = (rel, rk)
     return best[1] if best else None
+
+
+def assess(profiles, top: int = 10) -> tuple[list[Estimate], list[dict]]:
+    """The whole method over one or more runs of one program: each run's estimate, and,
+    given several runs, each run's measured interference beside it (:func:`measured`)."""
+    ests = [estimate(p, top=top) for p in profiles]
+    return ests, (measured(ests) if len(ests) > 1 else [])

@@ -53,7 +53,7 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, fmt):
       hbtool behavior sample_traces/pi-condwait
       hbtool behavior run/ --format json | jq '.threads[] | select(.intervals | length > 2)'
     """
-    from ..analyzers.behavior import BehaviorSettings, behavior_timelines, monitor_summary
+    from ..analyzers.behavior import BehaviorSettings, timeline
     from .hsa_common import read_all
 
     s = BehaviorSettings()
@@ -62,8 +62,8 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, fmt):
         if v is not None:
             setattr(s, name, v)
     trace = read_all(paths)
-    rows = behavior_timelines(trace, s)
-    monitors = monitor_summary(trace, s)
+    report = timeline(trace, s)
+    rows, monitors = report.threads, report.monitors
     threads = []
     for r in rows:
         ivs = []

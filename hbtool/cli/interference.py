@@ -38,16 +38,12 @@ def interference(paths, top, fmt):
       hbtool interference profile.hbp
       hbtool interference run*/hbprof-*.hbp --format json | jq '.runs[] | {run, class}'
     """
-    from ..analyzers.interference import estimate, measured
+    from ..analyzers.interference import assess
     from ..io import read_profile
 
-    ests = []
-    for p in paths:
-        prof = read_profile(p)
-        ests.append(estimate(prof, top=top))
+    ests, cmp = assess((read_profile(p) for p in paths), top=top)
     for e in ests:
         warn(e.warnings)
-    cmp = measured(ests) if len(ests) > 1 else []
     by_run = {c["run"]: c for c in cmp}
     rows = []
     for e in ests:

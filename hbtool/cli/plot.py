@@ -16,7 +16,7 @@ MAX_PANELS = 16
 @click.option("--window", type=click.IntRange(1, 100000), default=None,
               help="Heart-rate window in beats (default 10).")
 @click.option("--behavior", "behavior", is_flag=True,
-              help="Colour each thread's behaviour intervals (as 'hbtool behavior' finds them) below the plot.")
+              help="Colour each thread's behavior intervals (as 'hbtool behavior' finds them) below the plot.")
 @click.option("--status", "status", is_flag=True,
               help="Draw the machine's status over the run instead (CPU split, memory and swap, network, the "
                    "process's CPU and memory); needs a run recorded with the status sampler.")
@@ -27,7 +27,7 @@ def plot(paths, out, window, behavior, status):
     dot where it ended itself, a red cross where it died or its trace stops
     without an end record.
 
-    With --behavior, a strip under each panel shows every thread's behaviour
+    With --behavior, a strip under each panel shows every thread's behavior
     timeline (running, busy-waiting, conditional waiting, exited, failed), with
     a tick where the online monitor reported it.
 

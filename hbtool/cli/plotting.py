@@ -1,7 +1,7 @@
 """Pictures of results (matplotlib, Agg backend; imported only by `hbtool plot`).
 
 These functions draw what the analyzers computed (heart-rate curves, thread
-summaries, behaviour timelines, status intervals); they compute nothing but what
+summaries, behavior timelines, status intervals); they compute nothing but what
 drawing needs (decimation, a rolling median for the bold line, gaps to break).
 """
 
@@ -55,7 +55,7 @@ BEHAVIOR_COLORS = {"busy-waiting": "#ff9f1c", "conditional-waiting": "#2ec4b6", 
 
 
 def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> None:
-    """One row per thread, its behaviour intervals as coloured bars (a Gantt chart)."""
+    """One row per thread, its behavior intervals as coloured bars (a Gantt chart)."""
     order = {(p, t): i for i, ((p, t), _) in enumerate(groups)}
     for row in timelines:
         y = order.get((row["process"], row["thread"]))
@@ -77,7 +77,7 @@ def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> Non
 def plot_heart_rates(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary: pd.DataFrame, out: str,
                      window: int, timelines: list[dict] | None = None) -> None:
     """Heart rate over time, one panel per run, one line per thread; how each thread
-    ended; with `timelines`, each run's behaviour strip under its panel.
+    ended; with `timelines`, each run's behavior strip under its panel.
 
     `curves`: (run, process, thread) -> (beat times, heart rates) (heartrate.heart_rate_curves);
     `summary`: summary.summarize_threads; `timelines`: behavior.behavior_timelines."""

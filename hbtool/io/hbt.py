@@ -47,7 +47,7 @@ REC_KINDS = {
     8: "lost",
 }
 KIND_CODES = {v: k for k, v in REC_KINDS.items()}
-#: records of the online behaviour monitor: read into HeartbeatTrace.monitor
+#: records of the online behavior monitor: read into HeartbeatTrace.monitor
 MONITOR_KINDS = {9: "behavior", 10: "monitor", 11: "adjust"}
 
 
@@ -282,7 +282,7 @@ def _monitor_frame(r, sel, t_ns, run, proc, path, warnings) -> pd.DataFrame:
     isb, ism, isa = kind == 9, kind == 10, kind == 11
     badb = isb & ((loop < 0) | (loop >= len(BEHAVIORS)) | (it < 0))
     if badb.any():
-        warnings.append(f"{path}: skipped {int(badb.sum())} behaviour records with an unknown behaviour code")
+        warnings.append(f"{path}: skipped {int(badb.sum())} behavior records with an unknown behavior code")
     keep = ~badb
     lag = np.where(isb, it, 0) * 1000
     mode = [MONITOR_MODES.get(int(f), f"mode {int(f)}") if k != 11 else "" for k, f in zip(kind.tolist(), flags.tolist())]

@@ -50,7 +50,7 @@ EVENT_KINDS = {
 
 THREAD_END_REASONS = {0: "returned", 1: "pthread_exit", 2: "cancelled"}
 
-#: columns of HeartbeatTrace.monitor: what the tracer's online behaviour monitor
+#: columns of HeartbeatTrace.monitor: what the tracer's online behavior monitor
 #: recorded (HBT_REC_BEHAVIOR, HBT_REC_MONITOR and HBT_REC_ADJUST records)
 MONITOR_COLUMNS: dict[str, str] = {
     "run": "category",
@@ -73,7 +73,7 @@ MONITOR_COLUMNS: dict[str, str] = {
     "target_hz": "float64",     # adjust: the heart rate aimed at
 }
 
-#: behaviour names, in the order of the format's HBT_BHV_* codes
+#: behavior names, in the order of the format's HBT_BHV_* codes
 BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "exited", "failed"]
 MONITOR_MODES = {0: "central", 1: "ring"}
 
@@ -91,7 +91,7 @@ class HeartbeatTrace:
       process ends (the tracer's binary format), so that "no end record" means
       something.
     * ``warnings``: what the reader skipped or repaired, one line each.
-    * ``monitor``: records of the tracer's online behaviour monitor, columns
+    * ``monitor``: records of the tracer's online behavior monitor, columns
       MONITOR_COLUMNS (empty for other sources).
     """
 

@@ -1,4 +1,4 @@
-"""Cases found by reviewing the CLI against hostile input: each once crashed or misread."""
+"""The CLI on hostile or degenerate input: a result, or one line on stderr and exit status 2."""
 
 import json
 
