@@ -146,10 +146,9 @@ def scale(args, tmp: Path) -> dict:
     heavy = (np.arange(S) % 5) == 4
     ckpt = (np.arange(S) % 100) == 99
     base_dur = np.where(heavy, 3_000_000, 1_000_000)
-    mto = H.HEADER_SIZE
-    rto = (mto + m * H.METRIC_ENTRY_SIZE + 63) // 64 * 64
-    bto = (rto + R * H.RANK_ENTRY_SIZE + 63) // 64 * 64
-    do = (bto + m * H.RUN_BINS * H.BIN_ENTRY_SIZE + 4095) // 4096 * 4096
+    # the records go after the tables (write_run_file_head says where; the tables are written last)
+    do = (((H.HEADER_SIZE + m * H.METRIC_ENTRY_SIZE + 63) // 64 * 64 + R * H.RANK_ENTRY_SIZE + 63) // 64 * 64
+          + m * H.RUN_BINS * H.BIN_ENTRY_SIZE + 4095) // 4096 * 4096
     hit = rng.random(S) < 0.02
     t0 = time.perf_counter()
     with open(path, "wb") as f:
@@ -178,26 +177,8 @@ def scale(args, tmp: Path) -> dict:
         for r in range(R):
             rt[r] = (r, H.RANK_OK, run_ns, S, r * S, 0, 0, 0, 2, 0, b"synthetic")
         bins["count"][0, :400] = S * R // 400
-        mt = np.zeros(m, dtype=H.metric_dtype())
-        for j, n in enumerate(names):
-            mt[j] = (n.encode(), 0, used[j])
-        h = np.zeros(1, dtype=H.header_dtype())
-        h[0]["magic"] = H.MAGIC
-        for k, v in dict(version=H.VERSION, endian=H.ENDIAN_MARK, header_size=H.HEADER_SIZE,
-                         flags=H.FLAG_RUN_FILE | H.FLAG_COMPLETE, rank=-1, nranks=R, comp_source=2, metric_count=m,
-                         max_bins=H.RUN_BINS, index_size=2, record_size=H.RUN_RECORD_SIZE, boundary_mask=0x3FE,
-                         clock_id=1, run_ns=run_ns, segment_count=S * R, metric_table_offset=mto,
-                         metric_entry_size=H.METRIC_ENTRY_SIZE, rank_entry_size=H.RANK_ENTRY_SIZE,
-                         rank_table_offset=rto, bin_table_offset=bto, bin_entry_size=H.BIN_ENTRY_SIZE,
-                         data_offset=do, data_length=S * R * H.RUN_RECORD_SIZE).items():
-            h[0][k] = v
-        f.seek(0)
-        f.write(h.tobytes())
-        f.write(mt.tobytes())
-        f.seek(rto)
-        f.write(rt.tobytes())
-        f.seek(bto)
-        f.write(bins.tobytes())
+        if H.write_run_file_head(f, names, used, rt, bins, run_ns, S * R, comp_source=2) != do:
+            sys.exit("eval_interference: the run file's layout changed; update scale()")
     made = time.perf_counter() - t0
     size = path.stat().st_size
     # first run warms the page cache and numba; then the timed runs

@@ -474,6 +474,17 @@ def write_run_file(path: str, rank: np.ndarray, segment: np.ndarray, duration_ns
     recs["bin"] = idx
     recs["boundary"] = 4
     recs["flags"] = 1
+    with open(path, "wb") as f:
+        data = write_run_file_head(f, names, used, rt, bins, run_ns, len(recs), comp_source)
+        f.seek(data)
+        f.write(recs.tobytes())
+
+
+def write_run_file_head(f, names: list[str], used: list[int], ranks: np.ndarray, bins: np.ndarray, run_ns: int,
+                        segment_count: int, comp_source: int) -> int:
+    """Everything of a run file but its records (header, metric, rank and bin tables) into
+    the open file `f`; returns the offset where the `segment_count` records go."""
+    m, nranks = len(names), len(ranks)
     mt = np.zeros(m, dtype=metric_dtype())
     for j, n in enumerate(names):
         mt[j] = (n.encode(), 0, used[j])
@@ -486,18 +497,17 @@ def write_run_file(path: str, rank: np.ndarray, segment: np.ndarray, duration_ns
     for k, v in dict(version=VERSION, endian=ENDIAN_MARK, header_size=HEADER_SIZE,
                      flags=FLAG_RUN_FILE | FLAG_COMPLETE, rank=-1, nranks=nranks, comp_source=comp_source,
                      metric_count=m, max_bins=RUN_BINS, index_size=2, record_size=RUN_RECORD_SIZE,
-                     boundary_mask=0x3FE, clock_id=1, pid=os.getpid(), run_ns=run_ns, segment_count=len(recs),
+                     boundary_mask=0x3FE, clock_id=1, pid=os.getpid(), run_ns=run_ns, segment_count=segment_count,
                      metric_table_offset=mto, metric_entry_size=METRIC_ENTRY_SIZE, rank_entry_size=RANK_ENTRY_SIZE,
                      rank_table_offset=rto, bin_table_offset=bto, bin_entry_size=BIN_ENTRY_SIZE, data_offset=do,
-                     data_length=len(recs) * RUN_RECORD_SIZE).items():
+                     data_length=segment_count * RUN_RECORD_SIZE).items():
         h[0][k] = v
     h[0]["host"] = b"test"
-    with open(path, "wb") as f:
-        f.write(h.tobytes())
-        f.write(mt.tobytes())
-        f.seek(rto)
-        f.write(rt.tobytes())
-        f.seek(bto)
-        f.write(bins.tobytes())
-        f.seek(do)
-        f.write(recs.tobytes())
+    f.seek(0)
+    f.write(h.tobytes())
+    f.write(mt.tobytes())
+    f.seek(rto)
+    f.write(ranks.tobytes())
+    f.seek(bto)
+    f.write(bins.tobytes())
+    return do
