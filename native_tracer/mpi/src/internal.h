@@ -162,7 +162,8 @@ HBP_HIDDEN void hbp_segment_end(unsigned coll);  /* inside a boundary wrapper */
 HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
 HBP_HIDDEN void hbp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-HBP_HIDDEN int  hbp_env_flag(const char *name);
+HBP_HIDDEN const char *hbp_getenv(enum hbprof_env e);
+HBP_HIDDEN int  hbp_env_flag(enum hbprof_env e);   /* set, not empty, not "0" */
 HBP_HIDDEN void hbp_fill_header(struct hbp_file_header *h, int run_file);
 HBP_HIDDEN void hbp_fill_metric_table(struct hbp_metric_entry *t, uint32_t comp_source);
 HBP_HIDDEN ssize_t hbp_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
