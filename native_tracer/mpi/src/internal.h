@@ -10,9 +10,11 @@
  *   runfile.c     the collective finalize step: gather bins, merge, stream
  *                 every rank's records to rank 0, write the run file and the
  *                 injection truth CSV
- *   wrap_mpi.c    PMPI wrappers: point-to-point, completion, collectives
- *   wrap_mpiio.c  PMPI wrappers: MPI-IO
- *   wrap_posix.c  libc wrappers: open/close/read/write/... and stdio
+ *   wrap_mpi.list   the PMPI wrappers (MPI and MPI-IO), one line each, and
+ *   wrap_mpi.h      what they count; tools/gen_wrappers.py generates
+ *                   build/wrap_mpi.gen.c from them and the installed mpi.h
+ *   wrap_posix.list the libc wrappers (open/close/read/write/... and stdio)
+ *   wrap_posix.h    and what they share -> build/wrap_posix.gen.c
  *   inject.c      the interference injector (Gaussian sleeps)
  *
  * Concurrency model: everything is done by the thread that called MPI_Init

@@ -72,9 +72,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("-o", "--output", type=Path, required=True)
     args = ap.parse_args(argv)
     text = generate(args.header)
-    tmp = args.output.with_name(args.output.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(args.output)
+    args.output.write_text(text)   # only once the whole text is made (make deletes a partial one)
     return 0
 
 
