@@ -188,9 +188,10 @@ HBP_HIDDEN int  hbp_bins_merge_offline(const double *value, const uint64_t *coun
 HBP_HIDDEN int  hbp_file_open(void);
 HBP_HIDDEN int  hbp_file_put(const void *record);   /* 48 bytes, kind at 44 */
 HBP_HIDDEN int  hbp_file_finish(void);
-typedef int (*hbp_visit_fn)(const struct hbp_slot *rec, void *arg);
+typedef int (*hbp_visit_fn)(const struct hbp_slot *rec, uint16_t kind, void *arg);
 /* Visit the records of this rank's finished file, last to first (backward)
- * or first to last. Returns 0, or -1 on a read error. */
+ * or first to last; fn gets each record and its kind. Returns 0, or -1 on a
+ * read error. */
 HBP_HIDDEN int  hbp_file_visit(int backward, hbp_visit_fn fn, void *arg);
 HBP_HIDDEN void hbp_file_close(int unlink_it);
 
