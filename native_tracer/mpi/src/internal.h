@@ -64,26 +64,13 @@ struct hbp_slot {
     uint32_t kindflags;
 };
 
-static inline uint32_t hbp_kindflags(uint16_t kind, uint16_t flags)
-{
-    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
-    u.s.kind = kind;
-    u.s.flags = flags;
-    return u.w;
-}
-
+/* the kind of a record from its kind/flags word (kind in the first two
+ * bytes, in this machine's byte order) */
 static inline uint16_t hbp_kind_of(uint32_t kindflags)
 {
     union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
     u.w = kindflags;
     return u.s.kind;
-}
-
-static inline uint16_t hbp_flags_of(uint32_t kindflags)
-{
-    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
-    u.w = kindflags;
-    return u.s.flags;
 }
 
 struct hbp_tls {
