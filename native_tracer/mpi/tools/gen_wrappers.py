@@ -138,10 +138,11 @@ def parse_params(text: str) -> tuple[tuple[Param, ...], bool]:
     return tuple(parse_param(p) for p in items), variadic
 
 
-def header_prototypes(text: str, prefix: str) -> dict[str, Prototype]:
-    """Every function declaration of the preprocessed text whose name starts with prefix."""
+def header_prototypes(text: str, prefix: str) -> dict[str, Prototype | None]:
+    """Every function declaration of the preprocessed text whose name starts with prefix
+    (None: declared in a form this parser does not understand, e.g. a function-pointer parameter)."""
     decl = re.compile(r"^(?P<ret>[A-Za-z_][\w\s\*]*?)\s*\b(?P<name>" + prefix + r"\w+)\s*\((?P<params>.*)\)$", re.S)
-    found: dict[str, Prototype] = {}
+    found: dict[str, Prototype | None] = {}
     for stmt in split_top(strip_attributes(text), ";"):
         stmt = " ".join(stmt.split())
         m = decl.match(stmt)
@@ -151,7 +152,8 @@ def header_prototypes(text: str, prefix: str) -> dict[str, Prototype]:
         try:
             params, variadic = parse_params(m.group("params"))
         except ListError:
-            continue   # a declaration this parser does not understand: not wrappable
+            found[m.group("name")] = None
+            continue
         found[m.group("name")] = Prototype(ret, params, variadic)
     return found
 
@@ -262,7 +264,7 @@ MPI_KEYS = {"calls", "sent", "received", "bytes"}
 RESERVED = {"rc", "r"}
 
 
-def check_mpi(e: Entry, protos: dict[str, Prototype]) -> Prototype:
+def check_mpi(e: Entry, protos: dict[str, Prototype | None]) -> Prototype:
     """The prototype to emit for entry e, checked against the header."""
     if not e.name.startswith("MPI_"):
         raise ListError(f"{e.name}: an MPI function name starts with MPI_")
@@ -273,6 +275,10 @@ def check_mpi(e: Entry, protos: dict[str, Prototype]) -> Prototype:
     if bad:
         raise ListError(f"{e.name}: class {e.cls} takes no {', '.join(sorted(bad))}=")
     h, ph = protos.get(e.name), protos.get("P" + e.name)
+    unparsed = [n for n in (e.name, "P" + e.name) if n in protos and protos[n] is None]
+    if unparsed:
+        raise ListError(f"{e.name}: mpi.h declares {' and '.join(unparsed)} in a form gen_wrappers.py cannot "
+                        f"parse; teach parse_param() that form before listing it")
     if h is None or ph is None:
         missing = " and ".join(n for n, p in ((e.name, h), ("P" + e.name, ph)) if p is None)
         raise ListError(f"{e.name}: mpi.h does not declare {missing}; remove the line, or build with the MPI "
