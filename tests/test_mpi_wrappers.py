@@ -15,10 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_mpi_profiler import LIB, MPI_DIR, built  # noqa: F401  (built: the make fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
-MPI_DIR = ROOT / "native_tracer" / "mpi"
-LIB = MPI_DIR / "lib" / "libhbprof.so"
 GEN = MPI_DIR / "tools" / "gen_wrappers.py"
 MPI_LIST = MPI_DIR / "src" / "wrap_mpi.list"
 POSIX_LIST = MPI_DIR / "src" / "wrap_posix.list"
@@ -30,14 +28,6 @@ pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("n
 def listed(path: Path) -> list[str]:
     """The first word of every line that is not blank or a comment."""
     return [line.split()[0] for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
-
-
-@pytest.fixture(scope="module")
-def built():
-    r = subprocess.run(["make", "-s", "-C", str(MPI_DIR), "-j2"], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        pytest.fail(f"building native_tracer/mpi failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return MPI_DIR
 
 
 @pytest.fixture(scope="module")

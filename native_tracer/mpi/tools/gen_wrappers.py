@@ -368,11 +368,10 @@ def emit_posix(e: Entry) -> str:
     names = [p.name for p in e.params]
     if None in names or POSIX_RESERVED & set(names) or len(set(names)) != len(names):
         raise ListError(f"{e.name}: parameters need distinct names, not {', '.join(sorted(POSIX_RESERVED))}")
-    ret = Param(tuple(TOKEN.findall(e.ret)), None).type_text()
+    ret = Param(tuple(TOKEN.findall(e.ret)), None)
     params = ", ".join(p.decl(p.name) for p in e.params) + (", ..." if e.variadic else "")
     args = list(names)
-    lines = [f"{ret}{'' if ret.endswith('*') else ' '}{e.name}({params});",
-             f"HBP_EXPORT {ret}{'' if ret.endswith('*') else ' '}{e.name}({params})", "{"]
+    lines = [f"{ret.decl(e.name)}({params});", f"HBP_EXPORT {ret.decl(e.name)}({params})", "{"]
     if e.variadic:
         var = re.match(r"[\w\s\*]*?(\w+)\s*=", e.fields["vararg"])
         if not var:
@@ -385,12 +384,11 @@ def emit_posix(e: Entry) -> str:
     if "missing" in e.fields:
         lines += ["    if (!real) {", "        errno = ENOSYS;", f"        return {e.fields['missing']};", "    }"]
     else:
-        call = f"real ? {call} : ({ret}){e.fields['fallback']}"
+        call = f"real ? {call} : ({ret.type_text()}){e.fields['fallback']}"
     bytes_expr = e.fields.get("bytes", default_bytes)
-    lines += ["    int on = hbp_enter(HBP_INJ_POSIX);", f"    {ret}{'' if ret.endswith('*') else ' '}r = {call};",
-              "    if (on)",
-              f"        hbp_posix_done({m_calls}, {m_bytes}, {f'(long long)({bytes_expr})' if bytes_expr else '0'}, errno);",
-              "    return r;", "}"]
+    counted = f"(long long)({bytes_expr})" if bytes_expr else "0"
+    lines += ["    int on = hbp_enter(HBP_INJ_POSIX);", f"    {ret.decl('r')} = {call};", "    if (on)",
+              f"        hbp_posix_done({m_calls}, {m_bytes}, {counted}, errno);", "    return r;", "}"]
     return "\n".join(lines) + "\n"
 
 
