@@ -100,9 +100,10 @@ static inline int parse_long(const char *s, long lo, long *out)
     return 0;
 }
 
-/* returns 0, or exits: 0 after --help, 2 on a bad option (rank 0 explains) */
+/* returns 0, or exits: 0 after --help (rank 0 prints usage_head and the
+ * common options), 2 on a bad option (rank 0 explains) */
 static inline void parse_opts(int argc, char **argv, struct opts *o, int rank, int stencil,
-                       void (*usage)(FILE *))
+                              const char *usage_head)
 {
     *o = (struct opts){ .iterations = 100, .work = 50, .n = 4096, .heavy_factor = 3.0,
                         .halo = 1024, .ckpt_dir = ".", .seed = 1, .die_at = -1, .die_rank = 1 };
@@ -112,8 +113,10 @@ static inline void parse_opts(int argc, char **argv, struct opts *o, int rank, i
         int bad = 0, takes = 1;
         long l;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0)
-                usage(stdout);
+            if (rank == 0) {
+                fputs(usage_head, stdout);
+                usage_common(stdout);
+            }
             MPI_Finalize();
             exit(0);
         } else if (!strcmp(a, "--vary-halo")) {
@@ -167,6 +170,18 @@ static inline void parse_opts(int argc, char **argv, struct opts *o, int rank, i
         }
         i += takes;
     }
+}
+
+/* the start of every example: MPI_Init, this rank, the number of ranks
+ * and the options (see parse_opts) */
+static inline void example_init(int *argc, char ***argv, const char *name, int stencil,
+                                const char *usage_head, struct opts *o, int *rank, int *size)
+{
+    prog_name = name;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    parse_opts(*argc, *argv, o, *rank, stencil, usage_head);
 }
 
 static inline int is_heavy(const struct opts *o, long i)

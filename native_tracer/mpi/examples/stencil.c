@@ -15,25 +15,18 @@
  */
 #include "common.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: mpirun -np P stencil [options]\n"
-               "A 1-D stencil on a ring of ranks: halo exchange, sweeps, optional checkpoint,\n"
-               "MPI_Allreduce ending every iteration.\n"
-               "  --n POINTS            local points per rank (4096)\n"
-               "  --p2p nonblocking|blocking  Isend/Irecv/Waitall or Sendrecv (nonblocking)\n");
-    usage_common(f);
-}
+static const char usage_head[] =
+    "usage: mpirun -np P stencil [options]\n"
+    "A 1-D stencil on a ring of ranks: halo exchange, sweeps, optional checkpoint,\n"
+    "MPI_Allreduce ending every iteration.\n"
+    "  --n POINTS            local points per rank (4096)\n"
+    "  --p2p nonblocking|blocking  Isend/Irecv/Waitall or Sendrecv (nonblocking)\n";
 
 int main(int argc, char **argv)
 {
-    prog_name = "stencil";
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     struct opts o;
-    parse_opts(argc, argv, &o, rank, 1, usage);
+    example_init(&argc, &argv, "stencil", 1, usage_head, &o, &rank, &size);
 
     const long n = o.n;
     const long hmax = o.halo / 8;

@@ -16,24 +16,17 @@
  */
 #include "common.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: mpirun -np P transpose [options]\n"
-               "Transpose-style iterations: Bcast, sweeps, a sub-communicator Allreduce,\n"
-               "optional checkpoint, MPI_Alltoall ending every iteration (--halo = bytes per\n"
-               "peer in the Alltoall).\n");
-    usage_common(f);
-}
+static const char usage_head[] =
+    "usage: mpirun -np P transpose [options]\n"
+    "Transpose-style iterations: Bcast, sweeps, a sub-communicator Allreduce,\n"
+    "optional checkpoint, MPI_Alltoall ending every iteration (--halo = bytes per\n"
+    "peer in the Alltoall).\n";
 
 int main(int argc, char **argv)
 {
-    prog_name = "transpose";
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     struct opts o;
-    parse_opts(argc, argv, &o, rank, 0, usage);
+    example_init(&argc, &argv, "transpose", 0, usage_head, &o, &rank, &size);
     if (o.vary_halo) {
         if (rank == 0)
             fprintf(stderr, "transpose: --vary-halo is not supported\n");

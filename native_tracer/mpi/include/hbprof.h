@@ -34,44 +34,33 @@
  * profiling off on that rank (its calls pass through); that rank still takes
  * part in the collective finalize step, as a rank without records.
  *
- * Environment:
- *   HBPROF_DISABLE=1         pure pass-through: no file, no collective, no delay
- *   HBPROF_DIR=dir           where files go (default: the working directory)
- *   HBPROF_QUIET=1           no warning on stderr
- *   HBPROF_BOUNDARIES=list   comma list of collectives that end segments, from
- *                            Alltoall Alltoallv Alltoallw Allreduce Allgather
- *                            Allgatherv Barrier Reduce_scatter Reduce_scatter_block
- *                            (case-insensitive, "MPI_" prefix optional; default:
- *                            all nine; unknown names are warned about and skipped)
- *   HBPROF_COMPUTATION=instructions|cputime
- *                            force the computation source (default: instructions
- *                            if perf_event_open allows a user-space instruction
- *                            counter on every rank, else cputime; forcing
- *                            instructions where it cannot be opened warns and
- *                            falls back to cputime)
- *   HBPROF_KEEP_RANK_FILES=1 keep the per-rank files after the run file is written
- *   HBPROF_INJECT=MEAN_US,SD_US,PROB
- *                            inject delays: before each intercepted call of the
- *                            chosen families, with probability PROB, sleep
- *                            max(0, N(MEAN_US, SD_US)) microseconds
- *                            (clock_nanosleep on CLOCK_MONOTONIC)
- *   HBPROF_INJECT_SEED=n     seed of the delays (default 1); rank r draws from
- *                            its own stream derived from (n, r)
- *   HBPROF_INJECT_CALLS=list comma list of mpi, posix, mpiio (default: all three)
+ * Environment: every variable, with its meaning and default, is one line
+ * of hbprof_env.def.
  */
 #ifndef HBPROF_H
 #define HBPROF_H
 
 #define HBPROF_VERSION_STRING "0.1.0"
 
-#define HBPROF_ENV_DISABLE     "HBPROF_DISABLE"
-#define HBPROF_ENV_DIR         "HBPROF_DIR"
-#define HBPROF_ENV_QUIET       "HBPROF_QUIET"
-#define HBPROF_ENV_BOUNDARIES  "HBPROF_BOUNDARIES"
-#define HBPROF_ENV_COMPUTATION "HBPROF_COMPUTATION"
-#define HBPROF_ENV_KEEP        "HBPROF_KEEP_RANK_FILES"
-#define HBPROF_ENV_INJECT      "HBPROF_INJECT"
-#define HBPROF_ENV_INJECT_SEED "HBPROF_INJECT_SEED"
-#define HBPROF_ENV_INJECT_CALLS "HBPROF_INJECT_CALLS"
+/* the environment variables: the enumerator is the variable's name */
+enum hbprof_env {
+#define HBP_ENV(name, description) name,
+#include "hbprof_env.def"
+#undef HBP_ENV
+    HBPROF_ENV_COUNT
+};
+
+/* "HBPROF_DIR" for HBPROF_DIR, ... */
+static inline const char *hbprof_env_name(enum hbprof_env e)
+{
+    switch (e) {
+#define HBP_ENV(name, description) case name: return #name;
+#include "hbprof_env.def"
+#undef HBP_ENV
+    case HBPROF_ENV_COUNT:
+        break;
+    }
+    return "HBPROF_?";
+}
 
 #endif /* HBPROF_H */

@@ -108,52 +108,42 @@
 #define HBP_UNIT_INSTRUCTIONS  2u
 #define HBP_UNIT_NS            3u
 
-/* metrics: index into bin[] of a record and into the metric table */
-#define HBP_M_COMPUTATION        0u   /* HBP_COMP_* says what it counts */
-#define HBP_M_P2P_BLOCKING       1u   /* Send Recv Sendrecv(_replace) Ssend Rsend Bsend Probe Mprobe Mrecv */
-#define HBP_M_P2P_NONBLOCKING    2u   /* Isend Irecv Issend Irsend Ibsend Imrecv Start(all: per request) */
-#define HBP_M_COLL_ONE_TO_ALL    3u   /* Bcast Scatter Scatterv (and I- forms) */
-#define HBP_M_COLL_ALL_TO_ONE    4u   /* Reduce Gather Gatherv (and I- forms) */
-#define HBP_M_COLL_ALL_TO_ALL    5u   /* all-to-all collectives that did not end a segment */
-#define HBP_M_BYTES_SENT         6u   /* p2p and collectives: count x type size */
-#define HBP_M_BYTES_RECEIVED     7u
-#define HBP_M_POSIX_OPEN         8u   /* open open64 openat openat64 creat creat64 fopen fopen64 */
-#define HBP_M_POSIX_CLOSE        9u   /* close fclose */
-#define HBP_M_POSIX_READ        10u   /* read pread pread64 readv fread */
-#define HBP_M_POSIX_WRITE       11u   /* write pwrite pwrite64 writev fwrite */
-#define HBP_M_POSIX_READ_BYTES  12u   /* bytes transferred (return values) */
-#define HBP_M_POSIX_WRITE_BYTES 13u
-#define HBP_M_MPIIO_OPEN        14u   /* MPI_File_open */
-#define HBP_M_MPIIO_CLOSE       15u   /* MPI_File_close */
-#define HBP_M_MPIIO_READ        16u   /* MPI_File_read* and iread* (split: the _begin call) */
-#define HBP_M_MPIIO_WRITE       17u   /* MPI_File_write* and iwrite* */
-#define HBP_M_MPIIO_READ_BYTES  18u   /* count x type size */
-#define HBP_M_MPIIO_WRITE_BYTES 19u
+/* metrics: index into bin[] of a record and into the metric table, one per
+ * line of hbprof_counters.def (HBP_M_COMPUTATION = 0, HBP_M_P2P_BLOCKING = 1,
+ * ...); the metric table of every file repeats their names and units. */
+enum hbp_metric {
+#define HBP_COUNTER(id, name, description) id,
+#include "hbprof_counters.def"
+#undef HBP_COUNTER
+    HBP_METRIC_END
+};
+_Static_assert(HBP_METRIC_END == HBP_METRIC_COUNT, "hbprof_counters.def and HBP_METRIC_COUNT");
 
-/* X(name, unit) in metric order; the metric table of every file repeats it. */
-#define HBP_METRIC_LIST(X)                                                     \
-    X("computation", HBP_UNIT_INSTRUCTIONS)                                    \
-    X("p2p_blocking", HBP_UNIT_COUNT)                                          \
-    X("p2p_nonblocking", HBP_UNIT_COUNT)                                       \
-    X("coll_one_to_all", HBP_UNIT_COUNT)                                       \
-    X("coll_all_to_one", HBP_UNIT_COUNT)                                       \
-    X("coll_all_to_all", HBP_UNIT_COUNT)                                       \
-    X("bytes_sent", HBP_UNIT_BYTES)                                            \
-    X("bytes_received", HBP_UNIT_BYTES)                                        \
-    X("posix_open", HBP_UNIT_COUNT)                                            \
-    X("posix_close", HBP_UNIT_COUNT)                                           \
-    X("posix_read", HBP_UNIT_COUNT)                                            \
-    X("posix_write", HBP_UNIT_COUNT)                                           \
-    X("posix_read_bytes", HBP_UNIT_BYTES)                                      \
-    X("posix_write_bytes", HBP_UNIT_BYTES)                                     \
-    X("mpiio_open", HBP_UNIT_COUNT)                                            \
-    X("mpiio_close", HBP_UNIT_COUNT)                                           \
-    X("mpiio_read", HBP_UNIT_COUNT)                                            \
-    X("mpiio_write", HBP_UNIT_COUNT)                                           \
-    X("mpiio_read_bytes", HBP_UNIT_BYTES)                                      \
-    X("mpiio_write_bytes", HBP_UNIT_BYTES)
-/* (the computation unit is HBP_UNIT_NS in a file whose comp_source is
- *  HBP_COMP_CPUTIME) */
+/* the name of metric m in the metric table (NULL if there is none) */
+static inline const char *hbp_metric_name(unsigned m)
+{
+    switch (m) {
+#define HBP_COUNTER(id, name, description) case id: return name;
+#include "hbprof_counters.def"
+#undef HBP_COUNTER
+    }
+    return 0;
+}
+
+/* the unit of metric m in the metric table (HBP_UNIT_NS for the computation
+ * in a file whose comp_source is HBP_COMP_CPUTIME) */
+static inline uint32_t hbp_metric_unit(unsigned m)
+{
+    switch (m) {
+    case HBP_M_COMPUTATION:
+        return HBP_UNIT_INSTRUCTIONS;
+    case HBP_M_BYTES_SENT: case HBP_M_BYTES_RECEIVED:
+    case HBP_M_POSIX_READ_BYTES: case HBP_M_POSIX_WRITE_BYTES:
+    case HBP_M_MPIIO_READ_BYTES: case HBP_M_MPIIO_WRITE_BYTES:
+        return HBP_UNIT_BYTES;
+    }
+    return HBP_UNIT_COUNT;
+}
 
 /* collective codes: boundary_mask bit (1 << code); the boundary of a segment */
 #define HBP_COLL_NONE                  0u

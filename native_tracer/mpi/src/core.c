@@ -73,9 +73,14 @@ void hbp_fail(const char *what, int err)
                                 __ATOMIC_RELAXED);
 }
 
-int hbp_env_flag(const char *name)
+const char *hbp_getenv(enum hbprof_env e)
 {
-    const char *v = getenv(name);
+    return getenv(hbprof_env_name(e));
+}
+
+int hbp_env_flag(enum hbprof_env e)
+{
+    const char *v = hbp_getenv(e);
     return v && *v && strcmp(v, "0") != 0;
 }
 
@@ -170,7 +175,7 @@ static const struct { unsigned code; const char *name; } colls[] = {
 
 static uint32_t parse_boundaries(void)
 {
-    const char *s = getenv(HBPROF_ENV_BOUNDARIES);
+    const char *s = hbp_getenv(HBPROF_BOUNDARIES);
     if (!s || !*s)
         return HBP_BOUNDARY_DEFAULT;
     uint32_t mask = 0;
@@ -201,7 +206,7 @@ static uint32_t parse_boundaries(void)
         s = e;
     }
     if (bad[0])
-        hbp_warn("%s: unknown collective '%s' skipped", HBPROF_ENV_BOUNDARIES, bad);
+        hbp_warn("%s: unknown collective '%s' skipped", hbprof_env_name(HBPROF_BOUNDARIES), bad);
     return mask;
 }
 
@@ -228,16 +233,10 @@ static void after_fork_child(void)
 
 void hbp_fill_metric_table(struct hbp_metric_entry *t, uint32_t comp_source)
 {
-    static const struct { const char *name; uint32_t unit; } metrics[] = {
-#define HBP_METRIC_ROW(name, unit) { name, unit },
-        HBP_METRIC_LIST(HBP_METRIC_ROW)
-#undef HBP_METRIC_ROW
-    };
-    _Static_assert(sizeof metrics / sizeof metrics[0] == HBP_METRIC_COUNT, "metric list");
     for (unsigned m = 0; m < HBP_METRIC_COUNT; m++) {
         memset(&t[m], 0, sizeof t[m]);
-        strncpy(t[m].name, metrics[m].name, sizeof t[m].name - 1);
-        t[m].unit = metrics[m].unit;
+        strncpy(t[m].name, hbp_metric_name(m), sizeof t[m].name - 1);
+        t[m].unit = hbp_metric_unit(m);
     }
     if (comp_source == HBP_COMP_CPUTIME)
         t[HBP_M_COMPUTATION].unit = HBP_UNIT_NS;
@@ -279,12 +278,12 @@ void hbp_start(void)
 {
     if (hbp_state() != HBP_S_UNINIT || hbp_g.participating)
         return;
-    if (hbp_env_flag(HBPROF_ENV_DISABLE))
+    if (hbp_env_flag(HBPROF_DISABLE))
         return;
     struct hbp_tls *t = &hbp_tls;
     t->depth++;
-    hbp_g.quiet = hbp_env_flag(HBPROF_ENV_QUIET);
-    hbp_g.keep = hbp_env_flag(HBPROF_ENV_KEEP);
+    hbp_g.quiet = hbp_env_flag(HBPROF_QUIET);
+    hbp_g.keep = hbp_env_flag(HBPROF_KEEP_RANK_FILES);
     hbp_g.pid = getpid();
     const char *pre = getenv("LD_PRELOAD");
     hbp_g.preload = pre && strstr(pre, "libhbprof") != NULL;
@@ -302,12 +301,12 @@ void hbp_start(void)
     hbp_g.boundary_mask = parse_boundaries();
 
     /* computation source: the same on every rank */
-    const char *want = getenv(HBPROF_ENV_COMPUTATION);
+    const char *want = hbp_getenv(HBPROF_COMPUTATION);
     int force_cpu = want && strcasecmp(want, "cputime") == 0;
     int force_ins = want && strcasecmp(want, "instructions") == 0;
     if (want && *want && !force_cpu && !force_ins)
         hbp_warn("%s=%s: expected instructions or cputime; using the default",
-                 HBPROF_ENV_COMPUTATION, want);
+                 hbprof_env_name(HBPROF_COMPUTATION), want);
     int local_ok = 0;
     if (!force_cpu) {
         hbp_g.perf_fd = perf_open_instructions();
@@ -325,13 +324,13 @@ void hbp_start(void)
         hbp_g.comp_source = HBP_COMP_CPUTIME;
         if (force_ins)
             hbp_warn("%s=instructions: no user-space instruction counter on %s; "
-                     "counting thread CPU time instead", HBPROF_ENV_COMPUTATION,
+                     "counting thread CPU time instead", hbprof_env_name(HBPROF_COMPUTATION),
                      local_ok ? "another rank" : "this rank");
     }
 
     hbp_inject_config();
     host_name(hbp_g.host, sizeof hbp_g.host);
-    const char *dir = getenv(HBPROF_ENV_DIR);
+    const char *dir = hbp_getenv(HBPROF_DIR);
     snprintf(hbp_g.dir, sizeof hbp_g.dir, "%s", dir && *dir ? dir : ".");
     for (unsigned m = 0; m < HBP_METRIC_COUNT; m++)
         hbp_bins_reset(&hbp_g.bins[m]);

@@ -86,7 +86,7 @@ void hbp_inject_config(void)
 {
     struct hbp_inject *in = &hbp_g.inj;
     memset(in, 0, sizeof *in);
-    const char *spec = getenv(HBPROF_ENV_INJECT);
+    const char *spec = hbp_getenv(HBPROF_INJECT);
     if (!spec || !*spec)
         return;
     char *e1, *e2, *e3;
@@ -97,24 +97,24 @@ void hbp_inject_config(void)
     if (errno || *e3 != '\0' || !(mean >= 0) || !(sd >= 0) || !(prob >= 0 && prob <= 1) ||
         !isfinite(mean) || !isfinite(sd)) {
         hbp_warn("%s=%s: expected MEAN_US,SD_US,PROB (non-negative, PROB <= 1); "
-                 "no interference injected", HBPROF_ENV_INJECT, spec);
+                 "no interference injected", hbprof_env_name(HBPROF_INJECT), spec);
         return;
     }
     unsigned fam = HBP_INJ_MPI | HBP_INJ_POSIX | HBP_INJ_MPIIO;
-    const char *calls = getenv(HBPROF_ENV_INJECT_CALLS);
+    const char *calls = hbp_getenv(HBPROF_INJECT_CALLS);
     if (calls && *calls && parse_families(calls, &fam) != 0) {
         hbp_warn("%s=%s: expected a comma list of mpi, posix, mpiio; "
-                 "no interference injected", HBPROF_ENV_INJECT_CALLS, calls);
+                 "no interference injected", hbprof_env_name(HBPROF_INJECT_CALLS), calls);
         return;
     }
     uint64_t seed = 1;
-    const char *ss = getenv(HBPROF_ENV_INJECT_SEED);
+    const char *ss = hbp_getenv(HBPROF_INJECT_SEED);
     if (ss && *ss) {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(ss, &end, 0);
         if (errno || *end != '\0')
-            hbp_warn("%s=%s: not an integer; using 1", HBPROF_ENV_INJECT_SEED, ss);
+            hbp_warn("%s=%s: not an integer; using 1", hbprof_env_name(HBPROF_INJECT_SEED), ss);
         else
             seed = v;
     }

@@ -10,9 +10,11 @@
  *   runfile.c     the collective finalize step: gather bins, merge, stream
  *                 every rank's records to rank 0, write the run file and the
  *                 injection truth CSV
- *   wrap_mpi.c    PMPI wrappers: point-to-point, completion, collectives
- *   wrap_mpiio.c  PMPI wrappers: MPI-IO
- *   wrap_posix.c  libc wrappers: open/close/read/write/... and stdio
+ *   wrap_mpi.list   the PMPI wrappers (MPI and MPI-IO), one line each, and
+ *   wrap_mpi.h      what they count; tools/gen_wrappers.py generates
+ *                   build/wrap_mpi.gen.c from them and the installed mpi.h
+ *   wrap_posix.list the libc wrappers (open/close/read/write/... and stdio)
+ *   wrap_posix.h    and what they share -> build/wrap_posix.gen.c
  *   inject.c      the interference injector (Gaussian sleeps)
  *
  * Concurrency model: everything is done by the thread that called MPI_Init
@@ -62,26 +64,13 @@ struct hbp_slot {
     uint32_t kindflags;
 };
 
-static inline uint32_t hbp_kindflags(uint16_t kind, uint16_t flags)
-{
-    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
-    u.s.kind = kind;
-    u.s.flags = flags;
-    return u.w;
-}
-
+/* the kind of a record from its kind/flags word (kind in the first two
+ * bytes, in this machine's byte order) */
 static inline uint16_t hbp_kind_of(uint32_t kindflags)
 {
     union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
     u.w = kindflags;
     return u.s.kind;
-}
-
-static inline uint16_t hbp_flags_of(uint32_t kindflags)
-{
-    union { struct { uint16_t kind, flags; } s; uint32_t w; } u;
-    u.w = kindflags;
-    return u.s.flags;
 }
 
 struct hbp_tls {
@@ -162,7 +151,8 @@ HBP_HIDDEN void hbp_segment_end(unsigned coll);  /* inside a boundary wrapper */
 HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
 HBP_HIDDEN void hbp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-HBP_HIDDEN int  hbp_env_flag(const char *name);
+HBP_HIDDEN const char *hbp_getenv(enum hbprof_env e);
+HBP_HIDDEN int  hbp_env_flag(enum hbprof_env e);   /* set, not empty, not "0" */
 HBP_HIDDEN void hbp_fill_header(struct hbp_file_header *h, int run_file);
 HBP_HIDDEN void hbp_fill_metric_table(struct hbp_metric_entry *t, uint32_t comp_source);
 HBP_HIDDEN ssize_t hbp_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
@@ -185,9 +175,10 @@ HBP_HIDDEN int  hbp_bins_merge_offline(const double *value, const uint64_t *coun
 HBP_HIDDEN int  hbp_file_open(void);
 HBP_HIDDEN int  hbp_file_put(const void *record);   /* 48 bytes, kind at 44 */
 HBP_HIDDEN int  hbp_file_finish(void);
-typedef int (*hbp_visit_fn)(const struct hbp_slot *rec, void *arg);
+typedef int (*hbp_visit_fn)(const struct hbp_slot *rec, uint16_t kind, void *arg);
 /* Visit the records of this rank's finished file, last to first (backward)
- * or first to last. Returns 0, or -1 on a read error. */
+ * or first to last; fn gets each record and its kind. Returns 0, or -1 on a
+ * read error. */
 HBP_HIDDEN int  hbp_file_visit(int backward, hbp_visit_fn fn, void *arg);
 HBP_HIDDEN void hbp_file_close(int unlink_it);
 

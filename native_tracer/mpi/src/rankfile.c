@@ -186,11 +186,12 @@ int hbp_file_visit(int backward, hbp_visit_fn fn, void *arg)
         }
         for (uint64_t j = 0; j < k && rc == 0; j++) {
             const struct hbp_slot *s = &buf[backward ? k - 1 - j : j];
-            if (hbp_kind_of(s->kindflags) == 0) {
+            uint16_t kind = hbp_kind_of(s->kindflags);
+            if (kind == 0) {
                 rc = -1;   /* a finished file has no hole */
                 break;
             }
-            if (fn(s, arg) != 0)
+            if (fn(s, kind, arg) != 0)
                 rc = 1;
         }
         done += k;

@@ -123,6 +123,24 @@ static void sink_truth(struct sink *s, int r, const struct truth_row *t, size_t 
     }
 }
 
+/* rank 0: a block of rank r's stream of `tag` (records or truth rows) */
+static void sink_put(struct sink *s, int r, int tag, const void *p, size_t bytes)
+{
+    if (tag == TAG_RECORDS)
+        sink_records(s, r, p, bytes / sizeof(struct hbp_run_record));
+    else
+        sink_truth(s, r, p, bytes / sizeof(struct truth_row));
+}
+
+/* a block of this rank's stream to rank 0 (which sinks its own: s != NULL) */
+static void stream_put(struct sink *s, int tag, const void *p, size_t bytes)
+{
+    if (s)
+        sink_put(s, 0, tag, p, bytes);
+    else
+        PMPI_Send(p, (int)bytes, MPI_BYTE, 0, tag, hbp_g.comm);
+}
+
 /* ---- the backward pass over this rank's file ---- */
 
 struct back {
@@ -136,20 +154,14 @@ struct back {
 static void back_flush(struct back *b)
 {
     size_t k = REC_BLOCK - b->pos;
-    if (k == 0)
-        return;
-    if (b->sink)
-        sink_records(b->sink, 0, b->blk + b->pos, k);
-    else
-        PMPI_Send(b->blk + b->pos, (int)(k * sizeof *b->blk), MPI_BYTE, 0, TAG_RECORDS,
-                  hbp_g.comm);
+    if (k > 0)
+        stream_put(b->sink, TAG_RECORDS, b->blk + b->pos, k * sizeof *b->blk);
     b->pos = REC_BLOCK;
 }
 
-static int back_visit(const struct hbp_slot *s, void *arg)
+static int back_visit(const struct hbp_slot *s, uint16_t kind, void *arg)
 {
     struct back *b = arg;
-    uint16_t kind = hbp_kind_of(s->kindflags);
     if (kind == HBP_REC_SEGMENT) {
         struct hbp_segment_record sr;
         memcpy(&sr, s, sizeof sr);
@@ -186,19 +198,14 @@ struct fwd {
 
 static void fwd_flush(struct fwd *f)
 {
-    if (f->n == 0)
-        return;
-    if (f->sink)
-        sink_truth(f->sink, 0, f->blk, f->n);
-    else
-        PMPI_Send(f->blk, (int)(f->n * sizeof *f->blk), MPI_BYTE, 0, TAG_TRUTH, hbp_g.comm);
+    if (f->n > 0)
+        stream_put(f->sink, TAG_TRUTH, f->blk, f->n * sizeof *f->blk);
     f->n = 0;
 }
 
-static int fwd_visit(const struct hbp_slot *s, void *arg)
+static int fwd_visit(const struct hbp_slot *s, uint16_t kind, void *arg)
 {
     struct fwd *f = arg;
-    uint16_t kind = hbp_kind_of(s->kindflags);
     if (kind == HBP_REC_INJECT) {
         struct hbp_inject_record ir;
         memcpy(&ir, s, sizeof ir);
@@ -235,17 +242,25 @@ static void receive_stream(struct sink *s, int r, int tag, void *buf, size_t cap
             return;
         }
         PMPI_Recv(dst, bytes, MPI_BYTE, r, tag, hbp_g.comm, MPI_STATUS_IGNORE);
-        if (bytes > 0) {
-            if (tag == TAG_RECORDS)
-                sink_records(s, r, dst, (size_t)bytes / sizeof(struct hbp_run_record));
-            else
-                sink_truth(s, r, dst, (size_t)bytes / sizeof(struct truth_row));
-        }
+        if (bytes > 0)
+            sink_put(s, r, tag, dst, (size_t)bytes);
         if (dst != buf)
             free(dst);
         if (bytes == 0)
             return;
     }
+}
+
+/* the end of every rank's stream of `tag`: an empty message to rank 0,
+ * which receives the others' streams in rank order */
+static void stream_end(struct sink *s, int tag, int nranks, void *buf, size_t cap)
+{
+    if (hbp_g.rank != 0) {
+        PMPI_Send(NULL, 0, MPI_BYTE, 0, tag, hbp_g.comm);
+        return;
+    }
+    for (int r = 1; r < nranks; r++)
+        receive_stream(s, r, tag, buf, cap);
 }
 
 /* ---- rank 0's tables ---- */
@@ -508,12 +523,7 @@ void hbp_run_finalize(int ok)
             hbp_warn("cannot read back the rank file");
         back_flush(B);
     }
-    if (me != 0) {
-        PMPI_Send(NULL, 0, MPI_BYTE, 0, TAG_RECORDS, comm);
-    } else {
-        for (int r = 1; r < n; r++)
-            receive_stream(&R->sink, r, TAG_RECORDS, blk, blk ? REC_BLOCK * sizeof *blk : 0);
-    }
+    stream_end(R ? &R->sink : NULL, TAG_RECORDS, n, blk, blk ? REC_BLOCK * sizeof *blk : 0);
 
     /* 5 */
     if (csv) {
@@ -526,12 +536,7 @@ void hbp_run_finalize(int ok)
                 hbp_warn("cannot read back the rank file");
             fwd_flush(&f);
         }
-        if (me != 0) {
-            PMPI_Send(NULL, 0, MPI_BYTE, 0, TAG_TRUTH, comm);
-        } else {
-            for (int r = 1; r < n; r++)
-                receive_stream(&R->sink, r, TAG_TRUTH, blk, blk ? REC_BLOCK * sizeof *blk : 0);
-        }
+        stream_end(R ? &R->sink : NULL, TAG_TRUTH, n, blk, blk ? REC_BLOCK * sizeof *blk : 0);
     }
     free(blk);
     free(B);
