@@ -286,6 +286,20 @@ void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode)
     hbt_event(HBT_REC_THREAD_START, 0, creator, mode | HBT_M_LOST);
 }
 
+/* A tracer thread (monitor, queue monitor, status sampler) gets a
+ * thread_slot, and so chunks, without THREAD_START or a heart-table line;
+ * it never beats. */
+void hbt_register_quiet(struct hbt_tls *t)
+{
+    if (t->registered)
+        return;
+    t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
+    t->registered = 1;
+    t->beat_thread = -1;
+    t->beat = &t->sink;
+    t->next_check = UINT64_MAX;
+}
+
 /* The rare path of every record: first use of the tracer by this process or
  * thread, or a full chunk. Returns the slot to write or HBT_NO_SLOT. */
 uint32_t hbt_refill(struct hbt_tls *t, unsigned mode)
@@ -383,6 +397,8 @@ int hbt_self_slot(uint32_t *slot)
  * the parent's file), forget its chunks, and let the first record that
  * needs a file open one for the child's pid. Runs in the only thread of the
  * child, which is the forking thread: its TLS is reset here directly.
+ * Registered (background.c) after the monitor's handler, which needs the
+ * parent's thread count, and before the pre-faulter's.
  */
 void hbt_after_fork_child(void)
 {
@@ -400,13 +416,8 @@ void hbt_after_fork_child(void)
         hbt_g.path[0] = '\0';
         st = HBT_LAZY;
     }
-    /* the heart table: the parent's threads are gone, and so is the
-     * monitor thread (before the counters: it needs the thread count) */
-    hbt_mon_after_fork_child(__atomic_load_n(&hbt_g.nthreads, __ATOMIC_RELAXED));
     hbt_reset_counters();
     pthread_mutex_init(&hbt_g.lock, NULL);
-    hbt_prefault_after_fork_child();   /* the thread did not survive the fork */
-    HBT_HOOK(hbt_extras_after_fork_child); /* queue monitors, status sampler, probes */
     __atomic_store_n(&hbt_g.state, st, __ATOMIC_RELEASE);
 
     struct hbt_tls *t = &hbt_tls;

@@ -192,7 +192,6 @@ struct hbt_prefault {
     int       waiting;            /* atomic: the thread sleeps on word */
     uint32_t  word;               /* futex word, bumped by every wake-up */
     int       have_thread;        /* a joinable thread exists (under lock) */
-    int       tid;                /* atomic: its OS thread id while it runs, else 0 */
     pthread_t thread;
     pthread_mutex_t lock;         /* start and stop only, never the hot path */
 };
@@ -258,6 +257,35 @@ HBT_HIDDEN int  hbt_lock_for_ms(long ms);
 HBT_HIDDEN void hbt_unlock(void);
 HBT_HIDDEN int  hbt_env_flag(const char *name);
 
+HBT_HIDDEN void hbt_register_quiet(struct hbt_tls *t);
+
+/* ---- background.c: what the tracer's own threads share ---- */
+
+/* Start a tracer thread with the real pthread_create: every signal blocked,
+ * named `name` (at most 15 bytes, "hbt-..." so that hbt_orphaned knows it)
+ * before fn runs, stack at least `stack` bytes, detached unless joinable
+ * (then its handle goes to *thread). 0 or an errno value; never waits. */
+HBT_HIDDEN int  hbt_bg_start(pthread_t *thread, const char *name, size_t stack,
+                             int joinable, void *(*fn)(void *), void *arg);
+/* Called by a tracer thread that must wake on time (1 us timer slack, a
+ * short scheduler slice where the kernel has one). */
+HBT_HIDDEN void hbt_bg_wake_on_time(void);
+/* Sleep until `when` (CLOCK_MONOTONIC, absolute ns); with a word, also until
+ * it differs from val or a hbt_futex_wake of it. 1 if the deadline passed. */
+HBT_HIDDEN int  hbt_sleep_until(uint64_t when, uint32_t *word, uint32_t val);
+HBT_HIDDEN void hbt_futex_wake(uint32_t *word, int n);
+/* The leader (main thread) has exited: state Z, X or x in /proc/self/stat. */
+HBT_HIDDEN int  hbt_main_thread_gone(void);
+/* The main thread is gone and no thread is left but dead ones and the
+ * tracer's own ("hbt-*"): the calling tracer thread must end (background.c
+ * says the rule in full). */
+HBT_HIDDEN int  hbt_orphaned(void);
+/* Read a small file (one read(2)), NUL-terminated; bytes or -1 with errno. */
+HBT_HIDDEN ssize_t hbt_read_small(const char *path, char *buf, size_t size);
+/* Run fn in every fork child, after the handlers added before it (once per
+ * fn; one pthread_atfork for all). */
+HBT_HIDDEN void hbt_fork_child_add(void (*fn)(void));
+
 /* ---- meta.c ---- */
 HBT_HIDDEN void hbt_meta_append_once(const char *key, const char *value);
 HBT_HIDDEN void hbt_meta_write_initial(void);
@@ -271,7 +299,6 @@ HBT_HIDDEN void hbt_prefault_config(void);
 HBT_HIDDEN void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode);
 HBT_HIDDEN void hbt_prefault_stop(void);
 HBT_HIDDEN void hbt_prefault_after_fork_child(void);
-HBT_HIDDEN pid_t hbt_prefault_tid(void);
 
 /* ---- monitor.c ---- */
 
@@ -303,7 +330,7 @@ HBT_HIDDEN void hbt_mon_api_pass(void);
 HBT_HIDDEN void hbt_mon_finished(void);
 HBT_HIDDEN void hbt_mon_at_exit(int status);
 HBT_HIDDEN int  hbt_mon_adjust(double expected, int automatic);
-HBT_HIDDEN void hbt_mon_after_fork_child(uint32_t nthreads);
+HBT_HIDDEN void hbt_mon_after_fork_child(void);
 
 /* ---- queue.c, probe.c, status.c (service-rate queues, timing probes, the
  * machine-status sampler). Declared weak so that each file can be built
@@ -313,7 +340,6 @@ HBT_HIDDEN void hbt_probe_thread_end(struct hbt_tls *t) __attribute__((weak)); /
 HBT_HIDDEN void hbt_probe_at_exit(void) __attribute__((weak));      /* process exit */
 HBT_HIDDEN void hbt_queue_at_exit(void) __attribute__((weak));      /* process exit */
 HBT_HIDDEN void hbt_status_at_exit(void) __attribute__((weak));     /* process exit */
-HBT_HIDDEN void hbt_extras_after_fork_child(void) __attribute__((weak)); /* fork child */
 
 #define HBT_HOOK(fn, ...) do { if (fn) fn(__VA_ARGS__); } while (0)
 

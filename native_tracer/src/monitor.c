@@ -377,10 +377,11 @@ void hbt_mon_thread_end(struct hbt_tls *t, uint32_t how)
 
 /* fork child: the parent's threads and its monitor thread are gone; the
  * mode stays, the child's first beat writes its metadata and starts its
- * own monitor thread. Runs in the only thread of the child. */
-void hbt_mon_after_fork_child(uint32_t nthreads)
+ * own monitor thread. Runs in the only thread of the child, before core.c's
+ * handler resets the thread count (lifecycle.c registers it first). */
+void hbt_mon_after_fork_child(void)
 {
-    uint32_t n = nthreads < HBT_HEARTS ? nthreads : HBT_HEARTS;
+    uint32_t n = hbt_nthreads();
     memset(hbt_hearts, 0, (size_t)n * sizeof hbt_hearts[0]);
     memset(mon.snap, 0, (size_t)n * sizeof mon.snap[0]);
     __atomic_store_n(&mon.started, 0, __ATOMIC_RELAXED);
@@ -443,23 +444,6 @@ static size_t hbt_utoa(char *out, unsigned long v)
     for (size_t i = 0; i < n; i++)
         out[i] = tmp[n - 1 - i];
     out[n] = '\0';
-    return n;
-}
-
-/* Read a small /proc file; bytes read, -1 with errno on failure. */
-static ssize_t hbt_read_small(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, size - 1);
-    int err = errno;
-    close(fd);
-    if (n < 0) {
-        errno = err;
-        return -1;
-    }
-    buf[n] = '\0';
     return n;
 }
 
@@ -1046,102 +1030,17 @@ static uint64_t hbt_ring_check(struct hbt_tls *t, uint64_t now)
 /* ------------------------------------------------------------------ */
 /* the central monitor thread                                           */
 
-struct hbt_dirent64 {
-    uint64_t       d_ino;
-    int64_t        d_off;
-    unsigned short d_reclen;
-    unsigned char  d_type;
-    char           d_name[];
-};
-
-static int hbt_state_dead(char st)
-{
-    return st == 'Z' || st == 'X';
-}
-
-/* The main thread has gone and no program thread is left: only the
- * tracer's own threads keep the process alive. */
-static int hbt_mon_orphaned(pid_t self)
-{
-    char buf[512];
-    if (hbt_read_small("/proc/self/stat", buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ' || !hbt_state_dead(p[2]))
-        return 0;   /* the main thread lives */
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    pid_t pf = hbt_prefault_tid();
-    pid_t leader = getpid();
-    char dents[2048];
-    int alive = 0;
-    for (;;) {
-        long n = syscall(SYS_getdents64, fd, dents, sizeof dents);
-        if (n <= 0)
-            break;
-        for (long off = 0; off < n && !alive;) {
-            struct hbt_dirent64 *d = (struct hbt_dirent64 *)(void *)(dents + off);
-            off += d->d_reclen;
-            long tid = strtol(d->d_name, NULL, 10);
-            if (tid <= 0 || tid == self || tid == pf || tid == leader)
-                continue;
-            int gone;
-            char st = hbt_task_state((int)tid, &gone);
-            if (!gone && !hbt_state_dead(st))
-                alive = 1;
-        }
-        if (alive)
-            break;
-    }
-    close(fd);
-    return !alive;
-}
-
-/* Sleep until `when` (CLOCK_MONOTONIC) or a wake-up of mon.wake. */
-static void hbt_sleep_until(uint64_t when, uint32_t word)
-{
-    struct timespec ts = { .tv_sec = (time_t)(when / HBT_SEC), .tv_nsec = (long)(when % HBT_SEC) };
-    long rc = syscall(SYS_futex, &mon.wake, FUTEX_WAIT_BITSET_PRIVATE, word, &ts, NULL,
-                      FUTEX_BITSET_MATCH_ANY);
-    if (rc != 0 && errno == ENOSYS)
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-}
-
 /* A thread beat for the first time: an idle monitor thread looks at once. */
 static void hbt_mon_wake(void)
 {
     if (__atomic_load_n(&mon.idle, __ATOMIC_ACQUIRE) &&
         __atomic_exchange_n(&mon.idle, 0, __ATOMIC_ACQ_REL)) {
         __atomic_fetch_add(&mon.wake, 1, __ATOMIC_SEQ_CST);
-        syscall(SYS_futex, &mon.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        hbt_futex_wake(&mon.wake, 1);
     }
 }
 
 static void hbt_mon_auto(uint64_t now);
-
-/* Ask the fair scheduler (Linux 6.12+, EEVDF) for a short slice: a thread
- * that runs for microseconds at a time then gets the CPU soon after it
- * wakes, even when the program's threads keep every CPU busy. Ignored by
- * older kernels. */
-static void hbt_short_slice(void)
-{
-#ifdef SYS_sched_setattr
-    struct {
-        uint32_t size, policy;
-        uint64_t flags;
-        int32_t  nice;
-        uint32_t priority;
-        uint64_t runtime, deadline, period;
-    } attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;   /* SCHED_ATTR_SIZE_VER0 */
-    attr.policy = SCHED_OTHER;
-    attr.nice = getpriority(PRIO_PROCESS, 0);
-    attr.runtime = 100 * HBT_US;
-    (void)syscall(SYS_sched_setattr, 0, &attr, 0);
-#endif
-}
 
 static void *hbt_mon_main(void *unused)
 {
@@ -1150,15 +1049,8 @@ static void *hbt_mon_main(void *unused)
     /* a tracer thread whose chunk holds only the monitor's records: no
      * THREAD_START, no heart entry, never beating */
     t->monitor = 1;
-    t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
-    t->registered = 1;
-    t->beat_thread = -1;
-    t->beat = &t->sink;
-    t->next_check = UINT64_MAX;
-    (void)prctl(PR_SET_NAME, "hbt-monitor", 0, 0, 0);
-    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);   /* wake on time: 1 us slack */
-    hbt_short_slice();
-    pid_t self = (pid_t)syscall(SYS_gettid);
+    hbt_register_quiet(t);
+    hbt_bg_wake_on_time();
 
     uint64_t now = hbt_now_ns();
     uint64_t next_stat = now + HBT_SEC, last_stat = now, passes_at_stat = 0;
@@ -1202,20 +1094,18 @@ static void *hbt_mon_main(void *unused)
         }
         if (!active && now >= next_life) {
             next_life = now + HBT_POLL_IDLE_NS;
-            if (hbt_mon_orphaned(self))
+            if (hbt_orphaned())
                 break;   /* do not keep the process alive */
         }
         /* idle: the first beat of a thread wakes us (`idle` is set before
          * the word is read, and the waker bumps the word after clearing it) */
         uint32_t word = __atomic_load_n(&mon.wake, __ATOMIC_SEQ_CST);
         __atomic_store_n(&mon.idle, !active || c.unwarm, __ATOMIC_SEQ_CST);
-        hbt_sleep_until(wake, word);
+        (void)hbt_sleep_until(wake, &mon.wake, word);
         __atomic_store_n(&mon.idle, 0, __ATOMIC_RELAXED);
     }
     return NULL;
 }
-
-typedef int (*hbt_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
 /* Start the monitor thread once per process; never waits. */
 static void hbt_mon_start_thread(void)
@@ -1224,25 +1114,7 @@ static void hbt_mon_start_thread(void)
         return;   /* getpid: never from a vfork child */
     if (__atomic_exchange_n(&mon.started, 1, __ATOMIC_ACQ_REL))
         return;
-    hbt_create_fn create = (hbt_create_fn)hbt_real_pthread_create();
-    int rc = EAGAIN;
-    pthread_attr_t attr;
-    if (create && pthread_attr_init(&attr) == 0) {
-        size_t stack = HBT_MON_STACK;
-        long min = sysconf(_SC_THREAD_STACK_MIN);
-        if (min > 0 && (size_t)min > stack)
-            stack = (size_t)min;
-        (void)pthread_attr_setstacksize(&attr, stack);
-        (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        /* no signal meant for the program is ever delivered to it */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_t th;
-        rc = create(&th, &attr, hbt_mon_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
+    int rc = hbt_bg_start(NULL, "hbt-monitor", HBT_MON_STACK, 0, hbt_mon_main, NULL);
     if (rc != 0)
         hbt_warn("hbtrace: cannot start the monitor thread: %s; behaviours are detected "
                  "only by Heartbeat_*_Monitor calls and at Finished/exit", strerror(rc));

@@ -116,7 +116,7 @@ static struct {
     uint64_t cal_tsc, cal_ns;            /* the pair at the choice */
 } P;
 
-HBT_HIDDEN void hbt_probe_after_fork_child(void);   /* called by status.c */
+static void hbt_probe_after_fork_child(void);
 
 /* ------------------------------------------------------------------ */
 /* the clock                                                           */
@@ -566,10 +566,11 @@ void hbt_probe_at_exit(void)
     }
 }
 
-/* fork child (core.c), in its only thread: the parent's other threads are
- * gone, and the child writes a new file (names and metadata again). The
- * forking thread's table is kept, zeroed, for its next probe use. */
-void hbt_probe_after_fork_child(void)
+/* fork child (registered with the first id), in its only thread: the
+ * parent's other threads are gone, and the child writes a new file (names
+ * and metadata again). The forking thread's table is kept, zeroed, for its
+ * next probe use. */
+static void hbt_probe_after_fork_child(void)
 {
     struct hbt_probe_stat *st = hbt_probe_stats;
     struct hbt_probe_table *own = st ? hbt_table_of(st) : NULL;
@@ -611,6 +612,7 @@ HBT_EXPORT struct hbt_probe_stat *hbt_probe_slow(struct hbt_probe_site *site)
     if (id1 == 0 || (id1 & HBT_SITE_BUSY)) {
         if (!hbt_ensure_open())
             return NULL;
+        hbt_fork_child_add(hbt_probe_after_fork_child);   /* before any state */
         id1 = hbt_site_assign(site);
         if (id1 == HBT_SITE_OVER) {
             hbt_count_dropped();

@@ -172,7 +172,6 @@ static struct {
     int configured;
     int monitor_on;
     uint32_t period_us, period_max_us;
-    int atfork;
     int noted;                /* metadata written into this process's file */
     int start_warned;
     /* the monitor thread (one per process, for every monitored queue) */
@@ -291,9 +290,7 @@ static void q_futex_wait(uint32_t *word, uint32_t val, uint64_t rel_ns)
 
 static void q_futex_wake(uint32_t *word, int n)
 {
-    int saved = errno;
-    (void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-    errno = saved;
+    hbt_futex_wake(word, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -613,103 +610,10 @@ static int q_sample(struct hbt_queue *q, int final, unsigned mode, struct q_obs 
 /* ------------------------------------------------------------------ */
 /* the monitor thread                                                  */
 
-static ssize_t q_read_small(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, size - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
-}
-
-static int q_state_dead(char st)
-{
-    return st == 'Z' || st == 'X' || st == 'x';
-}
-
-/* State letter of a /proc stat line, or 0. */
-static char q_stat_state(const char *path)
-{
-    char buf[512];
-    if (q_read_small(path, buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : 0;
-}
-
-/*
- * The main thread is gone (pthread_exit) and so is every program thread:
- * only tracer threads (named "hbt-*", the pre-faulter) are left. The
- * process would then live on for the monitors alone; they must end.
- */
-static int q_orphaned(pid_t self)
-{
-    char st = q_stat_state("/proc/self/stat");
-    if (!st || !q_state_dead(st))
-        return 0;
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return 0;
-    pid_t pf = hbt_prefault_tid(), leader = getpid();
-    int alive = 0;
-    struct dirent *de;
-    while (!alive && (de = readdir(d)) != NULL) {
-        long tid = strtol(de->d_name, NULL, 10);
-        if (tid <= 0 || tid == self || tid == pf || tid == leader)
-            continue;
-        char path[64], comm[32];
-        snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
-        if (q_read_small(path, comm, sizeof comm) > 0 && strncmp(comm, "hbt-", 4) == 0)
-            continue;   /* another tracer thread */
-        snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-        st = q_stat_state(path);
-        if (st && !q_state_dead(st))
-            alive = 1;
-    }
-    closedir(d);
-    return !alive;
-}
-
-/* Sleep until `when` (CLOCK_MONOTONIC, absolute) or a change of the word. */
-static void q_sleep_until(uint32_t *word, uint32_t val, uint64_t when)
-{
-    struct timespec ts = { .tv_sec = (time_t)(when / Q_NS_S), .tv_nsec = (long)(when % Q_NS_S) };
-    long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL,
-                      FUTEX_BITSET_MATCH_ANY);
-    if (rc != 0 && errno == ENOSYS)
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-}
-
 static void q_wake_monitor(void)
 {
     __atomic_fetch_add(&qreg.mwake, 1, __ATOMIC_SEQ_CST);
     q_futex_wake(&qreg.mwake, INT_MAX);
-}
-
-/* A short scheduler slice (Linux 6.12+, EEVDF), so that the monitor gets a
- * CPU soon after it wakes even when the stages keep every CPU busy: the
- * realized period then stays close to T. Ignored by older kernels. */
-static void q_short_slice(void)
-{
-#ifdef SYS_sched_setattr
-    struct {
-        uint32_t size, policy;
-        uint64_t flags;
-        int32_t  nice;
-        uint32_t priority;
-        uint64_t runtime, deadline, period;
-    } attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;   /* SCHED_ATTR_SIZE_VER0 */
-    attr.policy = SCHED_OTHER;
-    attr.nice = getpriority(PRIO_PROCESS, 0);
-    attr.runtime = 100 * Q_NS_US;
-    (void)syscall(SYS_sched_setattr, 0, &attr, 0);
-#endif
 }
 
 /* The first deadline of a queue opened at open_ns with period T: on the
@@ -775,15 +679,9 @@ static void *q_main(void *arg)
     /* a tracer thread whose chunks hold only queue samples: no
      * THREAD_START, no heart entry, never beating */
     t->monitor = 1;
-    t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
-    t->registered = 1;
-    t->beat_thread = -1;
-    t->beat = &t->sink;
-    t->next_check = UINT64_MAX;
-    (void)prctl(PR_SET_NAME, "hbt-queues", 0, 0, 0);
-    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);   /* wake on time: 1 us slack */
-    q_short_slice();
-    pid_t self = (pid_t)syscall(SYS_gettid), pid = getpid();
+    hbt_register_quiet(t);
+    hbt_bg_wake_on_time();
+    pid_t pid = getpid();
     uint64_t next_orphan = hbt_now_ns() + Q_ORPHAN_NS;
     for (;;) {
         uint32_t word = __atomic_load_n(&qreg.mwake, __ATOMIC_SEQ_CST);
@@ -811,12 +709,12 @@ static void *q_main(void *arg)
         pthread_mutex_unlock(&qreg.lock);
         if (now >= next_orphan) {
             next_orphan = now + Q_ORPHAN_NS;
-            if (q_orphaned(self))   /* never keep the process alive; exit writes the final samples */
+            if (hbt_orphaned())   /* never keep the process alive; exit writes the final samples */
                 goto ended;
             continue;
         }
         if (now < until)
-            q_sleep_until(&qreg.mwake, word, until);
+            (void)hbt_sleep_until(until, &qreg.mwake, word);
     }
     return NULL;
 ended:   /* on its own (tracing off, orphaned): the next queue starts another */
@@ -826,8 +724,6 @@ ended:   /* on its own (tracing off, orphaned): the next queue starts another */
     pthread_mutex_unlock(&qreg.lock);
     return NULL;
 }
-
-typedef int (*q_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
 /* qreg.lock held: start the monitor thread unless one runs. A thread that
  * ended on its own (tracing off, orphaned) is joined first: it takes the
@@ -840,25 +736,11 @@ static void q_start_monitor(void)
         pthread_join(qreg.mon_thread, NULL);
         qreg.mon_joinable = 0;
     }
-    q_create_fn create = (q_create_fn)hbt_real_pthread_create();
-    int rc = EAGAIN;
-    pthread_attr_t attr;
     uint32_t gen = ++qreg.mon_gen;
-    if (create && pthread_attr_init(&attr) == 0) {
-        size_t stack = Q_STACK;
-        long min = sysconf(_SC_THREAD_STACK_MIN);
-        if (min > 0 && (size_t)min > stack)
-            stack = (size_t)min;
-        (void)pthread_attr_setstacksize(&attr, stack);
-        /* joinable, for the destroy of the last queue; a joinable thread
-         * keeps no process alive. No signal meant for the program reaches it. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        rc = create(&qreg.mon_thread, &attr, q_main, (void *)(uintptr_t)gen);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
+    /* joinable, for the destroy of the last queue; a joinable thread keeps
+     * no process alive */
+    int rc = hbt_bg_start(&qreg.mon_thread, "hbt-queues", Q_STACK, 1, q_main,
+                          (void *)(uintptr_t)gen);
     qreg.mon_running = qreg.mon_joinable = rc == 0;
     if (rc != 0 && !qreg.start_warned) {
         qreg.start_warned = 1;
@@ -998,10 +880,7 @@ HBT_EXPORT hbt_queue_t *hbt_queue_create(const char *name, size_t item_size, siz
 
     pthread_mutex_lock(&qreg.lock);
     q_configure();
-    if (!qreg.atfork) {
-        qreg.atfork = 1;
-        pthread_atfork(NULL, NULL, q_atfork_child);
-    }
+    hbt_fork_child_add(q_atfork_child);
     q->id = qreg.next_id++;
     int note = tracing && !qreg.noted;
     if (note)
