@@ -60,12 +60,6 @@ void hbt_warn(const char *fmt, ...)
     (void)w;
 }
 
-int hbt_env_flag(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /*
  * g.lock guards initialisation, growth and metadata. It is taken with a
  * timeout: a thread that died inside the tracer (a program's signal handler
@@ -222,7 +216,7 @@ static struct hbt_slot *hbt_take_chunk(unsigned mode, uint64_t *index)
     if (i >= hbt_g.max_chunks) {
         char why[64] = "";
         if (!(mode & HBT_M_SIGNAL))
-            snprintf(why, sizeof why, "HBTRACE_MAX_MB=%llu",
+            snprintf(why, sizeof why, "%s=%llu", hbt_env_name(HBT_ENV_HBTRACE_MAX_MB),
                      (unsigned long long)hbt_g.max_mb);
         hbt_set_full(mode, why, 0);
         return NULL;

@@ -147,7 +147,8 @@ enum {
                          leaves no file behind */
 };
 
-/* Modes of a record that does not fit in the current chunk. */
+/* Modes of a record that does not fit in the current chunk: what its rare
+ * path may do (HBT_M_*), and the combinations the callers use (HBT_MODE_*). */
 enum {
     HBT_M_OPEN    = 1u << 0,  /* may open the trace file (first use, fork child) */
     HBT_M_GROW    = 1u << 1,  /* may lock g.lock and grow the file */
@@ -157,12 +158,12 @@ enum {
     HBT_M_AHEAD   = 1u << 5,  /* growth ahead by the pre-faulter: a failure
                                  does not stop the tracer (a thread that
                                  really needs the chunk will find out) */
-};
 
-#define HBT_MODE_BEAT   (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST)
-#define HBT_MODE_API    (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE)
-#define HBT_MODE_END    (HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE)
-#define HBT_MODE_SIGNAL (HBT_M_LOST | HBT_M_RESERVE | HBT_M_SIGNAL)
+    HBT_MODE_BEAT   = HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST,
+    HBT_MODE_API    = HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE,
+    HBT_MODE_END    = HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE,
+    HBT_MODE_SIGNAL = HBT_M_LOST | HBT_M_RESERVE | HBT_M_SIGNAL,
+};
 
 #define HBT_MAX_EXTENTS 1024
 
@@ -255,7 +256,6 @@ HBT_HIDDEN void hbt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 
 HBT_HIDDEN int  hbt_lock(void);
 HBT_HIDDEN int  hbt_lock_for_ms(long ms);
 HBT_HIDDEN void hbt_unlock(void);
-HBT_HIDDEN int  hbt_env_flag(const char *name);
 
 HBT_HIDDEN void hbt_register_quiet(struct hbt_tls *t);
 
@@ -285,6 +285,24 @@ HBT_HIDDEN ssize_t hbt_read_small(const char *path, char *buf, size_t size);
 /* Run fn in every fork child, after the handlers added before it (once per
  * fn; one pthread_atfork for all). */
 HBT_HIDDEN void hbt_fork_child_add(void (*fn)(void));
+
+/* ---- env.c: the environment variables, named once in hbtrace_env.def ---- */
+enum hbt_env {
+#define HBT_ENV(name, description) HBT_ENV_##name,
+#include "hbtrace_env.def"
+#undef HBT_ENV
+    HBT_ENV_COUNT
+};
+
+extern const char *const hbt_env_names[HBT_ENV_COUNT] HBT_HIDDEN;
+
+static inline const char *hbt_env_name(enum hbt_env e)
+{
+    return hbt_env_names[e];
+}
+
+HBT_HIDDEN const char *hbt_getenv(enum hbt_env e);   /* getenv of that name */
+HBT_HIDDEN int  hbt_env_flag(enum hbt_env e);        /* set, and not "" or "0" */
 
 /* ---- meta.c ---- */
 HBT_HIDDEN void hbt_meta_append_once(const char *key, const char *value);

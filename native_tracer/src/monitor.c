@@ -122,9 +122,12 @@
 #define HBT_K_MAX           (1u << 20)
 #define HBT_MON_STACK       (256u * 1024u)
 
-/* mon.mode */
-#define HBT_MODE_NONE  (-1)   /* no monitor asked for (yet) */
-#define HBT_MODE_OFF     2    /* HBTRACE_MONITOR=off */
+/* mon.mode: HBT_MON_CENTRAL or HBT_MON_RING (hbtrace_format.h), or one of
+ * these two, which are never recorded */
+enum {
+    HBT_MON_NONE = -1,   /* no monitor asked for (yet) */
+    HBT_MON_OFF  = 2,    /* HBTRACE_MONITOR=off */
+};
 
 /* judge results */
 enum { HBT_J_FREE, HBT_J_SILENT, HBT_J_ALIVE, HBT_J_DEAD };
@@ -179,8 +182,8 @@ struct hbt_mon_hot hbt_mon_hot = { .every = 1 };
 /* Global monitor state. The configuration is written when the trace file
  * opens (single-threaded or under g.lock), everything else atomically. */
 static struct hbt_mon {
-    int      mode;            /* atomic: HBT_MODE_NONE, HBT_MON_CENTRAL, HBT_MON_RING, HBT_MODE_OFF */
-    int      env_mode;        /* HBTRACE_MONITOR: HBT_MODE_NONE when unset */
+    int      mode;            /* atomic: HBT_MON_NONE, HBT_MON_CENTRAL, HBT_MON_RING, HBT_MON_OFF */
+    int      env_mode;        /* HBTRACE_MONITOR: HBT_MON_NONE when unset */
     double   late;            /* S */
     uint64_t period_ns;       /* HBTRACE_MONITOR_PERIOD_US, 0: adaptive */
     double   heart_rate;      /* HBTRACE_HEART_RATE, 0: none */
@@ -205,7 +208,7 @@ static struct hbt_mon {
     uint64_t api_msgs;        /* atomic: checks by threads without a heart entry */
     uint64_t api_passes;      /* atomic */
     struct { uint64_t t; uint32_t seq; uint32_t valid; } snap[HBT_HEARTS];  /* adjustment windows */
-} mon = { .mode = HBT_MODE_NONE, .env_mode = HBT_MODE_NONE, .late = HBT_LATE_DEFAULT };
+} mon = { .mode = HBT_MON_NONE, .env_mode = HBT_MON_NONE, .late = HBT_LATE_DEFAULT };
 
 /* One checker's pass. */
 struct hbt_ctx {
@@ -249,52 +252,55 @@ static const char *hbt_mode_name(int mode)
  * g.lock held: no metadata here (see hbt_mon_note_meta). */
 void hbt_mon_config(void)
 {
-    const char *v = getenv("HBTRACE_MONITOR");
-    mon.env_mode = HBT_MODE_NONE;
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_MONITOR);
+    mon.env_mode = HBT_MON_NONE;
     if (v && *v) {
         if (strcmp(v, "central") == 0 || strcmp(v, "0") == 0)
             mon.env_mode = HBT_MON_CENTRAL;
         else if (strcmp(v, "ring") == 0 || strcmp(v, "1") == 0)
             mon.env_mode = HBT_MON_RING;
         else if (strcmp(v, "off") == 0 || strcmp(v, "none") == 0)
-            mon.env_mode = HBT_MODE_OFF;
+            mon.env_mode = HBT_MON_OFF;
         else
-            hbt_warn("hbtrace: HBTRACE_MONITOR=%s: expected central, ring or off; ignored", v);
+            hbt_warn("hbtrace: %s=%s: expected central, ring or off; ignored",
+                     hbt_env_name(HBT_ENV_HBTRACE_MONITOR), v);
     }
 
     mon.late = HBT_LATE_DEFAULT;
-    v = getenv("HBTRACE_MONITOR_LATE");
+    v = hbt_getenv(HBT_ENV_HBTRACE_MONITOR_LATE);
     if (v && *v) {
         char *end;
         double x = strtod(v, &end);
         if (*end || !isfinite(x) || x <= 1.0 || x > 1000.0)
-            hbt_warn("hbtrace: HBTRACE_MONITOR_LATE=%s: expected a number above 1 "
-                     "(at most 1000); using %g", v, HBT_LATE_DEFAULT);
+            hbt_warn("hbtrace: %s=%s: expected a number above 1 "
+                     "(at most 1000); using %g",
+                     hbt_env_name(HBT_ENV_HBTRACE_MONITOR_LATE), v, HBT_LATE_DEFAULT);
         else
             mon.late = x;
     }
 
     mon.period_ns = 0;
-    v = getenv("HBTRACE_MONITOR_PERIOD_US");
+    v = hbt_getenv(HBT_ENV_HBTRACE_MONITOR_PERIOD_US);
     if (v && *v) {
         char *end;
         errno = 0;
         unsigned long long us = strtoull(v, &end, 10);
         if (errno || *end || v[0] == '-' || us < 1 || us > 10000000ull)
-            hbt_warn("hbtrace: HBTRACE_MONITOR_PERIOD_US=%s: expected 1..10000000; "
-                     "using the adaptive period", v);
+            hbt_warn("hbtrace: %s=%s: expected 1..10000000; "
+                     "using the adaptive period",
+                     hbt_env_name(HBT_ENV_HBTRACE_MONITOR_PERIOD_US), v);
         else
             mon.period_ns = us * HBT_US;
     }
 
     mon.heart_rate = 0;
-    v = getenv("HBTRACE_HEART_RATE");
+    v = hbt_getenv(HBT_ENV_HBTRACE_HEART_RATE);
     if (v && *v) {
         char *end;
         double x = strtod(v, &end);
         if (*end || !isfinite(x) || x <= 0)
-            hbt_warn("hbtrace: HBTRACE_HEART_RATE=%s: expected beats per second above 0; "
-                     "ignored", v);
+            hbt_warn("hbtrace: %s=%s: expected beats per second above 0; "
+                     "ignored", hbt_env_name(HBT_ENV_HBTRACE_HEART_RATE), v);
         else
             mon.heart_rate = x;
     }
@@ -307,9 +313,10 @@ static void hbt_mon_note_meta(int mode)
 {
     char num[64];
     hbt_meta_append_once("monitor", hbt_mode_name(mode));
-    if (mode == HBT_MODE_OFF)
+    if (mode == HBT_MON_OFF)
         return;
-    hbt_meta_append_once("monitor_source", mon.from_env ? "HBTRACE_MONITOR" : "Init");
+    hbt_meta_append_once("monitor_source", mon.from_env ?
+    hbt_env_name(HBT_ENV_HBTRACE_MONITOR) : "Init");
     snprintf(num, sizeof num, "%g", mon.late);
     hbt_meta_append_once("monitor_late", num);
     if (mode == HBT_MON_CENTRAL) {
@@ -1123,7 +1130,7 @@ static void hbt_mon_start_thread(void)
 /* Make `want` the monitor mode of the process, once. */
 static void hbt_mon_activate(int want, int from_env)
 {
-    int none = HBT_MODE_NONE;
+    int none = HBT_MON_NONE;
     if (!__atomic_compare_exchange_n(&mon.mode, &none, want, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return;
@@ -1250,7 +1257,7 @@ void hbt_mon_beat(struct hbt_tls *t, uint64_t now)
         return;
     }
     int mode = __atomic_load_n(&mon.mode, __ATOMIC_ACQUIRE);
-    if (mode == HBT_MODE_NONE && mon.env_mode != HBT_MODE_NONE) {
+    if (mode == HBT_MON_NONE && mon.env_mode != HBT_MON_NONE) {
         /* HBTRACE_MONITOR in a program that called no typed Init */
         hbt_mon_activate(mon.env_mode, 1);
         mode = __atomic_load_n(&mon.mode, __ATOMIC_ACQUIRE);
@@ -1275,7 +1282,7 @@ void hbt_mon_beat(struct hbt_tls *t, uint64_t now)
 /* Heartbeat_*_Init(type): the mode (HBTRACE_MONITOR wins over type). */
 void hbt_mon_init_type(int type)
 {
-    int want, env = mon.env_mode != HBT_MODE_NONE;
+    int want, env = mon.env_mode != HBT_MON_NONE;
     if (env) {
         want = mon.env_mode;
     } else if (type == HBT_MON_CENTRAL || type == HBT_MON_RING) {
@@ -1297,11 +1304,11 @@ void hbt_mon_api_pass(void)
     if (!hbt_self_slot(&slot))
         return;
     int mode = __atomic_load_n(&mon.mode, __ATOMIC_ACQUIRE);
-    if (mode == HBT_MODE_NONE && mon.env_mode != HBT_MODE_NONE) {
+    if (mode == HBT_MON_NONE && mon.env_mode != HBT_MON_NONE) {
         hbt_mon_activate(mon.env_mode, 1);
         mode = __atomic_load_n(&mon.mode, __ATOMIC_ACQUIRE);
     }
-    if (mode == HBT_MODE_OFF)
+    if (mode == HBT_MON_OFF)
         return;
     struct hbt_tls *t = &hbt_tls;
     if (mode == HBT_MON_RING && t->beat && t->beat != &t->sink) {

@@ -79,10 +79,10 @@
 void hbt_prefault_config(void)
 {
     struct hbt_prefault *pf = &hbt_g.pf;
-    const char *v = getenv("HBTRACE_PREFAULT");
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_PREFAULT);
     pf->enabled = !(v && strcmp(v, "0") == 0);
     uint64_t mb = HBT_PF_DEFAULT_MB;
-    v = getenv("HBTRACE_PREFAULT_MB");
+    v = hbt_getenv(HBT_ENV_HBTRACE_PREFAULT_MB);
     if (v && *v) {
         char *end;
         errno = 0;

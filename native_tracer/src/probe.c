@@ -203,19 +203,19 @@ static void hbt_cal_pair(uint64_t *tsc, uint64_t *ns)
 static void hbt_choose_clock(void)
 {
     int tsc = 0;
-    const char *v = getenv("HBTRACE_PROBE_CLOCK");
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_PROBE_CLOCK);
     if (v && *v) {
         if (strcmp(v, "tsc") == 0) {
             P.forced = 1;
             tsc = HBT_HAVE_TSC;
             if (!HBT_HAVE_TSC)
-                hbt_warn("hbtrace: HBTRACE_PROBE_CLOCK=tsc: no TSC on this machine; "
-                         "probes use CLOCK_MONOTONIC");
+                hbt_warn("hbtrace: %s=tsc: no TSC on this machine; "
+                         "probes use CLOCK_MONOTONIC", hbt_env_name(HBT_ENV_HBTRACE_PROBE_CLOCK));
         } else if (strcmp(v, "monotonic") == 0) {
             P.forced = 1;
         } else {
-            hbt_warn("hbtrace: HBTRACE_PROBE_CLOCK must be tsc or monotonic; "
-                     "probes use the automatic choice");
+            hbt_warn("hbtrace: %s must be tsc or monotonic; "
+                     "probes use the automatic choice", hbt_env_name(HBT_ENV_HBTRACE_PROBE_CLOCK));
         }
     }
 #if HBT_HAVE_TSC

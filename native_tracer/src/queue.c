@@ -752,9 +752,9 @@ static void q_start_monitor(void)
 /* ------------------------------------------------------------------ */
 /* creation, names, configuration                                      */
 
-static uint32_t q_env_us(const char *name, uint32_t def, uint32_t lo, uint32_t hi, int *given)
+static uint32_t q_env_us(enum hbt_env name, uint32_t def, uint32_t lo, uint32_t hi, int *given)
 {
-    const char *v = getenv(name);
+    const char *v = hbt_getenv(name);
     if (given)
         *given = 0;
     if (!v || !*v)
@@ -764,7 +764,7 @@ static uint32_t q_env_us(const char *name, uint32_t def, uint32_t lo, uint32_t h
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) {
         hbt_warn("hbtrace: %s=%s: expected an integer in %u..%u (microseconds); using %u",
-                 name, v, lo, hi, def);
+                 hbt_env_name(name), v, lo, hi, def);
         return def;
     }
     if (given)
@@ -778,23 +778,25 @@ static void q_configure(void)
     if (qreg.configured)
         return;
     qreg.configured = 1;
-    const char *m = getenv("HBTRACE_QUEUE_MONITOR");
+    const char *m = hbt_getenv(HBT_ENV_HBTRACE_QUEUE_MONITOR);
     qreg.monitor_on = 1;
     if (m && *m) {
         if (strcmp(m, "off") == 0 || strcmp(m, "0") == 0)
             qreg.monitor_on = 0;
         else if (strcmp(m, "on") != 0 && strcmp(m, "1") != 0)
-            hbt_warn("hbtrace: HBTRACE_QUEUE_MONITOR=%s: expected on or off; using on", m);
+            hbt_warn("hbtrace: %s=%s: expected on or off; using on",
+                     hbt_env_name(HBT_ENV_HBTRACE_QUEUE_MONITOR), m);
     }
     int max_given = 0;
-    uint32_t t0 = q_env_us("HBTRACE_QUEUE_PERIOD_US", Q_PERIOD_US, Q_PERIOD_FLOOR_US,
+    uint32_t t0 = q_env_us(HBT_ENV_HBTRACE_QUEUE_PERIOD_US, Q_PERIOD_US, Q_PERIOD_FLOOR_US,
                            Q_PERIOD_CEIL_US, NULL);
-    uint32_t tmax = q_env_us("HBTRACE_QUEUE_PERIOD_MAX_US", Q_PERIOD_MAX_US, Q_PERIOD_FLOOR_US,
+    uint32_t tmax = q_env_us(HBT_ENV_HBTRACE_QUEUE_PERIOD_MAX_US, Q_PERIOD_MAX_US, Q_PERIOD_FLOOR_US,
                              Q_PERIOD_CEIL_US, &max_given);
     if (tmax < t0) {
         if (max_given)
-            hbt_warn("hbtrace: HBTRACE_QUEUE_PERIOD_MAX_US=%u is below the first period %u us; "
-                     "the period stays %u us", tmax, t0, t0);
+            hbt_warn("hbtrace: %s=%u is below the first period %u us; "
+                     "the period stays %u us",
+                     hbt_env_name(HBT_ENV_HBTRACE_QUEUE_PERIOD_MAX_US), tmax, t0, t0);
         tmax = t0;
     }
     qreg.period_us = t0;

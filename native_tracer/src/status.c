@@ -528,7 +528,7 @@ void hbt_status_config(void)
 {
     S.on = 0;
     hbt_fork_child_add(hbt_status_after_fork_child);
-    const char *v = getenv("HBTRACE_STATUS");
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_STATUS);
     if (!v || !*v || strcmp(v, "0") == 0)
         return;
     char *end;
@@ -539,12 +539,13 @@ void hbt_status_config(void)
     if (errno || end == v || *end || !isfinite(p) || p < 0.1 || p > 3600.0) {
         if (!S.warned) {
             S.warned = 1;
-            hbt_warn("hbtrace: HBTRACE_STATUS=%.64s is not a period in seconds "
-                     "(0.1 to 3600, or 1); no status sampling", v);
+            hbt_warn("hbtrace: %s=%.64s is not a period in seconds "
+                     "(0.1 to 3600, or 1); no status sampling",
+                     hbt_env_name(HBT_ENV_HBTRACE_STATUS), v);
         }
         return;
     }
-    const char *nd = getenv("HBTRACE_STATUS_NET_DEV");   /* tests only */
+    const char *nd = hbt_getenv(HBT_ENV_HBTRACE_STATUS_NET_DEV);   /* tests only */
     snprintf(S.net_dev, sizeof S.net_dev, "%s", nd && *nd ? nd : "");
     S.period_s = p;
     S.period_ns = (uint64_t)(p * 1e9 + 0.5);
