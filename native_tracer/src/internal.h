@@ -307,6 +307,9 @@ HBT_HIDDEN int  hbt_env_flag(enum hbt_env e);        /* set, and not "" or "0" *
 /* ---- meta.c ---- */
 HBT_HIDDEN void hbt_meta_append_once(const char *key, const char *value);
 HBT_HIDDEN void hbt_meta_write_initial(void);
+/* Longest prefix of s (len bytes), at most max bytes, that does not split a
+ * UTF-8 sequence: for the metadata and the NAME records. */
+HBT_HIDDEN size_t hbt_utf8_prefix(const char *s, size_t len, size_t max);
 
 /* ---- lifecycle.c ---- */
 HBT_HIDDEN void *hbt_real(void **cache, const char *name);

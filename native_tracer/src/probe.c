@@ -299,17 +299,6 @@ static int hbt_probe_put(uint64_t t_ns, uint32_t seq, int32_t thread, int32_t lo
     return 1;
 }
 
-/* Longest prefix of s, at most max bytes, that does not split a UTF-8
- * sequence. */
-static size_t hbt_utf8_cut(const char *s, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return max;
-}
-
 /* The name of probe `id` as NAME fragments: "<file>:<line>\t<label>". */
 static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned mode)
 {
@@ -318,7 +307,7 @@ static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned
                      s->label ? s->label : "");
     if (n < 0)
         return;
-    size_t len = hbt_utf8_cut(text, strlen(text), HBT_NAME_MAX);
+    size_t len = hbt_utf8_prefix(text, strlen(text), HBT_NAME_MAX);
     uint32_t nfrag = (uint32_t)((len + 23) / 24);
     if (nfrag == 0)
         nfrag = 1;
