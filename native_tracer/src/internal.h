@@ -2,10 +2,16 @@
  * internal.h -- private state and the hot path of libhbtrace.
  *
  * Layout of the code:
+ *   internal.h   this file: shared state, declarations, the beat hot path
  *   file.c       the trace file: name, creation or take-over, header, growth
  *   core.c       chunks, thread registration, records off the hot path,
- *                fork and exit handling of the file
+ *                fork handling of the file, the trim at exit
  *   meta.c       the metadata text block
+ *   env.c        the environment variables, named once in
+ *                include/hbtrace_env.def
+ *   background.c what the tracer's own threads share: starting one,
+ *                sleeping until a deadline, the orphan check, the
+ *                after-fork registry
  *   prefault.c   the background pre-faulter: keeps the chunk area ahead of
  *                the allocation point populated, so that beating threads do
  *                not take the page faults of fresh file pages
@@ -13,9 +19,19 @@
  *   lifecycle.c  pthread_create/pthread_exit/_exit interposition, on_exit,
  *                the constructor
  *   signals.c    fatal-signal records, sigaction/signal interposition
- *   monitor.c    the online behaviour monitor (HBTM): the heart table,
- *                detection, the central monitor thread, the ring checks,
- *                Heartbeat_HeartRate_Adjust
+ *   monitor.h    the online behaviour monitor (HBTM), shared by:
+ *   monitor.c      configuration, the heart table, entry points, final
+ *                  passes, Heartbeat_HeartRate_Adjust
+ *   monitor_judge.c    detection of a thread's behaviour, BEHAVIOR and
+ *                      MONITOR records
+ *   monitor_central.c  the central monitor thread
+ *   monitor_ring.c     the ring checks
+ *   queue.h      the instrumented queues (hbtrace_queue.h), shared by:
+ *   queue.c        the ring and its operations
+ *   queue_monitor.c    samples, the queue monitor thread, configuration
+ *   queue_registry.c   creation, names, destroy, exit, fork
+ *   probe.c      the timing probes (hbtrace_probe.h)
+ *   status.c     the machine-status sampler
  *
  * Concurrency model: each OS thread writes only into chunks it owns, through
  * its initial-exec TLS block (struct hbt_tls), and into its own line of the
@@ -321,7 +337,7 @@ HBT_HIDDEN void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsig
 HBT_HIDDEN void hbt_prefault_stop(void);
 HBT_HIDDEN void hbt_prefault_after_fork_child(void);
 
-/* ---- monitor.c ---- */
+/* ---- monitor*.c ---- */
 
 #define HBT_HEARTS 1024u   /* threads the online monitor can watch (by thread_slot) */
 
@@ -353,9 +369,10 @@ HBT_HIDDEN void hbt_mon_at_exit(int status);
 HBT_HIDDEN int  hbt_mon_adjust(double expected, int automatic);
 HBT_HIDDEN void hbt_mon_after_fork_child(void);
 
-/* ---- queue.c, probe.c, status.c (service-rate queues, timing probes, the
- * machine-status sampler). Declared weak so that each file can be built
- * without the others; the callers below go through HBT_HOOK. ---- */
+/* ---- queue*.c, probe.c, status.c (service-rate queues, timing probes, the
+ * machine-status sampler). Declared weak so that each can be built without
+ * the others; the callers go through HBT_HOOK. Their fork-child handlers
+ * are registered with hbt_fork_child_add when they are first used. ---- */
 HBT_HIDDEN void hbt_status_config(void) __attribute__((weak));      /* file open: HBTRACE_STATUS */
 HBT_HIDDEN void hbt_probe_thread_end(struct hbt_tls *t) __attribute__((weak)); /* before THREAD_END */
 HBT_HIDDEN void hbt_probe_at_exit(void) __attribute__((weak));      /* process exit */
