@@ -370,6 +370,28 @@ void hbt_emit(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread, int32
     hbt_put(kind, flags, seq, thread, loop, iter, aux, now, mode & ~HBT_M_SIGNAL);
 }
 
+/*
+ * One record with every field as given (t_ns too: 0 is stored as 0, unlike
+ * hbt_emit's) into the calling thread's chunk, through the normal slots
+ * only (the reserved last slot is left to THREAD_END and PROCESS_EXIT).
+ * 0 when it could not be stored (counted in lost_records if `mode` says
+ * so). Never from a signal handler. For the probes' and the status
+ * sampler's records.
+ */
+int hbt_put_plain(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread, int32_t loop,
+                  int32_t iter, uint32_t aux, uint64_t t_ns, unsigned mode)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = t->next;
+    if (i >= t->limit) {
+        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
+        if (i == HBT_NO_SLOT)
+            return 0;
+    }
+    hbt_store(t, i, t_ns, hbt_kindflags(kind, flags), seq, thread, loop, iter, aux);
+    return 1;
+}
+
 /* This thread's registration number, registering it (and opening the file)
  * if needed. 0 when tracing is off. */
 int hbt_self_slot(uint32_t *slot)

@@ -261,6 +261,9 @@ HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned 
 HBT_HIDDEN void hbt_emit(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread,
                          int32_t loop, int32_t iter, uint32_t aux, uint64_t now,
                          unsigned mode);
+HBT_HIDDEN int  hbt_put_plain(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread,
+                              int32_t loop, int32_t iter, uint32_t aux, uint64_t t_ns,
+                              unsigned mode);
 HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode);
 HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
 HBT_HIDDEN void hbt_after_fork_child(void);

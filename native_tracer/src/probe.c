@@ -278,27 +278,6 @@ static uint64_t hbt_to_ns(uint64_t ticks, uint64_t num, uint64_t den)
 /* ------------------------------------------------------------------ */
 /* records                                                             */
 
-/*
- * One record with every field as given (t_ns may be 0, unlike hbt_emit's)
- * into the calling thread's chunk, through the normal slots only (the
- * reserved last slot is left to THREAD_END and PROCESS_EXIT). 0 when it
- * could not be stored (counted in lost_records if `mode` says so).
- */
-static int hbt_probe_put(uint64_t t_ns, uint32_t seq, int32_t thread, int32_t loop,
-                         int32_t iter, uint32_t aux, uint16_t kind, uint16_t flags,
-                         unsigned mode)
-{
-    struct hbt_tls *t = &hbt_tls;
-    uint32_t i = t->next;
-    if (i >= t->limit) {
-        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
-        if (i == HBT_NO_SLOT)
-            return 0;
-    }
-    hbt_store(t, i, t_ns, hbt_kindflags(kind, flags), seq, thread, loop, iter, aux);
-    return 1;
-}
-
 /* The name of probe `id` as NAME fragments: "<file>:<line>\t<label>". */
 static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned mode)
 {
@@ -317,8 +296,8 @@ static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned
         size_t off = (size_t)k * 24, m = len - off < 24 ? len - off : 24;
         memcpy(u.c, text + off, m);
         uint16_t flags = (uint16_t)(k | (k + 1 == nfrag ? HBT_NAME_LAST : 0));
-        if (!hbt_probe_put(u.f.t, u.f.seq, u.f.thread, u.f.loop, u.f.iter,
-                           (HBT_NAME_PROBE << 24) | id, HBT_REC_NAME, flags, mode))
+        if (!hbt_put_plain(HBT_REC_NAME, flags, u.f.seq, u.f.thread, u.f.loop, u.f.iter,
+                           (HBT_NAME_PROBE << 24) | id, u.f.t, mode))
             return;
     }
 }
@@ -473,8 +452,8 @@ static void hbt_table_write(struct hbt_probe_table *tab, int32_t user, uint32_t 
         uint64_t v[4] = { s.count, hbt_to_ns(s.total, num, den),
                           hbt_to_ns(~s.nmin, num, den), hbt_to_ns(s.max, num, den) };
         for (uint16_t k = 0; k < 4; k++)   /* a record that finds no room is counted lost */
-            (void)hbt_probe_put(v[k], id, user, (int32_t)slot, 0, 0, HBT_REC_PROBE,
-                                (uint16_t)(HBT_PSTAT_COUNT + k), mode);
+            (void)hbt_put_plain(HBT_REC_PROBE, (uint16_t)(HBT_PSTAT_COUNT + k), id, user,
+                                (int32_t)slot, 0, 0, v[k], mode);
     }
 }
 

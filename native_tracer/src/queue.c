@@ -113,6 +113,20 @@ static inline void q_pause(void)
 }
 
 /* The owner's counter + 1: a relaxed store of its own value (single writer). */
+/* Spinning before sleeping (round i, first clock value in *t0): 1 once
+ * Q_SPIN_NS have passed; the clock is read every 16th round. */
+static inline int q_spun_out(unsigned i, uint64_t *t0)
+{
+    if ((i & 15) != 15)
+        return 0;
+    uint64_t now = hbt_now_ns();
+    if (!*t0) {
+        *t0 = now;
+        return 0;
+    }
+    return now - *t0 > Q_SPIN_NS;
+}
+
 static inline void q_bump(uint64_t *c)
 {
     __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
@@ -183,13 +197,8 @@ static HBT_COLD void q_wait_room(struct hbt_queue *q, uint32_t t)
         h = __atomic_load_n(&q->head.v, __ATOMIC_ACQUIRE);
         if (q_reached(h, need))
             goto done;
-        if ((i & 15) == 15) {
-            uint64_t now = hbt_now_ns();
-            if (!t0)
-                t0 = now;
-            else if (now - t0 > Q_SPIN_NS)
-                break;
-        }
+        if (q_spun_out(i, &t0))
+            break;
         q_pause();
     }
     uint32_t want = (need + q->hyst) & Q_MASK;   /* at most t: reached when empty */
@@ -219,13 +228,8 @@ static HBT_COLD int q_wait_item(struct hbt_queue *q, uint32_t h)
         tw = __atomic_load_n(&q->tail.v, __ATOMIC_ACQUIRE);
         if ((tw & Q_MASK) != h) { got = 1; goto done; }
         if (tw & Q_CLOSED)      { got = 0; goto done; }
-        if ((i & 15) == 15) {
-            uint64_t now = hbt_now_ns();
-            if (!t0)
-                t0 = now;
-            else if (now - t0 > Q_SPIN_NS)
-                break;
-        }
+        if (q_spun_out(i, &t0))
+            break;
         q_pause();
     }
     for (;;) {

@@ -349,20 +349,6 @@ static void hbt_sample_take(struct hbt_sample *s)
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 
-static void hbt_status_put(uint64_t t_ns, uint32_t number, unsigned metric, uint64_t v,
-                           unsigned mode)
-{
-    struct hbt_tls *t = &hbt_tls;
-    uint32_t i = t->next;
-    if (i >= t->limit) {
-        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
-        if (i == HBT_NO_SLOT)
-            return;
-    }
-    hbt_store(t, i, t_ns, hbt_kindflags(HBT_REC_STATUS, (uint16_t)metric), (uint32_t)v, -1,
-              (int32_t)number, 0, (uint32_t)(v >> 32));
-}
-
 /* /proc/cpuinfo: the first "model name" (or the ARM equivalents). */
 static void hbt_cpu_model(char *out, size_t size)
 {
@@ -426,7 +412,8 @@ static void hbt_sample_write(const struct hbt_sample *s, unsigned mode)
     uint32_t number = S.written++;
     for (unsigned m = 0; m < HBT_NMETRIC; m++)
         if (s->have & (1u << m))
-            hbt_status_put(s->t_ns, number, m, s->v[m], mode);
+            (void)hbt_put_plain(HBT_REC_STATUS, (uint16_t)m, (uint32_t)s->v[m], -1,
+                                (int32_t)number, 0, (uint32_t)(s->v[m] >> 32), s->t_ns, mode);
 }
 
 /* Before the first sample is written: metadata, then the kept sample 0
