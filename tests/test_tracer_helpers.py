@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TRACER
+from conftest import TRACER, build_traced
 from test_queue_tracer import QUEUE_OPEN, read_trace
 
 pytestmark = pytest.mark.usefixtures("tracer_built")
@@ -175,11 +175,7 @@ def helpers_prog(tmp_path_factory):
     d = tmp_path_factory.mktemp("helpers")
     src = d / "helpers.c"
     src.write_text(PROGRAM)
-    exe = d / "helpers"
-    lib = TRACER / "lib"
-    subprocess.run(["gcc", "-O1", "-Wall", "-Wextra", "-pthread", f"-I{TRACER / 'include'}", str(src),
-                    f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhbtrace", "-o", str(exe)], check=True)
-    return exe
+    return build_traced(src, d / "helpers")
 
 
 def tracer_env(traced_env):
