@@ -445,12 +445,8 @@ void hbt_after_fork_child(void)
     t->chunk_seq = 0;
     t->end_recorded = 0;
     t->beat = NULL;
-    t->next_check = 0;
-    t->calls = 0;
     t->monitor = 0;
-    t->ring_valid = 0;
-    t->ring_skipped = 0;
-    t->ring_count = 0;
+    hbt_mon_reset_tls(t);
 }
 
 static int hbt_kind_is_lifecycle(uint16_t kind, int allow_signal)

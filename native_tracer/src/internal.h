@@ -361,6 +361,7 @@ struct hbt_mon_hot {
 extern struct hbt_mon_hot hbt_mon_hot HBT_HIDDEN;
 
 HBT_HIDDEN void hbt_mon_config(void);
+HBT_HIDDEN void hbt_mon_reset_tls(struct hbt_tls *t);
 HBT_HIDDEN void hbt_mon_register(struct hbt_tls *t);
 HBT_HIDDEN void hbt_mon_set_thread(struct hbt_tls *t);
 HBT_HIDDEN void hbt_mon_beat(struct hbt_tls *t, uint64_t now) HBT_COLD;

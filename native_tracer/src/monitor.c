@@ -194,15 +194,22 @@ static void hbt_mon_note_meta(int mode)
 /* ------------------------------------------------------------------ */
 /* the heart table, owner side                                          */
 
-/* Registration of thread t (core.c), by the thread itself; also from a
- * signal handler: only stores and gettid. */
-void hbt_mon_register(struct hbt_tls *t)
+/* The monitor's fields of a thread's TLS, as in a thread that never beat
+ * (registration, and the forking thread in a fork child). */
+void hbt_mon_reset_tls(struct hbt_tls *t)
 {
     t->next_check = 0;
     t->calls = 0;
     t->ring_valid = 0;
     t->ring_skipped = 0;
     t->ring_count = 0;
+}
+
+/* Registration of thread t (core.c), by the thread itself; also from a
+ * signal handler: only stores and gettid. */
+void hbt_mon_register(struct hbt_tls *t)
+{
+    hbt_mon_reset_tls(t);
     if (t->thread_slot >= HBT_HEARTS || t->monitor) {
         memset(&t->sink, 0, sizeof t->sink);
         t->beat = &t->sink;
