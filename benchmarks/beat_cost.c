@@ -31,37 +31,36 @@
  * removed at the end unless --keep-trace is given.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_harness.h"
 #include "hbtrace.h"
 #include "hbtrace_format.h"
 
 enum { K_CLOCK, K_BEAT, K_LEGACY, NKINDS };
 static const char *const kind_key[NKINDS] = { "clock_ns", "beat_ns", "legacy_beat_ns" };
 
-static int  nthreads = 1;
-static int  nrounds = 15;
-static long ncalls = 2000000;
-static int  keep_trace;
+static struct bench_args args = {
+    .name = "beat_cost",
+    .usage = "beat_cost [--threads N] [--rounds R] [--calls C] [--keep-trace]",
+    .help = "Median ns per call of clock_gettime(CLOCK_MONOTONIC), hbt_beat(0) and\n"
+            "Heartbeat_OpenMP_Generate, in interleaved rounds (defaults: 1 thread,\n"
+            "15 rounds, 2000000 calls).",
+    .allow_threads = 1,
+};
+static int  nthreads;
+static int  nrounds;
+static long ncalls;
 
 static pthread_barrier_t barrier;
 static double *samples;                /* [thread][round][kind] ns per call */
 static volatile uint64_t sink;         /* keeps every clock read observable */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static double *sample(int t, int r, int k)
 {
@@ -72,7 +71,7 @@ static double *sample(int t, int r, int k)
 static double run_loop(int k, int tid, long n)
 {
     uint64_t acc = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     switch (k) {
     case K_CLOCK:
         for (long i = 0; i < n; i++) {
@@ -90,7 +89,7 @@ static double run_loop(int k, int tid, long n)
             Heartbeat_OpenMP_Generate(tid, 1, (int)i);
         break;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
     sink += acc;
     return (double)(t1 - t0) / (double)n;
 }
@@ -104,7 +103,7 @@ static void *worker(void *arg)
         (void)run_loop(k, tid, ncalls / 20 + 1);
     for (int r = 0; r < nrounds; r++) {
         for (int j = 0; j < NKINDS; j++) {
-            int k = (r + j) % NKINDS;        /* rotate the order every round */
+            int k = bench_kind(r, j, NKINDS);
             pthread_barrier_wait(&barrier);
             *sample(tid, r, k) = run_loop(k, tid, ncalls);
         }
@@ -112,29 +111,16 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Median of kind k over the rounds of thread t (t < 0: over all threads). */
 static double median_of(int t, int k)
 {
     size_t n = 0;
-    double *v = malloc(sizeof *v * (size_t)nthreads * (size_t)nrounds);
-    if (!v) { perror("beat_cost: malloc"); exit(1); }
+    double *v = bench_xcalloc(&args, (size_t)nthreads * (size_t)nrounds, sizeof *v);
     for (int i = 0; i < nthreads; i++)
         if (t < 0 || i == t)
             for (int r = 0; r < nrounds; r++)
                 v[n++] = *sample(i, r, k);
-    double m = median(v, n);
+    double m = bench_median(v, n);
     free(v);
     return m;
 }
@@ -155,44 +141,14 @@ static long long lost_records(const char *path)
     return (long long)h.lost_records;
 }
 
-static long parse(const char *opt, const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "beat_cost: %s needs an integer in %ld..%ld "
-                "(usage: beat_cost [--threads N] [--rounds R] [--calls C] [--keep-trace])\n",
-                opt, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--threads") == 0)     { nthreads = (int)parse(a, v, 1, 1024); i++; }
-        else if (strcmp(a, "--rounds") == 0) { nrounds = (int)parse(a, v, 1, 100000); i++; }
-        else if (strcmp(a, "--calls") == 0)  { ncalls = parse(a, v, 1, 1L << 40); i++; }
-        else if (strcmp(a, "--keep-trace") == 0) keep_trace = 1;
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            puts("usage: beat_cost [--threads N] [--rounds R] [--calls C] [--keep-trace]\n"
-                 "Median ns per call of clock_gettime(CLOCK_MONOTONIC), hbt_beat(0) and\n"
-                 "Heartbeat_OpenMP_Generate, in interleaved rounds (defaults: 1 thread,\n"
-                 "15 rounds, 2000000 calls).");
-            return 0;
-        } else {
-            fprintf(stderr, "beat_cost: unknown argument '%s' "
-                    "(usage: beat_cost [--threads N] [--rounds R] [--calls C] [--keep-trace])\n", a);
-            return 2;
-        }
-    }
+    bench_parse_args(&args, argc, argv);
+    nthreads = args.threads;
+    nrounds = args.rounds;
+    ncalls = args.calls;
 
-    samples = calloc((size_t)nthreads * (size_t)nrounds * NKINDS, sizeof *samples);
-    if (!samples) { perror("beat_cost: calloc"); return 1; }
+    samples = bench_xcalloc(&args, (size_t)nthreads * (size_t)nrounds * NKINDS, sizeof *samples);
     hbt_init("beat_cost");
     Heartbeat_OpenMP_Init(0);
     pthread_barrier_init(&barrier, NULL, (unsigned)nthreads);
@@ -235,8 +191,6 @@ int main(int argc, char **argv)
     if (lost > 0)
         fprintf(stderr, "beat_cost: warning: the tracer dropped %lld records "
                 "(HBTRACE_MAX_MB or disk space): beat figures are not the cost of recording\n", lost);
-    if (path && !keep_trace)
-        unlink(path);
-    fflush(stdout);
+    bench_done(&args, path);
     return 0;
 }

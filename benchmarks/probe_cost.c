@@ -41,14 +41,13 @@
  * at the end unless --keep-trace is given.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "bench_harness.h"
 #include "hbtrace.h"
 #include "hbtrace_probe.h"
 
@@ -58,18 +57,17 @@ static const char *const kind_key[NKINDS] = {
     "probe_call_ns",
 };
 
-static int  nrounds = 15;
-static long ncalls = 2000000;
-static int  keep_trace;
+static struct bench_args args = {
+    .name = "probe_cost",
+    .usage = "probe_cost [--rounds R] [--calls C] [--keep-trace]",
+    .help = "Median ns per call of a probe-clock read, clock_gettime (MONOTONIC,\n"
+            "MONOTONIC_RAW), rdtsc and one probe use (inline, out of line), in\n"
+            "interleaved rounds (defaults: 15 rounds, 2000000 calls).",
+};
+static int  nrounds;
+static long ncalls;
 static double *samples;                /* [round][kind] ns per call */
 static volatile uint64_t sink;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static inline uint64_t rdtsc_now(void)
 {
@@ -105,7 +103,7 @@ static __attribute__((noinline)) void probe_call_loop(long n)
 static double run_loop(int k, long n)
 {
     uint64_t acc = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     switch (k) {
     case K_PCLOCK:
         for (long i = 0; i < n; i++)
@@ -142,64 +140,27 @@ static double run_loop(int k, long n)
         probe_call_loop(n);
         break;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
     sink += acc;
     return (double)(t1 - t0) / (double)n;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median_of(int k)
 {
-    double *v = malloc(sizeof *v * (size_t)nrounds);
-    if (!v) { perror("probe_cost: malloc"); exit(1); }
+    double *v = bench_xcalloc(&args, (size_t)nrounds, sizeof *v);
     for (int r = 0; r < nrounds; r++)
         v[r] = samples[(size_t)r * NKINDS + (size_t)k];
-    qsort(v, (size_t)nrounds, sizeof *v, cmp_double);
-    double m = nrounds % 2 ? v[nrounds / 2] : 0.5 * (v[nrounds / 2 - 1] + v[nrounds / 2]);
+    double m = bench_median(v, (size_t)nrounds);
     free(v);
     return m;
 }
 
-static long parse(const char *opt, const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "probe_cost: %s needs an integer in %ld..%ld "
-                "(usage: probe_cost [--rounds R] [--calls C] [--keep-trace])\n", opt, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--rounds") == 0)     { nrounds = (int)parse(a, v, 1, 100000); i++; }
-        else if (strcmp(a, "--calls") == 0) { ncalls = parse(a, v, 1, 1L << 40); i++; }
-        else if (strcmp(a, "--keep-trace") == 0) keep_trace = 1;
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            puts("usage: probe_cost [--rounds R] [--calls C] [--keep-trace]\n"
-                 "Median ns per call of a probe-clock read, clock_gettime (MONOTONIC,\n"
-                 "MONOTONIC_RAW), rdtsc and one probe use (inline, out of line), in\n"
-                 "interleaved rounds (defaults: 15 rounds, 2000000 calls).");
-            return 0;
-        } else {
-            fprintf(stderr, "probe_cost: unknown argument '%s' "
-                    "(usage: probe_cost [--rounds R] [--calls C] [--keep-trace])\n", a);
-            return 2;
-        }
-    }
-    samples = calloc((size_t)nrounds * NKINDS, sizeof *samples);
-    if (!samples) { perror("probe_cost: calloc"); return 1; }
+    bench_parse_args(&args, argc, argv);
+    nrounds = args.rounds;
+    ncalls = args.calls;
+    samples = bench_xcalloc(&args, (size_t)nrounds * NKINDS, sizeof *samples);
     hbt_init("probe_cost");
 
     /* warm-up: the probes' first uses (ids, names, this thread's table),
@@ -210,7 +171,7 @@ int main(int argc, char **argv)
 
     for (int r = 0; r < nrounds; r++)
         for (int j = 0; j < NKINDS; j++) {
-            int k = (r + j) % NKINDS;   /* rotate the order every round */
+            int k = bench_kind(r, j, NKINDS);
             samples[(size_t)r * NKINDS + (size_t)k] = run_loop(k, ncalls);
         }
     uint64_t after = hbt_probe_stats ? hbt_probe_stats[0].count + hbt_probe_stats[1].count : 0;
@@ -237,7 +198,6 @@ int main(int argc, char **argv)
                 "(tracing off?): the probe figures are not the cost of counting\n",
                 (unsigned long long)(after - before),
                 2ull * (unsigned long long)nrounds * (unsigned long long)ncalls);
-    if (path && !keep_trace)
-        unlink(path);
+    bench_done(&args, path);
     return 0;
 }

@@ -60,6 +60,14 @@ def tracer_built():
     return TRACER
 
 
+def build_traced(src: Path, exe: Path, *flags: str, cc: str = "gcc", opt: str = "-O1") -> Path:
+    """Compile one C program against native_tracer/include and lib/libhbtrace.so."""
+    lib = TRACER / "lib"
+    subprocess.run([cc, opt, "-Wall", "-Wextra", "-pthread", f"-I{TRACER / 'include'}", str(src),
+                    f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhbtrace", *flags, "-o", str(exe)], check=True)
+    return exe
+
+
 @pytest.fixture
 def traced_env(tmp_path, tracer_built):
     """Environment that writes traces of linked programs into tmp_path/trace."""

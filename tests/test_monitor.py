@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, TRACER
+from conftest import EXAMPLES, build_traced
 
 from hbtool.io.hbt import chunk_header_dtype, header_dtype, record_dtype
 
@@ -412,11 +412,7 @@ def probe(tracer_built, tmp_path_factory):
     d = tmp_path_factory.mktemp("probe")
     src = d / "probe.c"
     src.write_text(PROBE_C)
-    exe = d / "probe"
-    lib = TRACER / "lib"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-pthread", f"-I{TRACER / 'include'}", str(src),
-                    f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhbtrace", "-lm", "-o", str(exe)], check=True)
-    return exe
+    return build_traced(src, d / "probe", "-lm", cc="cc", opt="-O2")
 
 
 def test_threads_dying_while_a_fast_monitor_reads_them(probe, traced_env):

@@ -26,7 +26,7 @@ QUEUE_OPEN, QUEUE_SAMPLE, NAME = 12, 13, 14
 PRODUCER, CONSUMER = 0, 1
 QFLAG_BLOCKED, QFLAG_FINAL, QFLAG_STAGE = 0x1, 0x2, 0x4
 NAME_QUEUE, NAME_LAST = 1, 0x8000
-# the sampling-period policy of src/queue.c (hbtrace_queue.h)
+# the sampling-period policy of src/queue_monitor.c (hbtrace_queue.h)
 K_STABLE, TOL = 8, 0.10
 T0_US, TMAX_US = 1000, 16000
 

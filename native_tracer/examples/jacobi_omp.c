@@ -12,6 +12,9 @@
  */
 #include "common.h"
 
+#include <math.h>
+#include <string.h>
+
 #include <omp.h>
 
 #ifdef HBT_NO_HEARTBEAT
@@ -42,14 +45,14 @@ struct block {
 static void block_init(struct block *bk, long n, int tid)
 {
     size_t cells = (size_t)n * (size_t)n;
-    bk->u = hb_xmalloc(cells * sizeof(double));
-    bk->v = hb_xmalloc(cells * sizeof(double));
-    bk->fx = hb_xmalloc((size_t)n * sizeof(double));
-    bk->fy = hb_xmalloc((size_t)n * sizeof(double));
+    bk->u = ex_xmalloc(cells * sizeof(double));
+    bk->v = ex_xmalloc(cells * sizeof(double));
+    bk->fx = ex_xmalloc((size_t)n * sizeof(double));
+    bk->fy = ex_xmalloc((size_t)n * sizeof(double));
     uint64_t rng = hb_rand_stream(2, (uint64_t)tid);
     double h = 1.0 / (double)(n - 1);
-    double top = 1.0 + hb_rand_double(&rng);          /* boundary value of this thread */
-    double amp = 0.5 + hb_rand_double(&rng);          /* amplitude of the source */
+    double top = 1.0 + ex_rand_double(&rng);          /* boundary value of this thread */
+    double amp = 0.5 + ex_rand_double(&rng);          /* amplitude of the source */
     for (long i = 0; i < n; i++) {
         bk->fx[i] = h * h * amp * sin(3.0 * (double)i * h + 1.0);
         bk->fy[i] = cos(2.0 * (double)i * h);
@@ -78,7 +81,7 @@ int main(int argc, char **argv)
 {
     struct hb_opts *o = hb_setup(argc, argv, &program);
     long n = o->size;
-    struct block *blocks = hb_xmalloc(sizeof *blocks * (size_t)o->threads);
+    struct block *blocks = ex_xmalloc(sizeof *blocks * (size_t)o->threads);
     memset(blocks, 0, sizeof *blocks * (size_t)o->threads);
     int team_error = 0;
 

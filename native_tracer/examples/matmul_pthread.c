@@ -9,6 +9,9 @@
  */
 #include "common.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define ROWS 64   /* rows of A and C owned by each thread */
 
 static const struct hb_program program = {
@@ -56,11 +59,11 @@ static void *worker_main(void *arg)
 
     /* first touch of the thread's own rows by the thread itself */
     size_t cells = (size_t)ROWS * (size_t)n;
-    w->a = hb_xmalloc(cells * sizeof(double));
-    w->c = hb_xmalloc(cells * sizeof(double));
+    w->a = ex_xmalloc(cells * sizeof(double));
+    w->c = ex_xmalloc(cells * sizeof(double));
     uint64_t rng = hb_rand_stream(3, (uint64_t)w->tid);
     for (size_t k = 0; k < cells; k++) {
-        w->a[k] = hb_rand_double(&rng) - 0.5;
+        w->a[k] = ex_rand_double(&rng) - 0.5;
         w->c[k] = 0.0;
     }
 
@@ -78,9 +81,8 @@ static void *worker_main(void *arg)
         int act = hb_after_beat(&ts, iter);
         if (act != HB_CONTINUE) {
             w->checksum = diag;
-            if (act == HB_STOP_EXIT)
-                pthread_exit(NULL);              /* shutdown: the thread dies */
-            return NULL;                         /* earlyexit: a normal return */
+            hb_stop(act);
+            return NULL;
         }
     }
     w->checksum = diag;
@@ -91,20 +93,16 @@ int main(int argc, char **argv)
 {
     struct hb_opts *o = hb_setup(argc, argv, &program);
     long n = o->size;
-    struct worker *ws = hb_xmalloc(sizeof *ws * (size_t)o->threads);
-    double *b = hb_xmalloc((size_t)n * (size_t)n * sizeof(double));
+    struct worker *ws = ex_xmalloc(sizeof *ws * (size_t)o->threads);
+    double *b = ex_xmalloc((size_t)n * (size_t)n * sizeof(double));
     uint64_t rng = hb_rand_stream(4, 0);
     for (long k = 0; k < n * n; k++)
-        b[k] = hb_rand_double(&rng) - 0.5;
+        b[k] = ex_rand_double(&rng) - 0.5;
 
     hbt_init("matmul");
     for (int t = 0; t < o->threads; t++) {
         ws[t] = (struct worker){ .tid = t, .b = b };
-        int rc = pthread_create(&ws[t].thread, NULL, worker_main, &ws[t]);
-        if (rc != 0) {
-            fprintf(stderr, "%s: pthread_create: %s\n", program.name, strerror(rc));
-            return HB_EXIT_RUNTIME;
-        }
+        ex_thread(&ws[t].thread, worker_main, &ws[t]);
     }
     for (int t = 0; t < o->threads; t++)
         pthread_join(ws[t].thread, NULL);

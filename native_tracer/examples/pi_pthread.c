@@ -8,6 +8,9 @@
  */
 #include "common.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static const struct hb_program program = {
     .name = "pi_pthread",
     .summary = "pi = integral of 4/(1+x^2) on [0,1] by the midpoint rule, one slice per\n"
@@ -50,9 +53,8 @@ static void *worker_main(void *arg)
         int act = hb_after_beat(&ts, iter);
         if (act != HB_CONTINUE) {
             w->sum = total;
-            if (act == HB_STOP_EXIT)
-                pthread_exit(NULL);              /* shutdown: the thread dies */
-            return NULL;                         /* earlyexit: a normal return */
+            hb_stop(act);
+            return NULL;
         }
     }
     w->sum = total;
@@ -62,17 +64,13 @@ static void *worker_main(void *arg)
 int main(int argc, char **argv)
 {
     struct hb_opts *o = hb_setup(argc, argv, &program);
-    struct worker *ws = hb_xmalloc(sizeof *ws * (size_t)o->threads);
+    struct worker *ws = ex_xmalloc(sizeof *ws * (size_t)o->threads);
     double h = 1.0 / ((double)o->threads * (double)o->beats * (double)o->work);
 
     Heartbeat_MultiPthread_Init(0);
     for (int t = 0; t < o->threads; t++) {
         ws[t] = (struct worker){ .tid = t, .h = h };
-        int rc = pthread_create(&ws[t].thread, NULL, worker_main, &ws[t]);
-        if (rc != 0) {
-            fprintf(stderr, "%s: pthread_create: %s\n", program.name, strerror(rc));
-            return HB_EXIT_RUNTIME;
-        }
+        ex_thread(&ws[t].thread, worker_main, &ws[t]);
     }
     for (int t = 0; t < o->threads; t++)
         pthread_join(ws[t].thread, NULL);

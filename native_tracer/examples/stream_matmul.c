@@ -21,6 +21,10 @@
  */
 #include "stream_common.h"
 
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
 struct pair { uint32_t i, j; };                  /* reader -> dot */
 struct dres { uint32_t i, j; double v; };        /* dot -> reduce */
 
@@ -75,7 +79,7 @@ static void *reader_main(void *unused)
     long n = mm.n, K = mm.workers;
     uint64_t t_end = mm.start_ns + (uint64_t)(mm.duration * 1e9), idx = 0, rep = 0;
     for (;; rep++) {
-        if (mm.reps > 0 ? rep >= (uint64_t)mm.reps : rep > 0 && sc_now_ns() >= t_end)
+        if (mm.reps > 0 ? rep >= (uint64_t)mm.reps : rep > 0 && ex_now_ns() >= t_end)
             break;
         for (long i = 0; i < n; i++)
             for (long j = 0; j < n; j++, idx++) {
@@ -113,7 +117,7 @@ static void *reduce_main(void *unused)
         idx++;
     }
     mm.reduced = idx;
-    mm.end_ns = sc_now_ns();
+    mm.end_ns = ex_now_ns();
     return NULL;
 }
 
@@ -124,9 +128,9 @@ static volatile double solo_seen;   /* the solo outputs are used: nothing is opt
 static void solo_run(struct sc_solo *s)
 {
     size_t np = (size_t)mm.n * (size_t)mm.n;
-    struct pair *pairs = sc_xmalloc(np * sizeof *pairs);
-    struct dres *res = sc_xmalloc(np * sizeof *res);
-    struct dres *sink = sc_xmalloc(1024 * sizeof *sink);
+    struct pair *pairs = ex_xmalloc(np * sizeof *pairs);
+    struct dres *res = ex_xmalloc(np * sizeof *res);
+    struct dres *sink = ex_xmalloc(1024 * sizeof *sink);
     for (size_t x = 0; x < np; x++) {
         pairs[x].i = (uint32_t)(x / (size_t)mm.n);
         pairs[x].j = (uint32_t)(x % (size_t)mm.n);
@@ -134,7 +138,7 @@ static void solo_run(struct sc_solo *s)
     if (mm.solo == SOLO_REDUCE)
         for (size_t x = 0; x < np; x++)
             dot_item(&pairs[x], &res[x]);
-    uint64_t t0 = sc_now_ns(), limit = (uint64_t)(mm.solo_time * 1e9), items = 0, now;
+    uint64_t t0 = ex_now_ns(), limit = (uint64_t)(mm.solo_time * 1e9), items = 0, now;
     size_t x = 0;
     double acc = 0.0;
     do {
@@ -148,7 +152,7 @@ static void solo_run(struct sc_solo *s)
             if (++x == np)
                 x = 0;
         }
-        now = sc_now_ns();
+        now = ex_now_ns();
     } while (now - t0 < limit);
     solo_seen = acc + mm.C[0];
     s->kernel = solo_names[mm.solo];
@@ -165,7 +169,7 @@ static void solo_run(struct sc_solo *s)
 
 int main(int argc, char **argv)
 {
-    sc_prog = "stream_matmul";
+    ex_prog = "stream_matmul";
     struct sc_opt opts[] = {
         SC_NUM("--size", SC_LONG, &mm.n, 1, 4096, "N", "order of the matrices (default 256)"),
         SC_NUM("--workers", SC_LONG, &mm.workers, 1, 64, "K", "dot-product stages (default 2)"),
@@ -187,18 +191,18 @@ int main(int argc, char **argv)
              "instrumented queues; or one kernel's service rate alone (--solo).",
              opts, nopt);
     if (sc_given(opts, nopt, "--reps") && sc_given(opts, nopt, "--duration"))
-        sc_die(SC_EXIT_USAGE, "give --duration or --reps, not both");
+        ex_die(SC_EXIT_USAGE, "give --duration or --reps, not both");
     sc_truth_running(mm.truth, mm.seed, opts, nopt);
 
     size_t n = (size_t)mm.n, K = (size_t)mm.workers;
-    mm.A = sc_xmalloc(n * n * sizeof(double));
-    mm.BT = sc_xmalloc(n * n * sizeof(double));
-    mm.C = sc_xmalloc(n * n * sizeof(double));
+    mm.A = ex_xmalloc(n * n * sizeof(double));
+    mm.BT = ex_xmalloc(n * n * sizeof(double));
+    mm.C = ex_xmalloc(n * n * sizeof(double));
     uint64_t rng = sc_rand_stream(mm.seed, 2);
     for (size_t x = 0; x < n * n; x++)
-        mm.A[x] = 2.0 * sc_rand_double(&rng) - 1.0;
+        mm.A[x] = 2.0 * ex_rand_double(&rng) - 1.0;
     for (size_t x = 0; x < n * n; x++)
-        mm.BT[x] = 2.0 * sc_rand_double(&rng) - 1.0;   /* BT[j][k] = B[k][j] */
+        mm.BT[x] = 2.0 * ex_rand_double(&rng) - 1.0;   /* BT[j][k] = B[k][j] */
     memset(mm.C, 0, n * n * sizeof(double));
 
     struct sc_solo solo = { 0 };
@@ -208,11 +212,11 @@ int main(int argc, char **argv)
         solo_run(&solo);
         sc_print_solo(&solo);
     } else {
-        mm.in = sc_xmalloc(K * sizeof *mm.in);
-        mm.out = sc_xmalloc(K * sizeof *mm.out);
-        mm.in_name = sc_xmalloc(K * sizeof *mm.in_name);
-        mm.out_name = sc_xmalloc(K * sizeof *mm.out_name);
-        mm.dot_name = sc_xmalloc(K * sizeof *mm.dot_name);
+        mm.in = ex_xmalloc(K * sizeof *mm.in);
+        mm.out = ex_xmalloc(K * sizeof *mm.out);
+        mm.in_name = ex_xmalloc(K * sizeof *mm.in_name);
+        mm.out_name = ex_xmalloc(K * sizeof *mm.out_name);
+        mm.dot_name = ex_xmalloc(K * sizeof *mm.dot_name);
         for (size_t k = 0; k < K; k++) {
             unsigned w = (unsigned)k;   /* below 64 */
             snprintf(mm.dot_name[k], sizeof mm.dot_name[k], "dot%u", w);
@@ -221,12 +225,12 @@ int main(int argc, char **argv)
             mm.in[k] = sc_queue(mm.in_name[k], sizeof(struct pair), (size_t)mm.capacity);
             mm.out[k] = sc_queue(mm.out_name[k], sizeof(struct dres), (size_t)mm.capacity);
         }
-        pthread_t rt, ut, *dt = sc_xmalloc(K * sizeof *dt);
-        mm.start_ns = sc_now_ns();
-        sc_thread(&ut, reduce_main, NULL);
+        pthread_t rt, ut, *dt = ex_xmalloc(K * sizeof *dt);
+        mm.start_ns = ex_now_ns();
+        ex_thread(&ut, reduce_main, NULL);
         for (size_t k = 0; k < K; k++)
-            sc_thread(&dt[k], dot_main, (void *)(intptr_t)k);
-        sc_thread(&rt, reader_main, NULL);
+            ex_thread(&dt[k], dot_main, (void *)(intptr_t)k);
+        ex_thread(&rt, reader_main, NULL);
         pthread_join(rt, NULL);
         for (size_t k = 0; k < K; k++)
             pthread_join(dt[k], NULL);
@@ -245,13 +249,10 @@ int main(int argc, char **argv)
             verified = 0;
     }
 
-    const char *src;
-    uint64_t t0 = sc_t0(&src);
     char *tmp;
-    FILE *f = sc_truth_open(mm.truth, &tmp);
+    uint64_t t0;
+    FILE *f = sc_truth_begin(mm.truth, mm.seed, &tmp, &t0);
     if (f) {
-        fputc('{', f);
-        sc_json_head(f, mm.seed, "normal", t0, src);
         fprintf(f, ", \"size\": %ld, \"workers\": %ld, \"items\": %" PRIu64 ", \"reduced\": %" PRIu64
                    ", \"reps\": %" PRIu64 ", ", mm.n, mm.workers, mm.items, mm.reduced, mm.reps_done);
         if (mm.solo == SOLO_NONE) {
@@ -283,11 +284,11 @@ int main(int argc, char **argv)
     sc_truth_commit(f, mm.truth, tmp);
 
     if (mm.solo == SOLO_NONE) {
-        printf("%s checksum %.17g items %" PRIu64 " reps %" PRIu64 " elapsed_s %.3f\n", sc_prog,
+        printf("%s checksum %.17g items %" PRIu64 " reps %" PRIu64 " elapsed_s %.3f\n", ex_prog,
                checksum, mm.items, mm.reps_done, (double)(mm.end_ns - mm.start_ns) * 1e-9);
         if (!verified) {
             fprintf(stderr, "%s: C differs from the serial product (%" PRIu64 " of %" PRIu64
-                            " items reduced)\n", sc_prog, mm.reduced, mm.items);
+                            " items reduced)\n", ex_prog, mm.reduced, mm.items);
             return SC_EXIT_RUNTIME;
         }
     }

@@ -21,6 +21,11 @@
  */
 #include "stream_common.h"
 
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #define MICRO_SLACK_NS 2000u   /* later than this after the previous service: start afresh */
 #define MICRO_WAIT_NS  1000u   /* a pop that took longer than this may have waited */
 
@@ -56,17 +61,17 @@ static void *producer_main(void *unused)
 {
     (void)unused;
     size_t isz = (size_t)m.item_size;
-    unsigned char *item = sc_xmalloc(isz);
+    unsigned char *item = ex_xmalloc(isz);
     memset(item, 0, isz);
     size_t keep = isz < 8 ? isz : 8;
     double ns_per = m.prate > 0 ? 1e9 / m.prate : 0.0;
-    uint64_t t0 = sc_now_ns(), n = 0;
+    uint64_t t0 = ex_now_ns(), n = 0;
     for (;;) {
         if (m.items > 0 ? n >= (uint64_t)m.items : __atomic_load_n(&m.stop, __ATOMIC_RELAXED))
             break;
         if (ns_per > 0) {
             uint64_t due = t0 + (uint64_t)((double)n * ns_per);
-            if (sc_now_ns() < due)
+            if (ex_now_ns() < due)
                 sc_sleep_until(due);
         }
         memcpy(item, &n, keep);   /* little-endian low bytes of the sequence number */
@@ -84,13 +89,13 @@ static void *consumer_main(void *unused)
 {
     (void)unused;
     size_t isz = (size_t)m.item_size;
-    unsigned char *item = sc_xmalloc(isz);
+    unsigned char *item = ex_xmalloc(isz);
     size_t keep = isz < 8 ? isz : 8;
     uint64_t mask = keep == 8 ? UINT64_MAX : ((uint64_t)1 << (8 * keep)) - 1;
     uint64_t rng = sc_rand_stream(m.seed, 1);
     double mean = 1e9 / m.rate;
 
-    uint64_t start = sc_now_ns();
+    uint64_t start = ex_now_ns();
     uint64_t dur_ns = (uint64_t)(m.duration * 1e9);
     int by_items = m.items > 0;
     uint64_t change_ns = UINT64_MAX, change_item = UINT64_MAX;
@@ -108,7 +113,7 @@ static void *consumer_main(void *unused)
 
     for (;;) {
         int got = hbt_queue_pop(m.q, item);
-        uint64_t now = sc_now_ns();
+        uint64_t now = ex_now_ns();
         if (!got)
             break;
         if (now - before > MICRO_WAIT_NS) {
@@ -134,7 +139,7 @@ static void *consumer_main(void *unused)
             m.change_ns = deadline;   /* service of the first item at the new rate begins */
             m.switched = 1;
         }
-        double s = m.dist == DIST_EXP ? -mean * log1p(-sc_rand_double(&rng)) : mean;
+        double s = m.dist == DIST_EXP ? -mean * log1p(-ex_rand_double(&rng)) : mean;
         double whole = s + frac;
         uint64_t step = (uint64_t)whole;
         frac = whole - (double)step;
@@ -148,7 +153,7 @@ static void *consumer_main(void *unused)
             stopped = 1;
         }
     }
-    m.end_ns = deadline > start ? deadline : sc_now_ns();
+    m.end_ns = deadline > start ? deadline : ex_now_ns();
     m.popped = n;
     m.order_errors = errors;
     free(item);
@@ -175,7 +180,7 @@ static void json_phase(FILE *f, int k, uint64_t a, uint64_t b, double rate, uint
 
 int main(int argc, char **argv)
 {
-    sc_prog = "stream_micro";
+    ex_prog = "stream_micro";
     struct sc_opt opts[] = {
         SC_NUM("--rate", SC_DOUBLE, &m.rate, 1, 1e7, "R",
                "consumer service rate, items/s (default 20000)"),
@@ -208,37 +213,33 @@ int main(int argc, char **argv)
              "service times of mean 1/rate), for checking the service-rate estimator.",
              opts, nopt);
     if (sc_given(opts, nopt, "--items") && sc_given(opts, nopt, "--duration"))
-        sc_die(SC_EXIT_USAGE, "give --duration or --items, not both");
+        ex_die(SC_EXIT_USAGE, "give --duration or --items, not both");
     m.has_rate2 = sc_given(opts, nopt, "--rate2");
     if (sc_given(opts, nopt, "--change-at") && !m.has_rate2)
-        sc_die(SC_EXIT_USAGE, "--change-at needs --rate2");
+        ex_die(SC_EXIT_USAGE, "--change-at needs --rate2");
     if (m.has_rate2 && !sc_given(opts, nopt, "--change-at"))
         m.change_at = 0.5;
     if (!*m.name)
-        sc_die(SC_EXIT_USAGE, "--name must not be empty");
+        ex_die(SC_EXIT_USAGE, "--name must not be empty");
     if (!m.has_rate2)
         m.change_at = -1;
     sc_truth_running(m.truth, m.seed, opts, nopt);
 
     m.q = sc_queue(m.name, (size_t)m.item_size, (size_t)m.capacity);
     pthread_t pt, ct;
-    sc_thread(&ct, consumer_main, NULL);
-    sc_thread(&pt, producer_main, NULL);
+    ex_thread(&ct, consumer_main, NULL);
+    ex_thread(&pt, producer_main, NULL);
     pthread_join(pt, NULL);
     pthread_join(ct, NULL);
 
     struct hbt_queue_stats st;
     hbt_queue_stats(m.q, &st);
-    const char *src;
-    uint64_t t0 = sc_t0(&src);
-
     char *tmp;
-    FILE *f = sc_truth_open(m.truth, &tmp);
+    uint64_t t0;
+    FILE *f = sc_truth_begin(m.truth, m.seed, &tmp, &t0);
     if (f) {
-        fputc('{', f);
-        sc_json_head(f, m.seed, "normal", t0, src);
         fputs(", \"queue\": ", f);
-        sc_json_str(f, m.name);
+        ex_json_str(f, m.name);
         fprintf(f, ", \"queue_id\": %u, \"item_size\": %ld, \"capacity\": %ld, \"dist\": \"%s\"",
                 st.id, m.item_size, m.capacity, dist_names[m.dist]);
         if (m.prate > 0) fprintf(f, ", \"producer_rate\": %.17g", m.prate);
@@ -263,11 +264,11 @@ int main(int argc, char **argv)
     hbt_queue_destroy(m.q);   /* the final samples */
     sc_truth_commit(f, m.truth, tmp);
 
-    printf("%s items %" PRIu64 " elapsed_s %.3f\n", sc_prog, m.popped,
+    printf("%s items %" PRIu64 " elapsed_s %.3f\n", ex_prog, m.popped,
            (double)(m.end_ns - m.start_ns) * 1e-9);
     if (m.popped != m.pushed || m.order_errors) {
         fprintf(stderr, "%s: queue lost or reordered items: pushed %" PRIu64 ", popped %" PRIu64
-                        ", %" PRIu64 " out of order\n", sc_prog, m.pushed, m.popped, m.order_errors);
+                        ", %" PRIu64 " out of order\n", ex_prog, m.pushed, m.popped, m.order_errors);
         return SC_EXIT_RUNTIME;
     }
     return SC_EXIT_OK;

@@ -26,6 +26,10 @@
  */
 #include "stream_common.h"
 
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
 #define PAT_MAX 64u
 #define RK_Q    2147483647u   /* 2^31 - 1 */
 #define RK_B    257u
@@ -165,7 +169,7 @@ static struct rstate rs_pipe = { .imin = UINT64_MAX };
 static void *gen_main(void *unused)
 {
     (void)unused;
-    unsigned char *item = sc_xmalloc(ss.item_size);
+    unsigned char *item = ex_xmalloc(ss.item_size);
     uint64_t n = 0;
     for (uint64_t off = 0; off < ss.total; off += (uint64_t)ss.chunk, n++) {
         gen_chunk(off, item);
@@ -187,7 +191,7 @@ static void emit_to_verify(void *ctx, const struct cand *c)
 static void *hash_main(void *unused)
 {
     (void)unused;
-    unsigned char *item = sc_xmalloc(ss.item_size);
+    unsigned char *item = ex_xmalloc(ss.item_size);
     struct hstate hs;
     memset(&hs, 0, sizeof hs);
     uint64_t n = 0;
@@ -222,7 +226,7 @@ static void *reduce_main(void *unused)
         reduce_item(&rs_pipe, &r);
         idx++;
     }
-    ss.end_ns = sc_now_ns();
+    ss.end_ns = ex_now_ns();
     return NULL;
 }
 
@@ -246,14 +250,14 @@ static void solo_run(struct sc_solo *s)
     size_t nch = (size_t)((span + (uint64_t)ss.chunk - 1) / (uint64_t)ss.chunk);
     uint64_t saved_total = ss.total;
     ss.total = UINT64_MAX;   /* chunks are never cut short */
-    unsigned char *chunks = sc_xmalloc(nch * ss.item_size);
+    unsigned char *chunks = ex_xmalloc(nch * ss.item_size);
     for (size_t x = 0; x < nch; x++)
         gen_chunk((uint64_t)x * (uint64_t)ss.chunk, chunks + x * ss.item_size);
     ss.total = saved_total;
 
     size_t ncand = 4096;
-    struct cand *cands = sc_xmalloc(ncand * sizeof *cands);
-    struct result *res = sc_xmalloc(ncand * sizeof *res), out[64];
+    struct cand *cands = ex_xmalloc(ncand * sizeof *cands);
+    struct result *res = ex_xmalloc(ncand * sizeof *res), out[64];
     for (size_t x = 0; x < ncand; x++) {
         memset(&cands[x], 0, sizeof cands[x]);
         cands[x].pos = ss.first + (uint64_t)x * (uint64_t)ss.every;
@@ -261,14 +265,14 @@ static void solo_run(struct sc_solo *s)
         memcpy(cands[x].text, ss.pattern, ss.m);
         verify_item(&cands[x], 0, &res[x]);
     }
-    struct sink *sk = sc_xmalloc(sizeof *sk);
+    struct sink *sk = ex_xmalloc(sizeof *sk);
     sk->n = 0;
     struct hstate hs;
     memset(&hs, 0, sizeof hs);
     struct rstate rs = { .imin = UINT64_MAX };
 
     int batch = ss.solo == SOLO_HASH ? 1 : 256;
-    uint64_t t0 = sc_now_ns(), limit = (uint64_t)(ss.solo_time * 1e9), items = 0, now, acc = 0;
+    uint64_t t0 = ex_now_ns(), limit = (uint64_t)(ss.solo_time * 1e9), items = 0, now, acc = 0;
     size_t x = 0;
     do {
         for (int b = 0; b < batch; b++, items++) {
@@ -291,7 +295,7 @@ static void solo_run(struct sc_solo *s)
                 break;
             }
         }
-        now = sc_now_ns();
+        now = ex_now_ns();
     } while (now - t0 < limit);
     solo_seen = acc + sk->n + rs.matches + rs.sum + rs.candidates;
     s->kernel = solo_names[ss.solo];
@@ -345,7 +349,7 @@ static uint64_t expected_matches(uint64_t *first)
 
 int main(int argc, char **argv)
 {
-    sc_prog = "stream_search";
+    ex_prog = "stream_search";
     struct sc_opt opts[] = {
         SC_NUM("--mb", SC_LONG, &ss.mb, 1, 1 << 20, "M", "corpus size in MiB (default 256)"),
         SC_NUM("--chunk", SC_LONG, &ss.chunk, 64, 1 << 20, "B",
@@ -373,18 +377,18 @@ int main(int argc, char **argv)
              opts, nopt);
     ss.m = strlen(ss.pattern);
     if (ss.m < 1 || ss.m > PAT_MAX)
-        sc_die(SC_EXIT_USAGE, "bad value for --pattern: expected 1..%u bytes", PAT_MAX);
+        ex_die(SC_EXIT_USAGE, "bad value for --pattern: expected 1..%u bytes", PAT_MAX);
     if ((uint64_t)ss.every < ss.m)
-        sc_die(SC_EXIT_USAGE, "--every %ld is shorter than the pattern (%zu bytes)", ss.every, ss.m);
+        ex_die(SC_EXIT_USAGE, "--every %ld is shorter than the pattern (%zu bytes)", ss.every, ss.m);
     sc_truth_running(ss.truth, ss.seed, opts, nopt);
 
     ss.total = (uint64_t)ss.mb << 20;
     ss.item_size = sizeof(struct chunk_hdr) + (size_t)ss.chunk;
     uint64_t rng = sc_rand_stream(ss.seed, 3);
-    ss.first = sc_rand_next(&rng) % ((uint64_t)ss.every - ss.m + 1);
+    ss.first = ex_rand_next(&rng) % ((uint64_t)ss.every - ss.m + 1);
     ss.period = (size_t)(6u / gcd64(6, (uint64_t)ss.every) * (uint64_t)ss.every);
     size_t img = ss.period + (size_t)ss.chunk + PAT_MAX;
-    ss.image = sc_xmalloc(img);
+    ss.image = ex_xmalloc(img);
     for (size_t p = 0; p < img; p++)
         ss.image[p] = corpus_byte(p);
     uint32_t ph = 0, bm1 = 1;
@@ -405,11 +409,11 @@ int main(int argc, char **argv)
     } else {
         expect = expected_matches(&expect_first);
         ss.gq = sc_queue("gen->hash", ss.item_size, (size_t)ss.capacity);
-        ss.hq = sc_xmalloc(V * sizeof *ss.hq);
-        ss.vq = sc_xmalloc(V * sizeof *ss.vq);
-        ss.hq_name = sc_xmalloc(V * sizeof *ss.hq_name);
-        ss.vq_name = sc_xmalloc(V * sizeof *ss.vq_name);
-        ss.v_name = sc_xmalloc(V * sizeof *ss.v_name);
+        ss.hq = ex_xmalloc(V * sizeof *ss.hq);
+        ss.vq = ex_xmalloc(V * sizeof *ss.vq);
+        ss.hq_name = ex_xmalloc(V * sizeof *ss.hq_name);
+        ss.vq_name = ex_xmalloc(V * sizeof *ss.vq_name);
+        ss.v_name = ex_xmalloc(V * sizeof *ss.v_name);
         for (size_t k = 0; k < V; k++) {
             unsigned w = (unsigned)k;   /* below 64 */
             snprintf(ss.v_name[k], sizeof ss.v_name[k], "verify%u", w);
@@ -418,13 +422,13 @@ int main(int argc, char **argv)
             ss.hq[k] = sc_queue(ss.hq_name[k], sizeof(struct cand), (size_t)ss.capacity);
             ss.vq[k] = sc_queue(ss.vq_name[k], sizeof(struct result), (size_t)ss.capacity);
         }
-        pthread_t gt, ht, ut, *vt = sc_xmalloc(V * sizeof *vt);
-        ss.start_ns = sc_now_ns();
-        sc_thread(&ut, reduce_main, NULL);
+        pthread_t gt, ht, ut, *vt = ex_xmalloc(V * sizeof *vt);
+        ss.start_ns = ex_now_ns();
+        ex_thread(&ut, reduce_main, NULL);
         for (size_t k = 0; k < V; k++)
-            sc_thread(&vt[k], verify_main, (void *)(intptr_t)k);
-        sc_thread(&ht, hash_main, NULL);
-        sc_thread(&gt, gen_main, NULL);
+            ex_thread(&vt[k], verify_main, (void *)(intptr_t)k);
+        ex_thread(&ht, hash_main, NULL);
+        ex_thread(&gt, gen_main, NULL);
         pthread_join(gt, NULL);
         pthread_join(ht, NULL);
         for (size_t k = 0; k < V; k++)
@@ -435,16 +439,13 @@ int main(int argc, char **argv)
                    (expect == 0 || rs_pipe.first == expect_first);
     }
 
-    const char *src;
-    uint64_t t0 = sc_t0(&src);
     char *tmp;
-    FILE *f = sc_truth_open(ss.truth, &tmp);
+    uint64_t t0;
+    FILE *f = sc_truth_begin(ss.truth, ss.seed, &tmp, &t0);
     if (f) {
-        fputc('{', f);
-        sc_json_head(f, ss.seed, "normal", t0, src);
         fprintf(f, ", \"bytes\": %" PRIu64 ", \"chunk\": %ld, \"item_size\": %zu, \"pattern\": ",
                 ss.total, ss.chunk, ss.item_size);
-        sc_json_str(f, ss.pattern);
+        ex_json_str(f, ss.pattern);
         fprintf(f, ", \"every\": %ld, \"first\": %" PRIu64 ", \"verifiers\": %ld, ",
                 ss.every, ss.first, ss.verifiers);
         if (ss.solo == SOLO_NONE) {
@@ -495,10 +496,10 @@ int main(int argc, char **argv)
     sc_truth_commit(f, ss.truth, tmp);
 
     if (ss.solo == SOLO_NONE) {
-        printf("%s matches %" PRIu64 " checksum %" PRIu64 " elapsed_s %.3f\n", sc_prog,
+        printf("%s matches %" PRIu64 " checksum %" PRIu64 " elapsed_s %.3f\n", ex_prog,
                rs_pipe.matches, rs_pipe.sum, (double)(ss.end_ns - ss.start_ns) * 1e-9);
         if (!verified) {
-            fprintf(stderr, "%s: found %" PRIu64 " matches, expected %" PRIu64 "\n", sc_prog,
+            fprintf(stderr, "%s: found %" PRIu64 " matches, expected %" PRIu64 "\n", ex_prog,
                     rs_pipe.matches, expect);
             return SC_EXIT_RUNTIME;
         }

@@ -60,12 +60,6 @@ void hbt_warn(const char *fmt, ...)
     (void)w;
 }
 
-int hbt_env_flag(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /*
  * g.lock guards initialisation, growth and metadata. It is taken with a
  * timeout: a thread that died inside the tracer (a program's signal handler
@@ -222,7 +216,7 @@ static struct hbt_slot *hbt_take_chunk(unsigned mode, uint64_t *index)
     if (i >= hbt_g.max_chunks) {
         char why[64] = "";
         if (!(mode & HBT_M_SIGNAL))
-            snprintf(why, sizeof why, "HBTRACE_MAX_MB=%llu",
+            snprintf(why, sizeof why, "%s=%llu", hbt_env_name(HBT_ENV_HBTRACE_MAX_MB),
                      (unsigned long long)hbt_g.max_mb);
         hbt_set_full(mode, why, 0);
         return NULL;
@@ -284,6 +278,20 @@ void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode)
         t->beat_thread = (int32_t)t->thread_slot;
     hbt_mon_register(t);   /* its line of the heart table, before any beat */
     hbt_event(HBT_REC_THREAD_START, 0, creator, mode | HBT_M_LOST);
+}
+
+/* A tracer thread (monitor, queue monitor, status sampler) gets a
+ * thread_slot, and so chunks, without THREAD_START or a heart-table line;
+ * it never beats. */
+void hbt_register_quiet(struct hbt_tls *t)
+{
+    if (t->registered)
+        return;
+    t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
+    t->registered = 1;
+    t->beat_thread = -1;
+    t->beat = &t->sink;
+    t->next_check = UINT64_MAX;
 }
 
 /* The rare path of every record: first use of the tracer by this process or
@@ -362,6 +370,28 @@ void hbt_emit(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread, int32
     hbt_put(kind, flags, seq, thread, loop, iter, aux, now, mode & ~HBT_M_SIGNAL);
 }
 
+/*
+ * One record with every field as given (t_ns too: 0 is stored as 0, unlike
+ * hbt_emit's) into the calling thread's chunk, through the normal slots
+ * only (the reserved last slot is left to THREAD_END and PROCESS_EXIT).
+ * 0 when it could not be stored (counted in lost_records if `mode` says
+ * so). Never from a signal handler. For the probes' and the status
+ * sampler's records.
+ */
+int hbt_put_plain(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread, int32_t loop,
+                  int32_t iter, uint32_t aux, uint64_t t_ns, unsigned mode)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = t->next;
+    if (i >= t->limit) {
+        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
+        if (i == HBT_NO_SLOT)
+            return 0;
+    }
+    hbt_store(t, i, t_ns, hbt_kindflags(kind, flags), seq, thread, loop, iter, aux);
+    return 1;
+}
+
 /* This thread's registration number, registering it (and opening the file)
  * if needed. 0 when tracing is off. */
 int hbt_self_slot(uint32_t *slot)
@@ -383,6 +413,8 @@ int hbt_self_slot(uint32_t *slot)
  * the parent's file), forget its chunks, and let the first record that
  * needs a file open one for the child's pid. Runs in the only thread of the
  * child, which is the forking thread: its TLS is reset here directly.
+ * Registered (background.c) after the monitor's handler, which needs the
+ * parent's thread count, and before the pre-faulter's.
  */
 void hbt_after_fork_child(void)
 {
@@ -400,13 +432,8 @@ void hbt_after_fork_child(void)
         hbt_g.path[0] = '\0';
         st = HBT_LAZY;
     }
-    /* the heart table: the parent's threads are gone, and so is the
-     * monitor thread (before the counters: it needs the thread count) */
-    hbt_mon_after_fork_child(__atomic_load_n(&hbt_g.nthreads, __ATOMIC_RELAXED));
     hbt_reset_counters();
     pthread_mutex_init(&hbt_g.lock, NULL);
-    hbt_prefault_after_fork_child();   /* the thread did not survive the fork */
-    HBT_HOOK(hbt_extras_after_fork_child); /* queue monitors, status sampler, probes */
     __atomic_store_n(&hbt_g.state, st, __ATOMIC_RELEASE);
 
     struct hbt_tls *t = &hbt_tls;
@@ -418,12 +445,8 @@ void hbt_after_fork_child(void)
     t->chunk_seq = 0;
     t->end_recorded = 0;
     t->beat = NULL;
-    t->next_check = 0;
-    t->calls = 0;
     t->monitor = 0;
-    t->ring_valid = 0;
-    t->ring_skipped = 0;
-    t->ring_count = 0;
+    hbt_mon_reset_tls(t);
 }
 
 static int hbt_kind_is_lifecycle(uint16_t kind, int allow_signal)

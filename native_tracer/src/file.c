@@ -176,7 +176,7 @@ static char *hbt_map(off_t off, size_t len)
 
 static uint64_t hbt_max_mb(void)
 {
-    const char *v = getenv("HBTRACE_MAX_MB");
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_MAX_MB);
     if (!v || !*v)
         return HBT_DEFAULT_MAX_MB;
     char *end;
@@ -233,11 +233,11 @@ void hbt_reset_counters(void)
 /* Create and map the trace file. Called with g.lock held. */
 int hbt_open_trace(void)
 {
-    hbt_g.quiet = hbt_env_flag("HBTRACE_QUIET");
-    if (hbt_env_flag("HBTRACE_DISABLE"))
+    hbt_g.quiet = hbt_env_flag(HBT_ENV_HBTRACE_QUIET);
+    if (hbt_env_flag(HBT_ENV_HBTRACE_DISABLE))
         return 0;
 
-    const char *dir = getenv("HBTRACE_DIR");
+    const char *dir = hbt_getenv(HBT_ENV_HBTRACE_DIR);
     if (!dir || !*dir)
         dir = ".";
     hbt_reset_counters();
@@ -370,7 +370,7 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
             if (mode & HBT_M_AHEAD)
                 return 0;
             char why[64];
-            snprintf(why, sizeof why, "HBTRACE_MAX_MB=%llu",
+            snprintf(why, sizeof why, "%s=%llu", hbt_env_name(HBT_ENV_HBTRACE_MAX_MB),
                      (unsigned long long)hbt_g.max_mb);
             hbt_set_full(mode, why, 0);
             return 0;

@@ -2,10 +2,16 @@
  * internal.h -- private state and the hot path of libhbtrace.
  *
  * Layout of the code:
+ *   internal.h   this file: shared state, declarations, the beat hot path
  *   file.c       the trace file: name, creation or take-over, header, growth
  *   core.c       chunks, thread registration, records off the hot path,
- *                fork and exit handling of the file
+ *                fork handling of the file, the trim at exit
  *   meta.c       the metadata text block
+ *   env.c        the environment variables, named once in
+ *                include/hbtrace_env.def
+ *   background.c what the tracer's own threads share: starting one,
+ *                sleeping until a deadline, the orphan check, the
+ *                after-fork registry
  *   prefault.c   the background pre-faulter: keeps the chunk area ahead of
  *                the allocation point populated, so that beating threads do
  *                not take the page faults of fresh file pages
@@ -13,9 +19,19 @@
  *   lifecycle.c  pthread_create/pthread_exit/_exit interposition, on_exit,
  *                the constructor
  *   signals.c    fatal-signal records, sigaction/signal interposition
- *   monitor.c    the online behaviour monitor (HBTM): the heart table,
- *                detection, the central monitor thread, the ring checks,
- *                Heartbeat_HeartRate_Adjust
+ *   monitor.h    the online behaviour monitor (HBTM), shared by:
+ *   monitor.c      configuration, the heart table, entry points, final
+ *                  passes, Heartbeat_HeartRate_Adjust
+ *   monitor_judge.c    detection of a thread's behaviour, BEHAVIOR and
+ *                      MONITOR records
+ *   monitor_central.c  the central monitor thread
+ *   monitor_ring.c     the ring checks
+ *   queue.h      the instrumented queues (hbtrace_queue.h), shared by:
+ *   queue.c        the ring and its operations
+ *   queue_monitor.c    samples, the queue monitor thread, configuration
+ *   queue_registry.c   creation, names, destroy, exit, fork
+ *   probe.c      the timing probes (hbtrace_probe.h)
+ *   status.c     the machine-status sampler
  *
  * Concurrency model: each OS thread writes only into chunks it owns, through
  * its initial-exec TLS block (struct hbt_tls), and into its own line of the
@@ -147,7 +163,8 @@ enum {
                          leaves no file behind */
 };
 
-/* Modes of a record that does not fit in the current chunk. */
+/* Modes of a record that does not fit in the current chunk: what its rare
+ * path may do (HBT_M_*), and the combinations the callers use (HBT_MODE_*). */
 enum {
     HBT_M_OPEN    = 1u << 0,  /* may open the trace file (first use, fork child) */
     HBT_M_GROW    = 1u << 1,  /* may lock g.lock and grow the file */
@@ -157,12 +174,12 @@ enum {
     HBT_M_AHEAD   = 1u << 5,  /* growth ahead by the pre-faulter: a failure
                                  does not stop the tracer (a thread that
                                  really needs the chunk will find out) */
-};
 
-#define HBT_MODE_BEAT   (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST)
-#define HBT_MODE_API    (HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE)
-#define HBT_MODE_END    (HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE)
-#define HBT_MODE_SIGNAL (HBT_M_LOST | HBT_M_RESERVE | HBT_M_SIGNAL)
+    HBT_MODE_BEAT   = HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST,
+    HBT_MODE_API    = HBT_M_OPEN | HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE,
+    HBT_MODE_END    = HBT_M_GROW | HBT_M_LOST | HBT_M_RESERVE,
+    HBT_MODE_SIGNAL = HBT_M_LOST | HBT_M_RESERVE | HBT_M_SIGNAL,
+};
 
 #define HBT_MAX_EXTENTS 1024
 
@@ -192,7 +209,6 @@ struct hbt_prefault {
     int       waiting;            /* atomic: the thread sleeps on word */
     uint32_t  word;               /* futex word, bumped by every wake-up */
     int       have_thread;        /* a joinable thread exists (under lock) */
-    int       tid;                /* atomic: its OS thread id while it runs, else 0 */
     pthread_t thread;
     pthread_mutex_t lock;         /* start and stop only, never the hot path */
 };
@@ -245,6 +261,9 @@ HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned 
 HBT_HIDDEN void hbt_emit(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread,
                          int32_t loop, int32_t iter, uint32_t aux, uint64_t now,
                          unsigned mode);
+HBT_HIDDEN int  hbt_put_plain(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread,
+                              int32_t loop, int32_t iter, uint32_t aux, uint64_t t_ns,
+                              unsigned mode);
 HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigned mode);
 HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
 HBT_HIDDEN void hbt_after_fork_child(void);
@@ -256,11 +275,60 @@ HBT_HIDDEN void hbt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 
 HBT_HIDDEN int  hbt_lock(void);
 HBT_HIDDEN int  hbt_lock_for_ms(long ms);
 HBT_HIDDEN void hbt_unlock(void);
-HBT_HIDDEN int  hbt_env_flag(const char *name);
+
+HBT_HIDDEN void hbt_register_quiet(struct hbt_tls *t);
+
+/* ---- background.c: what the tracer's own threads share ---- */
+
+/* Start a tracer thread with the real pthread_create: every signal blocked,
+ * named `name` (at most 15 bytes, "hbt-..." so that hbt_orphaned knows it)
+ * before fn runs, stack at least `stack` bytes, detached unless joinable
+ * (then its handle goes to *thread). 0 or an errno value; never waits. */
+HBT_HIDDEN int  hbt_bg_start(pthread_t *thread, const char *name, size_t stack,
+                             int joinable, void *(*fn)(void *), void *arg);
+/* Called by a tracer thread that must wake on time (1 us timer slack, a
+ * short scheduler slice where the kernel has one). */
+HBT_HIDDEN void hbt_bg_wake_on_time(void);
+/* Sleep until `when` (CLOCK_MONOTONIC, absolute ns); with a word, also until
+ * it differs from val or a hbt_futex_wake of it. 1 if the deadline passed. */
+HBT_HIDDEN int  hbt_sleep_until(uint64_t when, uint32_t *word, uint32_t val);
+HBT_HIDDEN void hbt_futex_wake(uint32_t *word, int n);
+/* The leader (main thread) has exited: state Z, X or x in /proc/self/stat. */
+HBT_HIDDEN int  hbt_main_thread_gone(void);
+/* The main thread is gone and no thread is left but dead ones and the
+ * tracer's own ("hbt-*"): the calling tracer thread must end (background.c
+ * says the rule in full). */
+HBT_HIDDEN int  hbt_orphaned(void);
+/* Read a small file (one read(2)), NUL-terminated; bytes or -1 with errno. */
+HBT_HIDDEN ssize_t hbt_read_small(const char *path, char *buf, size_t size);
+/* Run fn in every fork child, after the handlers added before it (once per
+ * fn; one pthread_atfork for all). */
+HBT_HIDDEN void hbt_fork_child_add(void (*fn)(void));
+
+/* ---- env.c: the environment variables, named once in hbtrace_env.def ---- */
+enum hbt_env {
+#define HBT_ENV(name, description) HBT_ENV_##name,
+#include "hbtrace_env.def"
+#undef HBT_ENV
+    HBT_ENV_COUNT
+};
+
+extern const char *const hbt_env_names[HBT_ENV_COUNT] HBT_HIDDEN;
+
+static inline const char *hbt_env_name(enum hbt_env e)
+{
+    return hbt_env_names[e];
+}
+
+HBT_HIDDEN const char *hbt_getenv(enum hbt_env e);   /* getenv of that name */
+HBT_HIDDEN int  hbt_env_flag(enum hbt_env e);        /* set, and not "" or "0" */
 
 /* ---- meta.c ---- */
 HBT_HIDDEN void hbt_meta_append_once(const char *key, const char *value);
 HBT_HIDDEN void hbt_meta_write_initial(void);
+/* Longest prefix of s (len bytes), at most max bytes, that does not split a
+ * UTF-8 sequence: for the metadata and the NAME records. */
+HBT_HIDDEN size_t hbt_utf8_prefix(const char *s, size_t len, size_t max);
 
 /* ---- lifecycle.c ---- */
 HBT_HIDDEN void *hbt_real(void **cache, const char *name);
@@ -271,9 +339,8 @@ HBT_HIDDEN void hbt_prefault_config(void);
 HBT_HIDDEN void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode);
 HBT_HIDDEN void hbt_prefault_stop(void);
 HBT_HIDDEN void hbt_prefault_after_fork_child(void);
-HBT_HIDDEN pid_t hbt_prefault_tid(void);
 
-/* ---- monitor.c ---- */
+/* ---- monitor*.c ---- */
 
 #define HBT_HEARTS 1024u   /* threads the online monitor can watch (by thread_slot) */
 
@@ -294,6 +361,7 @@ struct hbt_mon_hot {
 extern struct hbt_mon_hot hbt_mon_hot HBT_HIDDEN;
 
 HBT_HIDDEN void hbt_mon_config(void);
+HBT_HIDDEN void hbt_mon_reset_tls(struct hbt_tls *t);
 HBT_HIDDEN void hbt_mon_register(struct hbt_tls *t);
 HBT_HIDDEN void hbt_mon_set_thread(struct hbt_tls *t);
 HBT_HIDDEN void hbt_mon_beat(struct hbt_tls *t, uint64_t now) HBT_COLD;
@@ -303,17 +371,17 @@ HBT_HIDDEN void hbt_mon_api_pass(void);
 HBT_HIDDEN void hbt_mon_finished(void);
 HBT_HIDDEN void hbt_mon_at_exit(int status);
 HBT_HIDDEN int  hbt_mon_adjust(double expected, int automatic);
-HBT_HIDDEN void hbt_mon_after_fork_child(uint32_t nthreads);
+HBT_HIDDEN void hbt_mon_after_fork_child(void);
 
-/* ---- queue.c, probe.c, status.c (service-rate queues, timing probes, the
- * machine-status sampler). Declared weak so that each file can be built
- * without the others; the callers below go through HBT_HOOK. ---- */
+/* ---- queue*.c, probe.c, status.c (service-rate queues, timing probes, the
+ * machine-status sampler). Declared weak so that each can be built without
+ * the others; the callers go through HBT_HOOK. Their fork-child handlers
+ * are registered with hbt_fork_child_add when they are first used. ---- */
 HBT_HIDDEN void hbt_status_config(void) __attribute__((weak));      /* file open: HBTRACE_STATUS */
 HBT_HIDDEN void hbt_probe_thread_end(struct hbt_tls *t) __attribute__((weak)); /* before THREAD_END */
 HBT_HIDDEN void hbt_probe_at_exit(void) __attribute__((weak));      /* process exit */
 HBT_HIDDEN void hbt_queue_at_exit(void) __attribute__((weak));      /* process exit */
 HBT_HIDDEN void hbt_status_at_exit(void) __attribute__((weak));     /* process exit */
-HBT_HIDDEN void hbt_extras_after_fork_child(void) __attribute__((weak)); /* fork child */
 
 #define HBT_HOOK(fn, ...) do { if (fn) fn(__VA_ARGS__); } while (0)
 

@@ -45,7 +45,7 @@ void *hbt_real(void **cache, const char *name)
     return f;
 }
 
-/* The real pthread_create, for the tracer's own thread (prefault.c). */
+/* The real pthread_create, for the tracer's own threads (background.c). */
 void *hbt_real_pthread_create(void)
 {
     return hbt_real(&hbt_real_create, "pthread_create");
@@ -209,6 +209,8 @@ __attribute__((constructor)) static void hbt_constructor(void)
     /* registered in the constructor, so these run after every atexit
      * handler the program registers later */
     on_exit(hbt_on_exit, NULL);
-    pthread_atfork(NULL, NULL, hbt_after_fork_child);
+    hbt_fork_child_add(hbt_mon_after_fork_child);   /* first: the parent's thread count */
+    hbt_fork_child_add(hbt_after_fork_child);       /* the file, counters, this thread */
+    hbt_fork_child_add(hbt_prefault_after_fork_child);
     hbt_signals_init();
 }

@@ -28,7 +28,7 @@ static char *hbt_meta_text(void)
 
 /* Longest prefix of s no longer than max bytes that does not split a UTF-8
  * sequence. */
-static size_t hbt_utf8_prefix(const char *s, size_t len, size_t max)
+size_t hbt_utf8_prefix(const char *s, size_t len, size_t max)
 {
     if (len <= max)
         return len;

@@ -32,8 +32,9 @@
  *     process must end with the last other thread: hbt_prefault_stop (from
  *     our pthread_exit) stops and joins it first, for good. If the main
  *     thread went away by a path we do not see (thrd_exit, cancellation),
- *     the thread notices it once idle (main thread a zombie in
- *     /proc/self/stat) and returns.
+ *     the thread notices it once idle and the process orphaned (the one
+ *     rule of background.c: main thread gone, no program thread left) and
+ *     returns.
  *
  * It is started lazily, on the rare path of a thread that takes its second
  * chunk (so a process that records only its lifecycle never gets an extra
@@ -73,18 +74,15 @@
 #define HBT_PF_STACK        (128u * 1024u)
 #define HBT_PF_JOIN_S       2
 
-typedef int (*hbt_create_fn)(pthread_t *, const pthread_attr_t *,
-                             void *(*)(void *), void *);
-
 /* Read HBTRACE_PREFAULT and HBTRACE_PREFAULT_MB; called when the file opens
  * (chunk_size and max_chunks are set). */
 void hbt_prefault_config(void)
 {
     struct hbt_prefault *pf = &hbt_g.pf;
-    const char *v = getenv("HBTRACE_PREFAULT");
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_PREFAULT);
     pf->enabled = !(v && strcmp(v, "0") == 0);
     uint64_t mb = HBT_PF_DEFAULT_MB;
-    v = getenv("HBTRACE_PREFAULT_MB");
+    v = hbt_getenv(HBT_ENV_HBTRACE_PREFAULT_MB);
     if (v && *v) {
         char *end;
         errno = 0;
@@ -99,15 +97,10 @@ void hbt_prefault_config(void)
         pf->ahead = 2;
 }
 
-static long hbt_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
 static void hbt_pf_wake(struct hbt_prefault *pf)
 {
     __atomic_fetch_add(&pf->word, 1, __ATOMIC_SEQ_CST);
-    hbt_futex(&pf->word, FUTEX_WAKE_PRIVATE, 1, NULL);
+    hbt_futex_wake(&pf->word, 1);
 }
 
 /* Populate [addr, addr+len) writable. 0, or -1 when this range could not be
@@ -130,24 +123,6 @@ static int hbt_pf_populate(char *addr, size_t len, int *touch)
     for (size_t o = 0; o < len; o += (size_t)page)
         __atomic_fetch_add((uint64_t *)(void *)(addr + o), 0, __ATOMIC_RELAXED);
     return 0;
-}
-
-/* The main thread has exited (a zombie leader) while we still run. */
-static int hbt_pf_main_thread_gone(void)
-{
-    char buf[512];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');   /* the name may contain ')' */
-    if (!p || p[1] != ' ')
-        return 0;
-    return p[2] == 'Z' || p[2] == 'X';
 }
 
 /* One round of work. Returns 1 if it did something (call again), 0 if the
@@ -208,8 +183,6 @@ static void *hbt_pf_main(void *unused)
     (void)unused;
     struct hbt_prefault *pf = &hbt_g.pf;
     hbt_tls.internal = 1;
-    __atomic_store_n(&pf->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
-    (void)prctl(PR_SET_NAME, "hbt-prefault", 0, 0, 0);   /* for ps, top, gdb */
     /* Lowest nice level: it runs on spare CPU time and never takes a CPU
      * from the program. Its work only replaces page faults the beating
      * threads would otherwise take themselves; when no CPU is spare (the
@@ -235,10 +208,8 @@ static void *hbt_pf_main(void *unused)
             __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
             continue;
         }
-        struct timespec ts = { .tv_sec = period / 1000,
-                               .tv_nsec = (long)(period % 1000) * 1000000 };
-        long rc = hbt_futex(&pf->word, FUTEX_WAIT_PRIVATE, w, &ts);
-        int timed_out = rc != 0 && errno == ETIMEDOUT;
+        int timed_out = hbt_sleep_until(hbt_now_ns() + (uint64_t)period * 1000000u,
+                                        &pf->word, w);
         __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
 
         uint64_t now = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_RELAXED);
@@ -249,20 +220,12 @@ static void *hbt_pf_main(void *unused)
             /* idle: back off, and make sure we are not the last thread of
              * a process whose main thread left unseen */
             period = period * 2 > HBT_PF_IDLE_MAX_MS ? HBT_PF_IDLE_MAX_MS : period * 2;
-            if (hbt_pf_main_thread_gone())
+            if (hbt_orphaned())
                 break;
         }
     }
-    __atomic_store_n(&pf->tid, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&pf->run, HBT_PF_DEAD, __ATOMIC_RELEASE);
     return NULL;
-}
-
-/* The pre-faulter's OS thread id while it runs, else 0 (for the monitor,
- * which must not count it as a program thread). */
-pid_t hbt_prefault_tid(void)
-{
-    return (pid_t)__atomic_load_n(&hbt_g.pf.tid, __ATOMIC_ACQUIRE);
 }
 
 /* Start the thread, from the rare path of a thread taking a chunk; never
@@ -277,25 +240,9 @@ static void hbt_pf_start(void)
         pthread_mutex_unlock(&pf->lock);
         return;
     }
-    hbt_create_fn create = (hbt_create_fn)hbt_real_pthread_create();
-    int rc = EAGAIN;
-    pthread_attr_t attr;
-    if (create && pthread_attr_init(&attr) == 0) {
-        size_t stack = HBT_PF_STACK;
-        long min = sysconf(_SC_THREAD_STACK_MIN);
-        if (min > 0 && (size_t)min > stack)
-            stack = (size_t)min;
-        (void)pthread_attr_setstacksize(&attr, stack);
-        /* the thread inherits a mask with every signal blocked: no signal
-         * meant for the program is ever delivered to it */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        __atomic_store_n(&pf->stop, 0, __ATOMIC_RELAXED);
-        rc = create(&pf->thread, &attr, hbt_pf_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
+    __atomic_store_n(&pf->stop, 0, __ATOMIC_RELAXED);
+    /* joinable: hbt_prefault_stop waits for it */
+    int rc = hbt_bg_start(&pf->thread, "hbt-prefault", HBT_PF_STACK, 1, hbt_pf_main, NULL);
     if (rc == 0) {
         pf->have_thread = 1;
         __atomic_store_n(&pf->run, HBT_PF_RUNNING, __ATOMIC_RELEASE);
@@ -361,13 +308,12 @@ void hbt_prefault_stop(void)
 }
 
 /* fork child: the thread was not copied; start afresh with the child's own
- * file. Runs in the only thread of the child. */
+ * file. Runs in the only thread of the child, after core.c's handler. */
 void hbt_prefault_after_fork_child(void)
 {
     struct hbt_prefault *pf = &hbt_g.pf;
     pthread_mutex_init(&pf->lock, NULL);
     pf->have_thread = 0;
-    __atomic_store_n(&pf->tid, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->claim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->stop, 0, __ATOMIC_RELAXED);

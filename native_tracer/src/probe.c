@@ -116,7 +116,7 @@ static struct {
     uint64_t cal_tsc, cal_ns;            /* the pair at the choice */
 } P;
 
-HBT_HIDDEN void hbt_probe_after_fork_child(void);   /* called by status.c */
+static void hbt_probe_after_fork_child(void);
 
 /* ------------------------------------------------------------------ */
 /* the clock                                                           */
@@ -203,19 +203,19 @@ static void hbt_cal_pair(uint64_t *tsc, uint64_t *ns)
 static void hbt_choose_clock(void)
 {
     int tsc = 0;
-    const char *v = getenv("HBTRACE_PROBE_CLOCK");
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_PROBE_CLOCK);
     if (v && *v) {
         if (strcmp(v, "tsc") == 0) {
             P.forced = 1;
             tsc = HBT_HAVE_TSC;
             if (!HBT_HAVE_TSC)
-                hbt_warn("hbtrace: HBTRACE_PROBE_CLOCK=tsc: no TSC on this machine; "
-                         "probes use CLOCK_MONOTONIC");
+                hbt_warn("hbtrace: %s=tsc: no TSC on this machine; "
+                         "probes use CLOCK_MONOTONIC", hbt_env_name(HBT_ENV_HBTRACE_PROBE_CLOCK));
         } else if (strcmp(v, "monotonic") == 0) {
             P.forced = 1;
         } else {
-            hbt_warn("hbtrace: HBTRACE_PROBE_CLOCK must be tsc or monotonic; "
-                     "probes use the automatic choice");
+            hbt_warn("hbtrace: %s must be tsc or monotonic; "
+                     "probes use the automatic choice", hbt_env_name(HBT_ENV_HBTRACE_PROBE_CLOCK));
         }
     }
 #if HBT_HAVE_TSC
@@ -278,38 +278,6 @@ static uint64_t hbt_to_ns(uint64_t ticks, uint64_t num, uint64_t den)
 /* ------------------------------------------------------------------ */
 /* records                                                             */
 
-/*
- * One record with every field as given (t_ns may be 0, unlike hbt_emit's)
- * into the calling thread's chunk, through the normal slots only (the
- * reserved last slot is left to THREAD_END and PROCESS_EXIT). 0 when it
- * could not be stored (counted in lost_records if `mode` says so).
- */
-static int hbt_probe_put(uint64_t t_ns, uint32_t seq, int32_t thread, int32_t loop,
-                         int32_t iter, uint32_t aux, uint16_t kind, uint16_t flags,
-                         unsigned mode)
-{
-    struct hbt_tls *t = &hbt_tls;
-    uint32_t i = t->next;
-    if (i >= t->limit) {
-        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
-        if (i == HBT_NO_SLOT)
-            return 0;
-    }
-    hbt_store(t, i, t_ns, hbt_kindflags(kind, flags), seq, thread, loop, iter, aux);
-    return 1;
-}
-
-/* Longest prefix of s, at most max bytes, that does not split a UTF-8
- * sequence. */
-static size_t hbt_utf8_cut(const char *s, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return max;
-}
-
 /* The name of probe `id` as NAME fragments: "<file>:<line>\t<label>". */
 static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned mode)
 {
@@ -318,7 +286,7 @@ static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned
                      s->label ? s->label : "");
     if (n < 0)
         return;
-    size_t len = hbt_utf8_cut(text, strlen(text), HBT_NAME_MAX);
+    size_t len = hbt_utf8_prefix(text, strlen(text), HBT_NAME_MAX);
     uint32_t nfrag = (uint32_t)((len + 23) / 24);
     if (nfrag == 0)
         nfrag = 1;
@@ -328,8 +296,8 @@ static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned
         size_t off = (size_t)k * 24, m = len - off < 24 ? len - off : 24;
         memcpy(u.c, text + off, m);
         uint16_t flags = (uint16_t)(k | (k + 1 == nfrag ? HBT_NAME_LAST : 0));
-        if (!hbt_probe_put(u.f.t, u.f.seq, u.f.thread, u.f.loop, u.f.iter,
-                           (HBT_NAME_PROBE << 24) | id, HBT_REC_NAME, flags, mode))
+        if (!hbt_put_plain(HBT_REC_NAME, flags, u.f.seq, u.f.thread, u.f.loop, u.f.iter,
+                           (HBT_NAME_PROBE << 24) | id, u.f.t, mode))
             return;
     }
 }
@@ -484,8 +452,8 @@ static void hbt_table_write(struct hbt_probe_table *tab, int32_t user, uint32_t 
         uint64_t v[4] = { s.count, hbt_to_ns(s.total, num, den),
                           hbt_to_ns(~s.nmin, num, den), hbt_to_ns(s.max, num, den) };
         for (uint16_t k = 0; k < 4; k++)   /* a record that finds no room is counted lost */
-            (void)hbt_probe_put(v[k], id, user, (int32_t)slot, 0, 0, HBT_REC_PROBE,
-                                (uint16_t)(HBT_PSTAT_COUNT + k), mode);
+            (void)hbt_put_plain(HBT_REC_PROBE, (uint16_t)(HBT_PSTAT_COUNT + k), id, user,
+                                (int32_t)slot, 0, 0, v[k], mode);
     }
 }
 
@@ -566,10 +534,11 @@ void hbt_probe_at_exit(void)
     }
 }
 
-/* fork child (core.c), in its only thread: the parent's other threads are
- * gone, and the child writes a new file (names and metadata again). The
- * forking thread's table is kept, zeroed, for its next probe use. */
-void hbt_probe_after_fork_child(void)
+/* fork child (registered with the first id), in its only thread: the
+ * parent's other threads are gone, and the child writes a new file (names
+ * and metadata again). The forking thread's table is kept, zeroed, for its
+ * next probe use. */
+static void hbt_probe_after_fork_child(void)
 {
     struct hbt_probe_stat *st = hbt_probe_stats;
     struct hbt_probe_table *own = st ? hbt_table_of(st) : NULL;
@@ -611,6 +580,7 @@ HBT_EXPORT struct hbt_probe_stat *hbt_probe_slow(struct hbt_probe_site *site)
     if (id1 == 0 || (id1 & HBT_SITE_BUSY)) {
         if (!hbt_ensure_open())
             return NULL;
+        hbt_fork_child_add(hbt_probe_after_fork_child);   /* before any state */
         id1 = hbt_site_assign(site);
         if (id1 == HBT_SITE_OVER) {
             hbt_count_dropped();

@@ -3,7 +3,7 @@
  * HBT_REC_STATUS record per metric (HBT_STAT_*, hbtrace_format.h) with the
  * machine's CPU time split, memory, swap and network byte counters and this
  * process's CPU time and resident set; the machine's capabilities once as
- * metadata. Also the fork-child hook of the probes and the sampler.
+ * metadata.
  *
  * HBTRACE_STATUS=1 samples once a second, HBTRACE_STATUS=<seconds> every
  * that many seconds (0.1 .. 3600); 0 or unset: off; anything else: one
@@ -71,9 +71,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-/* probe.c: its part of the fork-child hook */
-HBT_HIDDEN void hbt_probe_after_fork_child(void) __attribute__((weak));
 
 #define HBT_NMETRIC      14u
 #define HBT_MAX_IFACES   128
@@ -352,33 +349,6 @@ static void hbt_sample_take(struct hbt_sample *s)
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 
-static void hbt_status_put(uint64_t t_ns, uint32_t number, unsigned metric, uint64_t v,
-                           unsigned mode)
-{
-    struct hbt_tls *t = &hbt_tls;
-    uint32_t i = t->next;
-    if (i >= t->limit) {
-        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
-        if (i == HBT_NO_SLOT)
-            return;
-    }
-    hbt_store(t, i, t_ns, hbt_kindflags(HBT_REC_STATUS, (uint16_t)metric), (uint32_t)v, -1,
-              (int32_t)number, 0, (uint32_t)(v >> 32));
-}
-
-/* The tracer's own thread gets a thread_slot (and a chunk) without
- * THREAD_START or a heart-table line, as the monitor thread does. */
-static void hbt_quiet_register(struct hbt_tls *t)
-{
-    if (t->registered)
-        return;
-    t->thread_slot = __atomic_fetch_add(&hbt_g.nthreads, 1, __ATOMIC_RELAXED);
-    t->registered = 1;
-    t->beat_thread = -1;
-    t->beat = &t->sink;
-    t->next_check = UINT64_MAX;
-}
-
 /* /proc/cpuinfo: the first "model name" (or the ARM equivalents). */
 static void hbt_cpu_model(char *out, size_t size)
 {
@@ -442,7 +412,8 @@ static void hbt_sample_write(const struct hbt_sample *s, unsigned mode)
     uint32_t number = S.written++;
     for (unsigned m = 0; m < HBT_NMETRIC; m++)
         if (s->have & (1u << m))
-            hbt_status_put(s->t_ns, number, m, s->v[m], mode);
+            (void)hbt_put_plain(HBT_REC_STATUS, (uint16_t)m, (uint32_t)s->v[m], -1,
+                                (int32_t)number, 0, (uint32_t)(s->v[m] >> 32), s->t_ns, mode);
 }
 
 /* Before the first sample is written: metadata, then the kept sample 0
@@ -475,87 +446,12 @@ static int hbt_is_bystander(void)
 /* ------------------------------------------------------------------ */
 /* the sampler thread                                                  */
 
-struct hbt_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-/* State letter and name of /proc/self/task/<tid>/stat (or /proc/self/stat
- * for tid 0); 0 when it cannot be read. */
-static char hbt_task(long tid, char *name, size_t size)
-{
-    char path[64], buf[512];
-    if (tid)
-        snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-    else
-        snprintf(path, sizeof path, "/proc/self/stat");
-    if (hbt_read_all(path, buf, sizeof buf) <= 0)
-        return 0;
-    const char *open_paren = strchr(buf, '(');
-    const char *close_paren = strrchr(buf, ')');
-    if (!open_paren || !close_paren || close_paren < open_paren || close_paren[1] != ' ')
-        return 0;
-    if (name) {
-        size_t n = (size_t)(close_paren - open_paren - 1);
-        if (n >= size)
-            n = size - 1;
-        memcpy(name, open_paren + 1, n);
-        name[n] = '\0';
-    }
-    return close_paren[2];
-}
-
-/* The main thread is gone and every thread left is the tracer's own. */
-static int hbt_orphaned(pid_t self)
-{
-    char st = hbt_task(0, NULL, 0);
-    if (st != 'Z' && st != 'X')
-        return 0;
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    pid_t leader = getpid();
-    char dents[2048];
-    int alive = 0;
-    for (;;) {
-        long n = syscall(SYS_getdents64, fd, dents, sizeof dents);
-        if (n <= 0)
-            break;
-        for (long off = 0; off < n && !alive;) {
-            struct hbt_dirent64 *d = (struct hbt_dirent64 *)(void *)(dents + off);
-            off += d->d_reclen;
-            long tid = strtol(d->d_name, NULL, 10);
-            if (tid <= 0 || tid == self || tid == leader)
-                continue;
-            char name[32];
-            char ts = hbt_task(tid, name, sizeof name);
-            if (ts && ts != 'Z' && ts != 'X' && strncmp(name, "hbt-", 4) != 0)
-                alive = 1;
-        }
-        if (alive)
-            break;
-    }
-    close(fd);
-    return !alive;
-}
-
-static void hbt_sleep_until(uint64_t when)
-{
-    struct timespec ts = { .tv_sec = (time_t)(when / HBT_SEC_NS), .tv_nsec = (long)(when % HBT_SEC_NS) };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 static void *hbt_status_main(void *unused)
 {
     (void)unused;
     struct hbt_tls *t = &hbt_tls;
     pid_t self = (pid_t)syscall(SYS_gettid);
     __atomic_store_n(&S.tid, self, __ATOMIC_RELEASE);
-    (void)prctl(PR_SET_NAME, "hbt-status", 0, 0, 0);
     t->next_check = UINT64_MAX;
     /* the file is being opened under g.lock: once we get it, it is done */
     if (!hbt_lock_for_ms(10000))
@@ -575,14 +471,14 @@ static void *hbt_status_main(void *unused)
     for (;;) {
         uint64_t now = hbt_now_ns();
         uint64_t wake = next < now + HBT_LIVE_CHECK_NS ? next : now + HBT_LIVE_CHECK_NS;
-        hbt_sleep_until(wake);
+        (void)hbt_sleep_until(wake, NULL, 0);
         if (__atomic_load_n(&S.stop, __ATOMIC_ACQUIRE) || hbt_state() != HBT_ON)
             break;
         now = hbt_now_ns();
         if (now >= next) {
             pthread_mutex_lock(&S.lock);
             if (!__atomic_load_n(&S.stop, __ATOMIC_ACQUIRE)) {
-                hbt_quiet_register(t);
+                hbt_register_quiet(t);
                 hbt_write_pending(HBT_M_GROW | HBT_M_LOST);
                 struct hbt_sample s;
                 hbt_sample_take(&s);
@@ -593,36 +489,17 @@ static void *hbt_status_main(void *unused)
             if (next <= now)
                 next = now + S.period_ns;   /* we were held up: no catching up */
         }
-        if (hbt_orphaned(self))
+        if (hbt_orphaned())
             break;   /* do not keep the process alive */
     }
     return NULL;   /* S.tid stays: if we are the last thread, we run the exit */
 }
 
-typedef int (*hbt_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
 static void hbt_status_start(void)
 {
     if (__atomic_exchange_n(&S.started, 1, __ATOMIC_ACQ_REL))
         return;
-    hbt_create_fn create = (hbt_create_fn)hbt_real_pthread_create();
-    int rc = EAGAIN;
-    pthread_attr_t attr;
-    if (create && pthread_attr_init(&attr) == 0) {
-        size_t stack = HBT_STATUS_STACK;
-        long min = sysconf(_SC_THREAD_STACK_MIN);
-        if (min > 0 && (size_t)min > stack)
-            stack = (size_t)min;
-        (void)pthread_attr_setstacksize(&attr, stack);
-        (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_t th;
-        rc = create(&th, &attr, hbt_status_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
+    int rc = hbt_bg_start(NULL, "hbt-status", HBT_STATUS_STACK, 0, hbt_status_main, NULL);
     if (rc != 0)
         hbt_warn("hbtrace: cannot start the status sampler thread: %s; only the "
                  "samples at start and exit are taken", strerror(rc));
@@ -631,11 +508,14 @@ static void hbt_status_start(void)
 /* ------------------------------------------------------------------ */
 /* hooks                                                               */
 
+static void hbt_status_after_fork_child(void);
+
 /* The trace file is being opened (g.lock held, state not yet HBT_ON). */
 void hbt_status_config(void)
 {
     S.on = 0;
-    const char *v = getenv("HBTRACE_STATUS");
+    hbt_fork_child_add(hbt_status_after_fork_child);
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_STATUS);
     if (!v || !*v || strcmp(v, "0") == 0)
         return;
     char *end;
@@ -646,12 +526,13 @@ void hbt_status_config(void)
     if (errno || end == v || *end || !isfinite(p) || p < 0.1 || p > 3600.0) {
         if (!S.warned) {
             S.warned = 1;
-            hbt_warn("hbtrace: HBTRACE_STATUS=%.64s is not a period in seconds "
-                     "(0.1 to 3600, or 1); no status sampling", v);
+            hbt_warn("hbtrace: %s=%.64s is not a period in seconds "
+                     "(0.1 to 3600, or 1); no status sampling",
+                     hbt_env_name(HBT_ENV_HBTRACE_STATUS), v);
         }
         return;
     }
-    const char *nd = getenv("HBTRACE_STATUS_NET_DEV");   /* tests only */
+    const char *nd = hbt_getenv(HBT_ENV_HBTRACE_STATUS_NET_DEV);   /* tests only */
     snprintf(S.net_dev, sizeof S.net_dev, "%s", nd && *nd ? nd : "");
     S.period_s = p;
     S.period_ns = (uint64_t)(p * 1e9 + 0.5);
@@ -676,7 +557,7 @@ void hbt_status_at_exit(void)
     if (S.written || !hbt_is_bystander()) {
         struct hbt_tls *t = &hbt_tls;
         if (__atomic_load_n(&S.tid, __ATOMIC_ACQUIRE) == (pid_t)syscall(SYS_gettid))
-            hbt_quiet_register(t);   /* the sampler is the last thread */
+            hbt_register_quiet(t);   /* the sampler is the last thread */
         unsigned mode = HBT_MODE_END & ~HBT_M_RESERVE;
         hbt_write_pending(mode);
         struct hbt_sample s;
@@ -686,9 +567,9 @@ void hbt_status_at_exit(void)
     pthread_mutex_unlock(&S.lock);
 }
 
-/* fork child (core.c), in its only thread: no sampler thread here; the
- * child's file, when it opens, starts its own. Then the probes' part. */
-void hbt_extras_after_fork_child(void)
+/* fork child, in its only thread: no sampler thread here; the child's
+ * file, when it opens, starts its own. */
+static void hbt_status_after_fork_child(void)
 {
     S.on = 0;
     S.started = 0;
@@ -702,5 +583,4 @@ void hbt_extras_after_fork_child(void)
     S.rx_acc = S.tx_acc = 0;
     memset(S.cpu_acc, 0, sizeof S.cpu_acc);
     S.meta_done = 0;
-    HBT_HOOK(hbt_probe_after_fork_child);
 }

@@ -1,0 +1,180 @@
+/*
+ * monitor.h -- what the files of the online behaviour monitor share (private
+ * to monitor*.c; monitor.c describes the method):
+ *   monitor.c          configuration, the heart table (owner side), the
+ *                      entry points, the final passes, Heartbeat_HeartRate_Adjust
+ *   monitor_judge.c    reading a thread from outside (/proc), the detection,
+ *                      the BEHAVIOR and MONITOR records
+ *   monitor_central.c  the central monitor thread
+ *   monitor_ring.c     the ring checks of the decentralized mode
+ */
+#ifndef HBT_MONITOR_H
+#define HBT_MONITOR_H
+
+#include <stdint.h>
+
+#include "internal.h"
+
+#define HBT_US              1000ull
+#define HBT_MS              1000000ull
+#define HBT_SEC             1000000000ull
+
+#define HBT_WARM            8u              /* beats before a thread is judged */
+#define HBT_LATE_DEFAULT    1.5
+#define HBT_POLL_MIN_NS     (100 * HBT_US)
+#define HBT_POLL_MAX_NS     (100 * HBT_MS)
+#define HBT_POLL_WARM_NS    HBT_MS
+#define HBT_POLL_IDLE_NS    (50 * HBT_MS)
+#define HBT_BATCH           0.3             /* central: slack, in baseline intervals */
+#define HBT_PROC_MAX_NS     (100 * HBT_MS)  /* /proc re-reads while late: back-off cap */
+#define HBT_LATE_LOOK_MAX_NS (4 * HBT_MS)   /* looks for its next beat meanwhile: cap */
+#define HBT_RING_IDLE_NS    (10 * HBT_MS)   /* ring with no live neighbour: look again */
+#define HBT_COLD_MAX_NS     HBT_SEC         /* every thread's cold path, at least */
+#define HBT_SOFT_LOOK_NS    (100 * HBT_MS)
+#define HBT_PROBE_MIN_NS    (50 * HBT_US)
+#define HBT_BUSY_WAIT       1.0             /* busy: looked at again this many baseline intervals
+                                               after the first late look ... */
+#define HBT_BUSY_CPU        0.75            /* ... and used this much CPU time since, in
+                                               baseline intervals, without beating */
+#define HBT_BUSY_CPU_WAITED 1.2             /* ... or this much if it waited for a CPU
+                                               meanwhile: more than a beat needs */
+#define HBT_WAITED          0.25            /* waited: for more than this many intervals */
+#define HBT_LOCK_WAIT_NS    (5 * HBT_MS)    /* final passes: wait for a view this long */
+#define HBT_K_MAX           (1u << 20)
+
+/* hbt_mon.mode: HBT_MON_CENTRAL or HBT_MON_RING (hbtrace_format.h), or one of
+ * these two, which are never recorded */
+enum {
+    HBT_MON_NONE = -1,   /* no monitor asked for (yet) */
+    HBT_MON_OFF  = 2,    /* HBTRACE_MONITOR=off */
+};
+
+/* judge results */
+enum { HBT_J_FREE, HBT_J_SILENT, HBT_J_ALIVE, HBT_J_DEAD };
+
+/* final passes */
+enum { HBT_FIN_NONE, HBT_FIN_FINISHED, HBT_FIN_EXIT_OK, HBT_FIN_EXIT_FAIL };
+
+/* The checkers' view of one thread, under `lock`. 64 bytes. */
+struct hbt_view {
+    uint32_t lock;        /* try-lock: 0 free, 1 taken */
+    uint8_t  final;       /* atomic: exited or failed for good, never judged again */
+    uint8_t  soft;        /* EXITED by a Finished pass: judged again if it beats */
+    uint8_t  cur;         /* behaviour last reported (RUNNING before any) */
+    uint8_t  probing;     /* late in state R: CPU clock sampled at probe_t */
+    uint32_t seen_seq;    /* beat count at the latest beat seen */
+    uint16_t nbeats;      /* beats folded into the baseline (saturating) */
+    uint16_t proc_gap;    /* late: current back-off between /proc reads, 16 us units */
+    uint64_t seen_t;      /* time of the latest beat seen, 0 before the first look */
+    double   base;        /* baseline inter-beat interval B_j, ns */
+    uint64_t proc_next;   /* late: no /proc read before this */
+    uint64_t probe_t;     /* probing: when its CPU clock was sampled */
+    uint64_t probe_cpu;   /* ... its CPU time then */
+    uint32_t k : 24;      /* heart-rate divisor the baseline belongs to */
+    uint32_t slow_end : 1;/* the latest beat seen ended a slow interval */
+    uint32_t has_wait : 1;/* probe_wait is known */
+    uint32_t probe_wait;  /* probing: its run-queue wait (schedstat) then, us, mod 2^32 */
+};
+
+/* A thread's counters as a checker (ring checks, Monitor calls, final
+ * passes), written only by that thread. */
+struct hbt_checkline {
+    uint64_t msgs;
+    uint64_t checks;
+    uint64_t last_ns;     /* its latest ring check */
+    uint64_t period_ns;   /* EWMA of the time between its ring checks */
+};
+
+struct hbt_heart {
+    struct hbt_beatline  b __attribute__((aligned(64)));
+    struct hbt_checkline c __attribute__((aligned(64)));
+    struct hbt_view      v __attribute__((aligned(64)));
+};
+
+_Static_assert(sizeof(struct hbt_beatline) == 64, "beat line is one cache line");
+_Static_assert(sizeof(struct hbt_view) <= 64, "view is one cache line");
+_Static_assert(sizeof(struct hbt_heart) == 192, "three lines per heart");
+
+extern struct hbt_heart hbt_hearts[HBT_HEARTS] HBT_HIDDEN;
+
+/* Global monitor state. The configuration is written when the trace file
+ * opens (single-threaded or under g.lock), everything else atomically. */
+struct hbt_mon {
+    int      mode;            /* atomic: HBT_MON_NONE, HBT_MON_CENTRAL, HBT_MON_RING, HBT_MON_OFF */
+    int      env_mode;        /* HBTRACE_MONITOR: HBT_MON_NONE when unset */
+    double   late;            /* S */
+    uint64_t period_ns;       /* HBTRACE_MONITOR_PERIOD_US, 0: adaptive */
+    double   heart_rate;      /* HBTRACE_HEART_RATE, 0: none */
+    int      have_proc;       /* /proc/self/task is readable */
+    int      from_env;        /* the mode came from HBTRACE_MONITOR */
+    int      type_warned;     /* atomic */
+    int      pending;         /* atomic: a fork child still has to write its
+                                 metadata and (central) start its thread */
+    int      started;         /* atomic: the monitor thread was started in this process */
+    int      stop;            /* atomic: the process is exiting */
+    int      rate_noted;      /* atomic: heart_rate is in the metadata */
+    uint64_t start_ns;        /* when the monitor became active */
+    uint64_t next_adjust;     /* atomic: HBTRACE_HEART_RATE: next automatic adjustment */
+    uint32_t adjust_lock;     /* atomic try-lock of the adjustment */
+    uint32_t unwatched;       /* atomic: threads beyond the heart table */
+    uint32_t wake;            /* futex word the monitor thread sleeps on */
+    int      idle;            /* atomic: it sleeps with no thread to watch: wake
+                                 it when a thread beats for the first time */
+    uint64_t central_msgs;    /* written by the monitor thread only */
+    uint64_t central_passes;
+    uint64_t central_period_ns;
+    uint64_t api_msgs;        /* atomic: checks by threads without a heart entry */
+    uint64_t api_passes;      /* atomic */
+    struct { uint64_t t; uint32_t seq; uint32_t valid; } snap[HBT_HEARTS];  /* adjustment windows */
+};
+
+extern struct hbt_mon hbt_mon HBT_HIDDEN;
+
+/* One checker's pass. */
+struct hbt_ctx {
+    uint64_t msgs;        /* entries of other threads read */
+    uint64_t look;        /* ALIVE: when this thread should be looked at next, 0: no wish */
+    uint64_t tol;         /* ... and how much later is still fine */
+    uint32_t self;        /* the checker's own slot, UINT32_MAX if none */
+    uint16_t flags;       /* HBT_MON_* of the records */
+    uint8_t  final;       /* HBT_FIN_* */
+    uint8_t  wait;        /* may wait (bounded) for a view lock */
+    int      unwarm;      /* a live thread has no baseline yet */
+};
+
+struct hbt_seen {
+    uint32_t seq;
+    uint64_t t;
+};
+
+static inline uint32_t hbt_nthreads(void)
+{
+    uint32_t n = __atomic_load_n(&hbt_g.nthreads, __ATOMIC_ACQUIRE);
+    return n < HBT_HEARTS ? n : HBT_HEARTS;
+}
+
+static inline int32_t hbt_sat32(double x)
+{
+    if (!(x > 0))
+        return 0;
+    return x >= (double)INT32_MAX ? INT32_MAX : (int32_t)x;
+}
+
+/* monitor.c */
+HBT_HIDDEN void hbt_account(struct hbt_tls *t, uint64_t msgs, uint64_t passes);
+HBT_HIDDEN void hbt_mon_auto(uint64_t now);
+
+/* monitor_judge.c */
+HBT_HIDDEN void hbt_read_beat(const struct hbt_beatline *b, struct hbt_seen *s);
+HBT_HIDDEN int  hbt_judge(uint32_t j, struct hbt_ctx *c);
+HBT_HIDDEN uint64_t hbt_pass_all(struct hbt_ctx *c, uint32_t *active);
+HBT_HIDDEN void hbt_mon_record(int mode, uint64_t period_ns, unsigned rec_mode);
+
+/* monitor_central.c */
+HBT_HIDDEN void hbt_mon_wake(void);
+HBT_HIDDEN void hbt_mon_start_thread(void);
+
+/* monitor_ring.c */
+HBT_HIDDEN uint64_t hbt_ring_check(struct hbt_tls *t, uint64_t now);
+
+#endif /* HBT_MONITOR_H */
