@@ -175,3 +175,32 @@ def test_no_copied_block_in_production_code():
         if m.group(1).startswith(PRODUCTION) and m.group(2).startswith(PRODUCTION):
             rows.append(line)
     assert not rows, "copied blocks in production code:\n" + "\n".join(rows)
+
+
+# --------------------------------------------------------------------------- names shared with C
+
+
+def test_python_names_are_generated_from_the_c_tables():
+    """hbtool/tracer_names.py is what scripts/gen_tracer_names.py makes of the .def tables now."""
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_tracer_names.py"), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    from hbtool import tracer_names
+
+    for table, path, macro in (("TRACER_ENV", "native_tracer/include/hbtrace_env.def", "HBT_ENV"),
+                               ("PROFILER_ENV", "native_tracer/mpi/include/hbprof_env.def", "HBP_ENV")):
+        in_c = re.findall(rf"^{macro}\((\w+),", (ROOT / path).read_text(), flags=re.M)
+        assert list(getattr(tracer_names, table)) == in_c and len(in_c) >= 9
+        assert all(getattr(tracer_names, n) == n for n in in_c)
+    metrics = re.findall(r'^HBP_COUNTER\(\w+, "(\w+)"', (ROOT / "native_tracer/mpi/include/hbprof_counters.def")
+                         .read_text(), flags=re.M)
+    assert list(tracer_names.PROFILE_METRICS) == metrics and metrics[0] == "computation"
+
+
+def test_no_hand_kept_environment_name_in_the_python_package():
+    """The package takes HBTRACE_*/HBPROF_* names from tracer_names; only help texts may spell them."""
+    spelled = re.compile(r'env(?:iron)?\[\s*"HB(?:TRACE|PROF)_|getenv\(\s*"HB(?:TRACE|PROF)_')
+    found = [str(f.relative_to(ROOT)) for f in PKG.rglob("*.py") if spelled.search(f.read_text())]
+    assert not found, found

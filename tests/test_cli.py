@@ -113,6 +113,19 @@ def test_config_prints_flags(capsys):
     assert out.strip() == f"-I{ROOT / 'native_tracer' / 'include'}"
 
 
+def test_config_env_lists_every_variable(capsys):
+    import re
+
+    code, out, _ = run_cli(capsys, "config", "--env")
+    assert code == 0
+    listed = re.findall(r"^  (\w+)  ", out, flags=re.M)
+    tables = [(ROOT / "native_tracer/include/hbtrace_env.def", "HBT_ENV"),
+              (ROOT / "native_tracer/mpi/include/hbprof_env.def", "HBP_ENV")]
+    in_c = [n for f, macro in tables for n in re.findall(rf"^{macro}\((\w+),", f.read_text(), flags=re.M)]
+    assert listed == ["HBTOOL_TRACER_DIR"] + in_c
+    assert "HBTRACE_STATUS_NET_DEV" in in_c and "HBPROF_INJECT_CALLS" in in_c
+
+
 def test_config_needs_a_choice(capsys):
     code, _, err = run_cli(capsys, "config")
     assert code == 2 and "say what to print" in err

@@ -1,7 +1,7 @@
 """Scoring behavior timelines against the ground truth the example programs write.
 
 Used by benchmarks/eval_behavior.py. A run's truth.json (native_tracer/examples/
-common.h) says which thread was injected with what, and when; from it come the
+common.c) says which thread was injected with what, and when; from it come the
 behavior episodes that must be found:
 
 * busywait: the thread is busy-waiting from the injection on;

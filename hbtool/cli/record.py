@@ -48,6 +48,7 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period,
       hbtool record -- python3 my_threads.py
       hbtool record --status -o trace -- ./stream_micro --rate 20000
     """
+    from .. import tracer_names as names
     from ..tracer import profiler_library, tracer_paths
 
     lib = tracer_paths().library
@@ -70,17 +71,17 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period,
     before = {p.name for p in outdir.glob("*.hbt")} | {p.name for p in outdir.glob("*.hbp")}
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(x for x in (*preload, env.get("LD_PRELOAD", "")) if x)
-    env["HBTRACE_DIR"] = str(outdir.resolve())
+    env[names.HBTRACE_DIR] = str(outdir.resolve())
     if mpi:
-        env["HBPROF_DIR"] = str(outdir.resolve())
+        env[names.HBPROF_DIR] = str(outdir.resolve())
     if inject:
-        env["HBPROF_INJECT"] = inject
+        env[names.HBPROF_INJECT] = inject
     if inject_seed is not None:
-        env["HBPROF_INJECT_SEED"] = str(inject_seed)
+        env[names.HBPROF_INJECT_SEED] = str(inject_seed)
     if inject_calls:
-        env["HBPROF_INJECT_CALLS"] = inject_calls
+        env[names.HBPROF_INJECT_CALLS] = inject_calls
     if status_period is not None:
-        env["HBTRACE_STATUS"] = f"{status_period:g}"
+        env[names.HBTRACE_STATUS] = f"{status_period:g}"
     try:
         proc = subprocess.Popen(list(command), env=env)
     except FileNotFoundError:

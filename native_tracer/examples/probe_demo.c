@@ -18,7 +18,7 @@
  * child use "child" 10 times, and exits with STATUS -- or, with
  * --main-exit, leaves by pthread_exit() right after starting the workers
  * (the process ends with its last thread). --beat: workers beat once per
- * "outer" use (so that the behaviour monitor has threads to watch).
+ * "outer" use (so that the behavior monitor has threads to watch).
  *
  * It prints what it did, one line per thread and probe:
  *   expect <user thread> <label> <count>

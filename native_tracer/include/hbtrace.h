@@ -47,7 +47,7 @@
  *                      faults of fresh trace pages themselves
  *   HBTRACE_PREFAULT_MB  how far ahead of the writers the pre-faulter keeps
  *                      pages ready, in MiB (default 4, at most 1024; 0 = off)
- *   HBTRACE_MONITOR    central|ring|off: the online behaviour monitor, over
+ *   HBTRACE_MONITOR    central|ring|off: the online behavior monitor, over
  *                      the type given to Heartbeat_*_Init; with no typed
  *                      Init, central or ring starts on the first beat
  *                      (default: what the program's typed Init asks for,
@@ -67,7 +67,7 @@
  *   HBTRACE_QUEUE_MONITOR=off, HBTRACE_QUEUE_PERIOD_US, HBTRACE_QUEUE_PERIOD_MAX_US:
  *                      the instrumented queues' monitors (hbtrace_queue.h)
  *
- * The online behaviour monitor (HBTM). Heartbeat_OpenMP_Init(type) and
+ * The online behavior monitor (HBTM). Heartbeat_OpenMP_Init(type) and
  * Heartbeat_MultiPthread_Init(type) start it: type 0 (centralized) one
  * monitor thread judges every beating thread; type 1 (decentralized) every
  * beating thread judges its ring neighbour -- the next beating thread in
@@ -129,7 +129,7 @@ const char *hbt_trace_path(void);
 
 /* ---- entry points of the seed papers' tracers (exact signatures) ----
  * Init: start tracing, record INIT (aux = type, 0 for L_); 0 or -1. The
- *   typed Inits also start the behaviour monitor (type 0 centralized, 1
+ *   typed Inits also start the behavior monitor (type 0 centralized, 1
  *   decentralized; see above).
  * Generate: hbt_beat_ex(threadnum, loopnum, iter); L_ returns 0.
  * Monitor: one detection pass now, from the calling thread (centralized:

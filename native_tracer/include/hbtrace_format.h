@@ -96,7 +96,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_REC_PROCESS_EXIT   6u  /* exit()/return from main/_exit; aux = exit status, flags = HBT_EXIT_* */
 #define HBT_REC_SIGNAL         7u  /* the process got a fatal signal; aux = signal number */
 #define HBT_REC_LOST           8u  /* the tracer dropped records; aux = how many */
-#define HBT_REC_BEHAVIOR       9u  /* the online monitor saw a thread change behaviour
+#define HBT_REC_BEHAVIOR       9u  /* the online monitor saw a thread change behavior
                                       (written by the thread that detected it: the
                                       central monitor thread, a ring neighbour, or
                                       the caller of Monitor/Finished/exit):
@@ -107,9 +107,9 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       thread = the monitored thread's user thread number
                                                (the number its beats record; -1 for a
                                                thread that never beat nor set one),
-                                      loop   = the new behaviour, HBT_BHV_*,
+                                      loop   = the new behavior, HBT_BHV_*,
                                       iter   = detection lag in microseconds: t_ns minus
-                                               the onset, the time the behaviour began
+                                               the onset, the time the behavior began
                                                according to the beats (saturated at
                                                INT32_MAX); onset = t_ns - iter us:
                                                BUSY/COND_WAITING, and FAILED for a thread
@@ -250,7 +250,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_STAT_PROC_SYS_US  12u  /* this process's system CPU time, microseconds */
 #define HBT_STAT_PROC_RSS_KB  13u  /* this process's resident set */
 
-/* behaviours (loop of HBT_REC_BEHAVIOR) */
+/* behaviors (loop of HBT_REC_BEHAVIOR) */
 #define HBT_BHV_RUNNING        0u  /* beats at the thread's usual rate */
 #define HBT_BHV_BUSY_WAITING   1u  /* late, but on the CPU: spinning instead of beating
                                       (it used CPU time while late) */

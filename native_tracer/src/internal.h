@@ -19,10 +19,10 @@
  *   lifecycle.c  pthread_create/pthread_exit/_exit interposition, on_exit,
  *                the constructor
  *   signals.c    fatal-signal records, sigaction/signal interposition
- *   monitor.h    the online behaviour monitor (HBTM), shared by:
+ *   monitor.h    the online behavior monitor (HBTM), shared by:
  *   monitor.c      configuration, the heart table, entry points, final
  *                  passes, Heartbeat_HeartRate_Adjust
- *   monitor_judge.c    detection of a thread's behaviour, BEHAVIOR and
+ *   monitor_judge.c    detection of a thread's behavior, BEHAVIOR and
  *                      MONITOR records
  *   monitor_central.c  the central monitor thread
  *   monitor_ring.c     the ring checks

@@ -1,5 +1,5 @@
 /*
- * monitor.c -- the online thread-behaviour monitor of the HBTM paper (seed
+ * monitor.c -- the online thread-behavior monitor of the HBTM paper (seed
  * 001): the heart table, the detection of running / busy-waiting /
  * conditional-waiting / exited / failed threads, the central monitor thread,
  * the ring checks of the decentralized mode, and Heartbeat_HeartRate_Adjust.

@@ -1,5 +1,5 @@
 /*
- * monitor.h -- what the files of the online behaviour monitor share (private
+ * monitor.h -- what the files of the online behavior monitor share (private
  * to monitor*.c; monitor.c describes the method):
  *   monitor.c          configuration, the heart table (owner side), the
  *                      entry points, the final passes, Heartbeat_HeartRate_Adjust
@@ -60,7 +60,7 @@ struct hbt_view {
     uint32_t lock;        /* try-lock: 0 free, 1 taken */
     uint8_t  final;       /* atomic: exited or failed for good, never judged again */
     uint8_t  soft;        /* EXITED by a Finished pass: judged again if it beats */
-    uint8_t  cur;         /* behaviour last reported (RUNNING before any) */
+    uint8_t  cur;         /* behavior last reported (RUNNING before any) */
     uint8_t  probing;     /* late in state R: CPU clock sampled at probe_t */
     uint32_t seen_seq;    /* beat count at the latest beat seen */
     uint16_t nbeats;      /* beats folded into the baseline (saturating) */

@@ -114,6 +114,6 @@ void hbt_mon_start_thread(void)
         return;
     int rc = hbt_bg_start(NULL, "hbt-monitor", HBT_MON_STACK, 0, hbt_mon_main, NULL);
     if (rc != 0)
-        hbt_warn("hbtrace: cannot start the monitor thread: %s; behaviours are detected "
+        hbt_warn("hbtrace: cannot start the monitor thread: %s; behaviors are detected "
                  "only by Heartbeat_*_Monitor calls and at Finished/exit", strerror(rc));
 }
