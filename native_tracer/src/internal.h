@@ -51,6 +51,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hbtrace_format.h"
 
 #define HBT_EXPORT __attribute__((visibility("default")))
@@ -396,9 +397,7 @@ static inline int hbt_state(void)
 
 static inline uint64_t hbt_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return hb_mono_ns();
 }
 
 /*

@@ -38,6 +38,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "../../src/clock.h"
 #include "hbprof.h"
 #include "hbprof_format.h"
 
@@ -196,9 +197,7 @@ static inline int hbp_state(void)
 
 static inline uint64_t hbp_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return hb_mono_ns();
 }
 
 /*
