@@ -1,5 +1,11 @@
 """Analyzers: pure functions from models to results (no file access, no Click).
 
+Each method is one call (docs/architecture.md): ``hsa.diagnose(trace)``,
+``hsa.train_from_traces(labelled)``, ``evaluation.evaluate_runs(labelled)``,
+``behavior.timeline(trace)``, ``interference.assess(profiles)``,
+``service_rate.service_rates(samples)``, ``timers.probe_summary(stats)`` and
+``timers.status_report(samples)``.
+
 ``dtw``, ``lb_keogh`` (and the rest of :mod:`hbtool.analyzers.distance`) load numba,
 so they are imported on first use: ``from hbtool.analyzers import dtw`` works, and
 importing this package alone stays light.
