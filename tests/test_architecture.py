@@ -105,6 +105,9 @@ def test_every_registered_reader_has_the_one_signature():
         fn = getattr(__import__(f"hbtool.io.{module}", fromlist=[func]), func)
         params = list(inspect.signature(fn).parameters)
         assert params == ["path", "options"], (fmt.name, fmt.model, params)
+        if fmt.writer:
+            w = list(inspect.signature(registry._function(fmt.writer)).parameters)
+            assert w[:2] in (["trace", "out"], ["model", "out"]), (fmt.name, w)
         assert fmt.magic or fmt.sniff or fmt.suffixes, fmt
         assert (fmt.name, fmt.model) not in seen, fmt
         seen.add((fmt.name, fmt.model))

@@ -9,7 +9,7 @@ One entry function per data model picks a reader from the registry
 * :func:`read_probes` -> :class:`~hbtool.model.ProbeStats`
 * :func:`read_status` -> :class:`~hbtool.model.StatusSamples`
 
-``write_heartbeats(trace, out)`` picks a writer by the output's suffix; the HSA
+``write_heartbeats(trace, out)`` picks a registered writer by the output's suffix; the HSA
 model has its own small reader and writer in :mod:`hbtool.io.hsa_model`.
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from ..errors import HbtoolError, UnknownFormatError
 from ..model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace
-from .registry import ReadOptions, detect, read
+from .registry import ReadOptions, detect, read, writer
 
 __all__ = ["read_heartbeats", "read_profile", "read_queue_samples", "read_probes", "read_status", "write_heartbeats",
-           "detect", "read", "ReadOptions", "HeartbeatTrace", "BEAT_COLUMNS", "EVENT_COLUMNS", "WRITERS"]
+           "detect", "read", "ReadOptions", "HeartbeatTrace", "BEAT_COLUMNS", "EVENT_COLUMNS"]
 
 #: file suffixes a directory of runs is searched for (besides run directories)
 _TABLE_SUFFIXES = (".csv", ".xlsx", ".parquet", ".pq", ".hbt")
@@ -97,23 +97,15 @@ def read_status(path: str | os.PathLike):
     return read(path, "status")
 
 
-def _writer(fmt: str):
-    from . import hbt, tabular
-
-    return {"csv": tabular.write_csv, "xlsx": tabular.write_xlsx, "parquet": tabular.write_parquet,
-            "hbt": hbt.write_hbt}[fmt]
-
-
-WRITERS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet", ".pq": "parquet", ".hbt": "hbt"}
-
-
 def write_heartbeats(trace: HeartbeatTrace, out: str, fmt: str | None = None) -> list[str]:
-    """Write `trace` to `out` in `fmt` (default: from the suffix). Returns the paths written."""
-    if fmt is None:
-        fmt = WRITERS.get(Path(out).suffix.lower()) if out != "-" else "csv"
-        if fmt is None:
-            raise HbtoolError(
-                f"{out}: cannot tell the output format from the name: use a .csv, .xlsx, .parquet "
-                f"or .hbt suffix, or --to"
-            )
-    return _writer(fmt)(trace, out)
+    """Write `trace` to `out` in `fmt` (csv, xlsx, parquet, hbt; default: from the suffix,
+    csv for '-'). Returns the paths written."""
+    if fmt is None and out == "-":
+        fmt = "csv"
+    f = writer("heartbeats", name=fmt) if fmt else writer("heartbeats", suffix=Path(out).suffix)
+    if f is None:
+        raise HbtoolError(
+            f"{out}: cannot tell the output format from the name: use a .csv, .xlsx, .parquet "
+            f"or .hbt suffix, or --to"
+        )
+    return f.write(trace, out)

@@ -59,10 +59,19 @@ class Format:
     magic: tuple[bytes, ...] = ()
     sniff: Callable[[bytes], bool] | None = None  # content check for a file with no magic
     directory: Callable[[Path], bool] | None = None
+    writer: str | None = None                     # "module:function(model, out) -> paths written"
+    write_suffixes: tuple[str, ...] = ()          # output names the writer is picked by
 
     def read(self, path: Path, options: ReadOptions):
-        module, func = self.reader.split(":")
-        return getattr(import_module(f"{__package__}.{module}"), func)(path, options)
+        return _function(self.reader)(path, options)
+
+    def write(self, model, out: str) -> list[str]:
+        return _function(self.writer)(model, out)
+
+
+def _function(spec: str):
+    module, func = spec.split(":")
+    return getattr(import_module(f"{__package__}.{module}"), func)
 
 
 FORMATS: list[Format] = []
@@ -77,6 +86,15 @@ def register(fmt: Format) -> Format:
 
 def formats(model: str) -> list[Format]:
     return [f for f in FORMATS if f.model == model]
+
+
+def writer(model: str, name: str | None = None, suffix: str | None = None) -> Format | None:
+    """The format that writes `model` under this name (csv, xlsx, hbt, ...) or output suffix, if any."""
+    for f in formats(model):
+        if f.writer and (name is not None and (f.name == name or f".{name}" in f.write_suffixes)
+                         or suffix is not None and suffix.lower() in f.write_suffixes):
+            return f
+    return None
 
 
 def head(path: Path, n: int = HEAD_BYTES) -> bytes:
@@ -168,16 +186,20 @@ def _csv_text(h: bytes) -> bool:
 _TRACE = "an hbtrace file (.hbt) or the run directory 'hbtool record -o DIR' wrote"
 
 register(Format("hbtrace", "heartbeats", "hbt:read_heartbeat_trace", _TRACE,
-                suffixes=(".hbt",), magic=(MAGIC_HBTRACE,), directory=_has_hbtrace_files))
+                suffixes=(".hbt",), magic=(MAGIC_HBTRACE,), directory=_has_hbtrace_files, writer="hbt:write_hbt",
+                write_suffixes=(".hbt",)))
 register(Format("parquet", "heartbeats", "tabular:read_parquet", "a parquet table (.parquet)",
-                suffixes=(".parquet", ".pq"), magic=(MAGIC_PARQUET,)))
+                suffixes=(".parquet", ".pq"), magic=(MAGIC_PARQUET,), writer="tabular:write_parquet",
+                write_suffixes=(".parquet", ".pq")))
 register(Format("xlsx", "heartbeats", "tabular:read_xlsx", "an xlsx workbook (long format, or legacy per-thread)",
-                suffixes=(".xlsx", ".xlsm"), magic=(MAGIC_ZIP,)))
+                suffixes=(".xlsx", ".xlsm"), magic=(MAGIC_ZIP,), writer="tabular:write_xlsx",
+                write_suffixes=(".xlsx",)))
 register(Format("legacy", "heartbeats", "legacy:read_legacy_path",
                 "legacy per-thread heartbeat text files (or a directory of them)",
                 sniff=_legacy_text, directory=_has_legacy_files))
 register(Format("csv", "heartbeats", "tabular:read_csv", "a csv table (.csv)",
-                suffixes=(".csv", ".txt", ".tsv"), sniff=_csv_text))
+                suffixes=(".csv", ".txt", ".tsv"), sniff=_csv_text, writer="tabular:write_csv",
+                write_suffixes=(".csv",)))
 
 register(Format("hbprof", "profile", "hbprof:read_profile_path",
                 "a profile of the PMPI profiler (.hbp) or a directory of them",
