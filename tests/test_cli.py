@@ -1,6 +1,7 @@
 """The command line: exact output, formats, and bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -126,9 +127,21 @@ def test_config_env_lists_every_variable(capsys):
     assert "HBTRACE_STATUS_NET_DEV" in in_c and "HBPROF_INJECT_CALLS" in in_c
 
 
-def test_config_needs_a_choice(capsys):
-    code, _, err = run_cli(capsys, "config")
-    assert code == 2 and "say what to print" in err
+def test_config_says_where_the_tracer_is(capsys):
+    code, out, _ = run_cli(capsys, "config")
+    assert code == 0
+    assert f"tracer folder:  {ROOT / 'native_tracer'} (source checkout)" in out
+    assert f"library:        {ROOT / 'native_tracer' / 'lib' / 'libhbtrace.so'}" in out
+    assert "absent" not in out
+
+
+@pytest.mark.parametrize("args", [[], ["--cflags"], ["--include-dir"], ["--libs"], ["--preload"], ["--mpi-preload"]])
+def test_config_exits_2_when_what_it_would_print_does_not_exist(tmp_path, args):
+    r = run_hbtool("config", *args, env={**os.environ, "HBTOOL_TRACER_DIR": str(tmp_path / "nothing")})
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert str(tmp_path / "nothing") in r.stderr
+    assert "-I" not in r.stdout
 
 
 def _one_line_error(r: subprocess.CompletedProcess, *needles):
