@@ -100,6 +100,9 @@ def main() -> None:
     t0 = time.time()
     done = 0
     benches = [b for b in args.benchmarks.split(",") if b]
+    unknown = [b for b in benches if b not in BENCHMARKS]
+    if unknown:
+        ap.error(f"--benchmarks: unknown benchmark {unknown[0]!r} (choose from {', '.join(BENCHMARKS)})")
     total = len(benches) * len([x for x in args.labels.split(",") if x]) * args.runs
     for bench in benches:
         for label in [x for x in args.labels.split(",") if x]:

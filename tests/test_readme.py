@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 import re
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -30,3 +31,75 @@ def test_python_examples_print_what_they_say():
             assert [ast.literal_eval(x) for x in printed] == said, (printed, said)
     finally:
         os.chdir(cwd)
+
+
+# --------------------------------------------------------------------------- shell commands
+
+#: commands that end as the README says they do, not with 0
+EXIT_STATUS = {
+    "hbtool record -o trace -- native_tracer/examples/bin/pi_pthread": 128 + 11,  # the program dies by SIGSEGV
+}
+#: what the tour's commands need beside them, linked into the folder they run in
+LINKED = ("sample_traces", "native_tracer", "benchmarks")
+
+
+def shell_commands() -> list[tuple[int, str]]:
+    """(line, command) of every shell command in the README's ```sh blocks: the lines after a
+    `$ ` prompt where a block shows output, else every line; `\\` continues a command. The
+    set-up commands (bash scripts/...) are what CI runs, so they are not run again here."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() != "```sh":
+            i += 1
+            continue
+        j = lines.index("```", i + 1)
+        block = list(enumerate(lines[i + 1:j], start=i + 2))
+        prompted = any(t.startswith("$ ") for _, t in block)
+        k = 0
+        while k < len(block):
+            n, t = block[k]
+            if prompted and not t.startswith("$ ") or not t.strip():
+                k += 1
+                continue
+            cmd = t[2:] if prompted else t
+            while cmd.endswith("\\") and k + 1 < len(block):
+                k += 1
+                cmd = cmd[:-1] + " " + block[k][1].strip()
+            if not cmd.startswith("bash scripts/"):
+                out.append((n, cmd.strip()))
+            k += 1
+        i = j + 1
+    return out
+
+
+def test_the_readme_shows_commands():
+    cmds = [c for _, c in shell_commands()]
+    assert len(cmds) >= 25
+    assert any(c.startswith("hbtool record --mpi") for c in cmds)
+    assert not any(c.startswith("bash scripts/") for c in cmds)
+
+
+def test_every_readme_command_runs_as_written(tmp_path):
+    """Each command, in order, in a fresh folder holding the checkout's sample traces, tracer
+    and benchmarks, with the set-up command's hbtool first on PATH."""
+    import shutil
+    import subprocess
+    import sys
+
+    for name in LINKED:
+        (tmp_path / name).symlink_to(ROOT / name)
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for k in ("HBTRACE_DIR", "HBTOOL_TRACER_DIR", "LD_PRELOAD"):
+        env.pop(k, None)
+    assert shutil.which("hbtool", path=env["PATH"]), "hbtool is not installed beside this Python"
+    failed = []
+    for line, cmd in shell_commands():
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        want = next((v for k, v in EXIT_STATUS.items() if cmd.startswith(k)), 0)
+        if r.returncode != want or "Traceback" in r.stderr:
+            failed.append(f"README.md:{line}: {cmd}\n  exit {r.returncode} (want {want})\n  "
+                          + (r.stderr.strip() or r.stdout.strip())[-800:].replace("\n", "\n  "))
+    assert not failed, "\n".join(failed)
