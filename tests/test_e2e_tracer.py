@@ -195,6 +195,49 @@ def test_single_threaded_program_without_beats_leaves_no_file(tracer_built, tmp_
     assert "no trace written" in r.stderr
 
 
+def test_record_refuses_a_folder_that_holds_a_trace_unless_forced(tracer_built, tmp_path):
+    out = tmp_path / "t"
+    prog = [str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "50", "--work", "1000"]
+    assert run_hbtool("record", "-o", out, "--", *prog).returncode == 0
+    first = sorted(out.glob("*.hbt"))
+    r = run_hbtool("record", "-o", out, "--", *prog)
+    assert r.returncode == 2
+    assert r.stderr == (f"hbtool: error: {out} already holds a trace (1 file); record into another folder "
+                        f"with -o, or add --force to delete it first\n")
+    assert sorted(out.glob("*.hbt")) == first  # nothing lost
+    r = run_hbtool("record", "--force", "-o", out, "--", *prog, "--threads", "3")
+    assert r.returncode == 0
+    assert len(list(out.glob("*.hbt"))) == 1 and not set(out.glob("*.hbt")) & set(first)
+    assert read_heartbeats(out).beats["thread"].nunique() == 3
+
+
+def test_record_counts_threads_as_info_does(tracer_built, tmp_path):
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-o", out, "--", str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "50",
+                   "--work", "1000")
+    assert r.returncode == 0
+    assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {out}/ (1 file, 2 threads with heartbeats, 100 beats)"
+    info = run_hbtool("info", out)
+    assert ", 2 threads, 100 beats," in info.stdout
+    code = "import threading\nts=[threading.Thread(target=sum, args=([1],)) for _ in range(3)]\n" \
+           "[t.start() for t in ts]; [t.join() for t in ts]\n"
+    r = run_hbtool("record", "-o", tmp_path / "u", "--", sys.executable, "-c", code)
+    # the main thread and the three it started
+    assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {tmp_path / 'u'}/ (1 file, no heartbeats, 4 threads)"
+
+
+def test_record_bad_folder_exits_2_and_default_folder_is_not_left_empty(tracer_built, tmp_path):
+    r = run_hbtool("record", "-o", "/proc/hbtool-forbidden/t", "--", "true")
+    assert r.returncode == 2
+    assert r.stderr.startswith("hbtool: error: cannot create the trace folder /proc/hbtool-forbidden/t: ")
+    assert len(r.stderr.splitlines()) == 1
+    r = run_hbtool("record", "--", "sh", "-c", "exit 0", cwd=tmp_path)
+    assert r.returncode == 0 and "no trace written" in r.stderr
+    r = run_hbtool("record", "--", str(tmp_path / "no-such-program"), cwd=tmp_path)
+    assert r.returncode == 127
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_forked_child_gets_its_own_file(tracer_built, tmp_path):
     code = ("import os, threading\n"
             "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"

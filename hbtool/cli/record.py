@@ -20,6 +20,9 @@ def _default_dir(program: str) -> str:
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False),
               help="Trace directory (default: hbtrace-PROGRAM-DATE-TIME).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line.")
+@click.option("-f", "--force", is_flag=True,
+              help="Record into a folder that already holds a trace, deleting that trace first "
+                   "(otherwise record refuses: two runs in one folder would be read as one).")
 @click.option("--mpi", "mpi", is_flag=True,
               help="Also load the PMPI segment profiler (libhbprof): one profile per MPI run, for "
                    "'hbtool interference'. Use it around mpirun: hbtool record --mpi -- mpirun -np 4 ./prog")
@@ -34,7 +37,7 @@ def _default_dir(program: str) -> str:
               help="Also sample the machine's status (CPU, memory, swap, network) every SECONDS (default 1), "
                    "for 'hbtool status'.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
-def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period, command):
+def record(outdir, quiet, force, mpi, inject, inject_seed, inject_calls, status_period, command):
     """Run PROGRAM under the heartbeat tracer and say where the trace went.
 
     With no change to the program, every thread's start and end and the
@@ -64,11 +67,7 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period,
     if mpi:
         preload.append(str(profiler_library()))
     outdir = Path(outdir or _default_dir(command[0]))
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.ClickException(f"cannot create trace directory {outdir}: {exc.strerror}") from exc
-    before = {p.name for p in outdir.glob("*.hbt")} | {p.name for p in outdir.glob("*.hbp")}
+    created = _prepare_dir(outdir, force)
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(x for x in (*preload, env.get("LD_PRELOAD", "")) if x)
     env[names.HBTRACE_DIR] = str(outdir.resolve())
@@ -84,11 +83,13 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period,
         env[names.HBTRACE_STATUS] = f"{status_period:g}"
     try:
         proc = subprocess.Popen(list(command), env=env)
-    except FileNotFoundError:
-        click.echo(f"hbtool: error: {command[0]}: command not found", err=True)
-        return 127
-    except PermissionError:
-        click.echo(f"hbtool: error: {command[0]}: permission denied (not executable?)", err=True)
+    except OSError as exc:
+        if created:
+            _remove_if_empty(outdir)
+        if isinstance(exc, FileNotFoundError):
+            click.echo(f"hbtool: error: {command[0]}: command not found", err=True)
+            return 127
+        click.echo(f"hbtool: error: {command[0]}: {exc.strerror or exc} (not an executable program?)", err=True)
         return 126
     # the terminal's ^C reaches the program directly; we wait for it to end
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -99,8 +100,43 @@ def record(outdir, quiet, mpi, inject, inject_seed, inject_calls, status_period,
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
     if not quiet:
-        _summary(outdir, before, rc)
+        _summary(outdir, rc)
+    if created:
+        _remove_if_empty(outdir)
     return 128 - rc if rc < 0 else rc
+
+
+#: what a recording writes into its folder (the MPI injector's truth goes beside its profile)
+TRACE_PATTERNS = ("*.hbt", "*.hbp", "*.hbp.inject.csv")
+
+
+def _prepare_dir(outdir: Path, force: bool) -> bool:
+    """Make the trace folder ready; True when record created it (and may remove it if it stays empty)."""
+    from ..errors import HbtoolError
+
+    created = not outdir.exists()
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HbtoolError(f"cannot create the trace folder {outdir}: {exc.strerror or exc} "
+                          f"(give another one with -o)") from None
+    old = sorted(p for pattern in TRACE_PATTERNS for p in outdir.glob(pattern))
+    if old and not force:
+        raise HbtoolError(f"{outdir} already holds a trace ({len(old)} file{'s' if len(old) != 1 else ''}); "
+                          f"record into another folder with -o, or add --force to delete it first")
+    for p in old:
+        try:
+            p.unlink()
+        except OSError as exc:
+            raise HbtoolError(f"cannot delete {p}: {exc.strerror or exc}") from None
+    return created
+
+
+def _remove_if_empty(outdir: Path) -> None:
+    try:
+        outdir.rmdir()
+    except OSError:
+        pass  # it holds something: keep it
 
 
 def _check_inject(spec: str) -> None:
@@ -115,43 +151,51 @@ def _check_inject(spec: str) -> None:
         raise click.UsageError(f"--inject '{spec}': mean and deviation must be >= 0 and PROB in [0, 1]")
 
 
-def _summary(outdir: Path, before: set[str], rc: int) -> None:
-    from ..errors import HbtoolError
-    from ..io.hbt import read_hbt_file
-
-    new = sorted(p for p in outdir.glob("*.hbt") if p.name not in before)
-    beats = 0
-    threads = set()
-    for p in new:
-        try:
-            r = read_hbt_file(p)["records"]
-        except HbtoolError:
-            continue
-        isbeat = r["kind"] == 1
-        beats += int(isbeat.sum())
-        threads |= {(p.name, int(t)) for t in set(r["os_tid"].tolist())}
-    how = ""
-    if rc < 0:
-        try:
-            how = f"; the program was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            how = f"; the program was killed by signal {-rc}"
-    elif rc:
-        how = f"; the program exited with status {rc}"
+def _summary(outdir: Path, rc: int) -> None:
+    """One line on what was written, counted as 'hbtool info' counts it."""
     import re
 
-    profiles = sorted(p for p in outdir.glob("*.hbp") if p.name not in before and not re.search(r"-r\d+$", p.stem))
+    from ..errors import HbtoolError
+    from ..io import read_heartbeats
+
+    how = ""
+    if rc < 0:
+        from ..analyzers.summary import signal_name
+
+        how = f"; the program was killed by {signal_name(-rc)}"
+    elif rc:
+        how = f"; the program exited with status {rc}"
+    profiles = sorted(p for p in outdir.glob("*.hbp") if not re.search(r"-r\d+$", p.stem))
     if profiles:
         click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}", err=True)
-    if new:
-        click.echo(
-            f"hbtool: trace written to {outdir}/ ({len(new)} file{'s' if len(new) != 1 else ''}, "
-            f"{beats} beats, {len(threads)} threads){how}",
-            err=True,
-        )
-    else:
-        click.echo(
-            f"hbtool: no trace written to {outdir}/: the program made no heartbeats and started no threads{how}",
-            err=True,
-        )
+    files = sorted(outdir.glob("*.hbt"))
+    if not files:
+        click.echo(f"hbtool: no trace written to {outdir}/: the program made no heartbeats and started no "
+                   f"threads{how}", err=True)
+        sys.stderr.flush()
+        return
+    try:
+        trace = read_heartbeats([outdir])
+    except HbtoolError as exc:
+        click.echo(f"hbtool: trace written to {outdir}/ but it cannot be read: {exc}{how}", err=True)
+        sys.stderr.flush()
+        return
+    what = _counts(trace)
+    click.echo(f"hbtool: trace written to {outdir}/ ({len(files)} file{'s' if len(files) != 1 else ''}, "
+               f"{what}){how}", err=True)
     sys.stderr.flush()
+
+
+def _counts(trace) -> str:
+    """'2 processes, 4 threads, 1200 beats' as 'hbtool info' reports them."""
+    procs = sum(len(meta.get("processes", [])) for meta in trace.runs.values())
+    beats = len(trace.beats)
+    threads = trace.beats.groupby(["run", "process", "thread"], observed=True).ngroups if beats else 0
+    parts = [f"{procs} process{'es' if procs != 1 else ''}"] if procs > 1 else []
+    if beats:
+        parts.append(f"{threads} thread{'s' if threads != 1 else ''} with heartbeats, {beats} beats")
+    else:
+        ev = trace.events
+        threads = ev.groupby(["run", "process", "os_tid"], observed=True).ngroups if len(ev) else 0
+        parts.append(f"no heartbeats, {threads} thread{'s' if threads != 1 else ''}")
+    return ", ".join(parts)
