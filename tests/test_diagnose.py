@@ -38,6 +38,77 @@ def test_diagnose_text_says_which_reference(capsys):
     assert "completed 301 beats" in out
 
 
+MATMUL_EXIT1 = """\
+ranges: built-in default ranges (no --model); compared with each run's own median thread
+found: 4 shutdown
+
+run           thread  status    beats  GTR   GHR   DTW   progress  compared with      reason
+matmul-exit1       0  shutdown    337  1.03  1.03  39.8      1.12  thread 2 (median)  the process ended abnormally before this thread finished (ended by exit(1) in another thread)
+matmul-exit1       1  shutdown    281  1.01  0.75  65.2      0.93  thread 2 (median)  the process ended abnormally before this thread finished (ended by exit(1) in another thread)
+matmul-exit1       2  shutdown    301  1.00  1.00   0.0      1.00  itself (median)    the process ended abnormally before this thread finished (called exit(1))
+matmul-exit1       3  shutdown    299  0.99  0.96  34.9      0.99  thread 2 (median)  the process ended abnormally before this thread finished (ended by exit(1) in another thread)
+
+GTR: the time the thread took for its beats / the reference's (1 = as fast, 2 = twice as slow);
+GHR: its mean heart rate / the reference's; DTW: distance between its heart-rate curve and the
+reference's (0 = the same shape); progress: its beats / the reference's (or the model's count).
+shutdown: stopped early, or its process died around it.
+"""
+
+
+def test_diagnose_text_exactly(capsys):
+    """Each thread says what it was compared with; numbers have one format per column; the
+    words are explained under the table; the thread that called exit(1) is told apart."""
+    code, out, _ = run_cli(capsys, "diagnose", SAMPLES / "matmul-exit1")
+    assert code == 0
+    assert out == MATMUL_EXIT1
+
+
+def test_diagnose_explains_memoryleak_and_names_the_other_thread(capsys):
+    code, out, _ = run_cli(capsys, "diagnose", SAMPLES / "jacobi-busywait")
+    lines = out.splitlines()
+    assert code == 0
+    row = next(x for x in lines if x.startswith("jacobi-busywait       2"))
+    assert row.split()[2:10] == ["memoryleak", "1000", "1.73", "0.75", "134.5", "1.00", "thread", "0"]
+    assert "memoryleak: slowed down over the run" in out and "'hbtool behavior' tells them apart" in out
+
+
+def test_diagnose_csv_has_every_json_field_with_the_same_rounded_values(capsys):
+    code, out, _ = run_cli(capsys, "diagnose", "--format", "json", SAMPLES / "jacobi-leak")
+    threads = json.loads(out)["threads"]
+    code, out, _ = run_cli(capsys, "diagnose", "--format", "csv", SAMPLES / "jacobi-leak")
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(rows[0]) == list(threads[0])
+    for j, c in zip(threads, rows):
+        for f in ("GTR", "LTR", "GHR", "LHR", "DTW", "LB", "LTRmax", "progress"):
+            assert float(c[f]) == j[f]
+            assert round(j[f], 4) == j[f]  # no 16 digits of noise
+        assert c["ending"] == j["ending"] and c["compared_with"] == j["compared_with"]
+    assert [t["ending"] for t in threads] == ["exit", "process_exit", "process_exit", "process_exit"]
+    assert not any(t["died"] for t in threads)
+
+
+def test_diagnose_shows_the_process_when_a_run_has_several(capsys, tmp_path):
+    from conftest import make_trace
+    from hbtool.io import write_heartbeats
+
+    a, b = make_trace(threads=3, run="r"), make_trace(threads=3, run="r")
+    b.beats["process"] = 1
+    import pandas as pd
+
+    a.beats = pd.concat([a.beats, b.beats], ignore_index=True)
+    write_heartbeats(a, str(tmp_path / "two.csv"))
+    code, out, _ = run_cli(capsys, "diagnose", tmp_path / "two.csv")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[3].split()[:4] == ["run", "process", "thread", "status"]
+    assert [x.split()[1:3] for x in lines[4:10]] == [["0", "0"], ["0", "1"], ["0", "2"], ["1", "0"], ["1", "1"], ["1", "2"]]
+    code, out, _ = run_cli(capsys, "diagnose", SAMPLES / "pi-normal")
+    assert out.splitlines()[3].split()[:3] == ["run", "thread", "status"]
+
+
 def test_diagnose_legacy_csv_xlsx(capsys):
     for p in (SAMPLES / "pi-shutdown.csv", SAMPLES / "jacobi-normal.xlsx"):
         code, out, err = run_cli(capsys, "diagnose", "--format", "json", p)

@@ -101,8 +101,9 @@ def test_worker_calls_exit_1(traced_env):
     assert set(ex["os_tid"]) == worker1  # recorded by the worker that called exit
     assert per_thread(tr)[1] == 21
     s = summarize_threads(tr).set_index("thread")
-    assert s.loc[1, "ended"] == "exit(1)"
-    assert s.loc[0, "ended"] == "ended by exit(1) in another thread"
+    assert s.loc[1, "ended"] == "called exit(1)" and s.loc[1, "ending"] == "exit"
+    assert s.loc[0, "ended"] == "ended by exit(1) in another thread" and s.loc[0, "ending"] == "process_exit"
+    assert s["abnormal"].all()
 
 
 @pytest.mark.parametrize("mode,signo", [("abort", signal.SIGABRT), ("segv", signal.SIGSEGV)])

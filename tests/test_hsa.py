@@ -108,7 +108,7 @@ def test_algorithm1_shutdown_branch_without_progress():
 
 def test_reason_names_the_features_outside():
     status, why = classify_row(row(DTW=50.0, GTR=1.4, GHR=0.7), MODEL)
-    assert "DTW 50 > 10" in why and "GTR 1.4 outside [0.8, 1.2]" in why
+    assert "DTW 50.0 > 10.0" in why and "GTR 1.40 outside [0.80, 1.20]" in why
 
 
 def test_fit_ranges_one_sided_level_and_margin():

@@ -11,6 +11,9 @@ from .features import FEATURES, FeatureSettings, Series, compute_features, make_
 from .summary import summarize_threads
 
 KEY = ["run", "process", "thread"]
+#: which thread a row was compared with: "team-median" (its team's median thread) or
+#: "reference-trace" (a thread of the trace given as reference), and that thread's key
+REFERENCE_COLUMNS = ["reference_kind", "reference_run", "reference_process", "reference_thread"]
 
 
 def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
@@ -75,6 +78,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
         if reference is not None:
             rk, rs_ = ref_series.get(k[2], ref_default or (None, None))
             row["reference"] = f"{'reference ' + _describe_key(rk) if rk is not None else 'none'}"
+            row["reference_kind"] = "reference-trace"
         else:
             if (k[0], k[1]) not in team_refs:
                 team = teams[(k[0], k[1])]
@@ -84,6 +88,8 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
                 team_refs[(k[0], k[1])] = (rk, team[rk] if rk is not None else None)
             rk, rs_ = team_refs[(k[0], k[1])]
             row["reference"] = f"team median: {_describe_key(rk)}" if rk is not None else "none"
+            row["reference_kind"] = "team-median"
+        row["reference_run"], row["reference_process"], row["reference_thread"] = rk if rk is not None else (None,) * 3
         reason = too_few_beats(s, settings)
         if reason is None and (rs_ is None or too_few_beats(rs_, settings) is not None):
             reason = "no reference thread with enough beats"
@@ -100,7 +106,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
         else:
             row["ending"], row["ended"], row["died"] = "unknown", "", False
         rows.append(row)
-    cols = KEY + ["beats", "reference", "na_reason", *FEATURES, "ending", "ended", "died"]
+    cols = KEY + ["beats", "reference", *REFERENCE_COLUMNS, "na_reason", *FEATURES, "ending", "ended", "died"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 from .. import config
 from ..model import HeartbeatTrace
 from ..model.hsa import FEATURES, LOWER_ONLY, STATUSES, UPPER_ONLY, FeatureSettings, HsaModel
-from .diagnosis import features_table, labelled_table
+from .diagnosis import REFERENCE_COLUMNS, features_table, labelled_table
 
 #: features that are ratios (1 = like the reference): ranges are fitted on their log,
 #: where twice as slow and twice as fast lie equally far from 1
@@ -73,14 +73,18 @@ def outside_ranges(row, ranges) -> list[str]:
     return [f for f in FEATURES if f in ranges and np.isfinite(row[f]) and not _inside(row[f], ranges[f])]
 
 
-def _fmt(v, digits: int = 3) -> str:
-    return "n/a" if v is None or not np.isfinite(v) else f"{v:.{digits}g}"
+#: decimals a feature is shown with (ratios near 1, distances in heart-rate units)
+DECIMALS = {f: (2 if f in RATIO_FEATURES else 1) for f in FEATURES}
+
+
+def _fmt(v, digits: int) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
 
 
 def _describe(f: str, v: float, r) -> str:
     lo, hi = r
     bound = hi if lo is None else lo if hi is None else (lo if v < lo else hi)
-    digits = 3
+    digits = DECIMALS.get(f, 2)
     while digits < 8 and _fmt(v, digits) == _fmt(bound, digits):  # 1.8604 is not "1.86 > 1.86"
         digits += 1
     if lo is None:
@@ -272,7 +276,9 @@ class Diagnosis:
         for r, v in zip(self.table.to_dict(orient="records"), self.verdict.to_dict(orient="records")):
             rows.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "status": v["status"],
                          "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
-                         **{f: r[f] for f in FEATURES}, "reference": r["reference"], "ended": r["ended"]})
+                         **{f: r[f] for f in FEATURES}, "reference": r["reference"],
+                         **{c: r[c] for c in REFERENCE_COLUMNS}, "ending": r["ending"], "ended": r["ended"],
+                         "died": r["died"]})
         return rows
 
     def counts(self) -> dict[str, int]:

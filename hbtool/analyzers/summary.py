@@ -59,9 +59,11 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     """How each OS thread of each process ended, from the lifecycle records.
 
     Columns: run, process, os_tid, ending, ended, end_t, abnormal. ``ending`` is one of
-    returned, pthread_exit, cancelled (the thread ended itself), process_exit,
-    signal (the process ended around it), no_end_record (the trace stops with
-    no end: SIGKILL, power loss, or a trace cut short). Runs whose format has
+    returned, pthread_exit, cancelled (the thread ended itself); exit (it called exit()
+    or _exit(), ending the process), signal (a fatal signal in this thread killed the
+    process); process_exit, process_signal (another thread's exit or fatal signal ended
+    the process around it); no_end_record (the trace stops with no end: SIGKILL, power
+    loss, or a trace cut short). Runs whose format has
     no lifecycle records get no rows. ``abnormal`` is True when the thread did not end
     itself and the process died: a fatal signal, a non-zero exit status, or no end record.
     """
@@ -80,11 +82,14 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
                 why = THREAD_END_REASONS.get(int(s["detail"]), f"ended ({int(s['detail'])})")
                 rows.append((run, process, tid, why, why, float(s["t"]), False))
             elif pend is not None:
-                kind, text, by = pend.kind, pend.text, pend.os_tid
-                if kind == "process_exit" and by != tid:
+                kind, text = pend.kind, pend.text
+                if pend.os_tid == tid:  # this thread ended the process
+                    if kind == "process_exit":
+                        kind, text = "exit", f"called {text}"
+                elif kind == "process_exit":
                     text = f"ended by {text} in another thread"
-                elif kind == "signal" and by != tid:
-                    text = f"{text} (in another thread)"
+                else:
+                    kind, text = "process_signal", f"{text} (in another thread)"
                 rows.append((run, process, tid, kind, text, pend_t, bool(bad_end)))
             else:
                 rows.append((run, process, tid, "no_end_record",

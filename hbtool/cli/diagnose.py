@@ -8,7 +8,21 @@ import click
 
 from .output import emit, output_options
 
-COLUMNS = ["run", "thread", "status", "beats", "GTR", "GHR", "DTW", "progress", "reason"]
+#: the text table's columns (process only when a run has several); csv has every field json has
+COLUMNS = ["run", "process", "thread", "status", "beats", "GTR", "GHR", "DTW", "progress", "compared_with", "reason"]
+HEADERS = {"compared_with": "compared with"}
+#: what the text table's words mean, under it
+LEGEND = [
+    "GTR: the time the thread took for its beats / the reference's (1 = as fast, 2 = twice as slow);",
+    "GHR: its mean heart rate / the reference's; DTW: distance between its heart-rate curve and the",
+    "reference's (0 = the same shape); progress: its beats / the reference's (or the model's count).",
+]
+STATUS_LEGEND = {
+    "memoryleak": "memoryleak: slowed down over the run (seed 000's name for it: a leak, contention and a "
+                  "busy-waiting\n  neighbour look alike here; 'hbtool behavior' tells them apart).",
+    "shutdown": "shutdown: stopped early, or its process died around it.",
+    "unknown": "unknown: it could not be judged (the reason says why).",
+}
 
 
 @click.command()
@@ -35,7 +49,7 @@ def diagnose(paths, ref, model_path, timings, fmt):
         raise click.UsageError("give --reference or --model, not both")
     stages = {}
     t0 = time.perf_counter()
-    from ..analyzers.hsa import default_model, diagnose as diagnose_trace
+    from ..analyzers.hsa import DECIMALS, default_model, diagnose as diagnose_trace
     from ..io.hsa_model import read_model
     from .hsa_common import read_all
 
@@ -57,10 +71,35 @@ def diagnose(paths, ref, model_path, timings, fmt):
                         "values": {k: list(v) for k, v in model.ranges.items()},
                         "expected_beats": model.expected_beats},
              "reference": ref or "team-median", "references": result.references}
-    emit(fmt, result.threads(), COLUMNS if fmt != "csv" else COLUMNS[:1] + ["process"] + COLUMNS[1:] + ["outside"],
-         key="threads", extra=extra, preamble=preamble)
+    rows = result.threads()
+    for r in rows:
+        r["compared_with"] = compared_with(r)
+    if fmt == "csv":
+        columns = list(rows[0]) if rows else list(COLUMNS)
+    else:
+        several = len({(r["run"], r["process"]) for r in rows}) > len({r["run"] for r in rows})
+        columns = [c for c in COLUMNS if c != "process" or several]
+    footer = ["", *LEGEND, *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
+    emit(fmt, rows, columns, key="threads", extra=extra, preamble=preamble, headers=HEADERS,
+         decimals=DECIMALS, footer=footer)
     stages["report"] = time.perf_counter() - t
     if timings:
         total = sum(stages.values())
         click.echo("hbtool: timings: " + ", ".join(f"{k} {v:.3f} s ({100 * v / total:.0f} %)" for k, v in stages.items())
                    + f"; total {total:.3f} s", err=True)
+
+
+def compared_with(row: dict) -> str:
+    """Which thread a thread was compared with, in a few words."""
+    kind = row.get("reference_kind")
+    if row.get("reference_thread") is None or kind not in ("team-median", "reference-trace"):
+        return "none"
+    ref = (row["reference_run"], row["reference_process"], row["reference_thread"])
+    if kind == "team-median":
+        if ref == (row["run"], row["process"], row["thread"]):
+            return "itself (median)"
+        where = "" if ref[1] == row["process"] else f" of process {ref[1]}"
+        where += "" if ref[0] == row["run"] else f" of {ref[0]}"
+        return f"thread {ref[2]}{where} (median)"
+    proc = f" process {ref[1]}" if ref[1] else ""
+    return f"{ref[0]}{proc} thread {ref[2]}"

@@ -44,12 +44,14 @@ def _clean(v):
     return v
 
 
-def _text_cell(v) -> str:
+def _text_cell(v, decimals: int | None = None) -> str:
     v = _clean(v)
     if v is None:
         return "n/a"
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if decimals is not None and isinstance(v, (int, float)):
+        return f"{v:.{decimals}f}"
     if isinstance(v, float):
         if v == 0:
             return "0"
@@ -61,9 +63,10 @@ def _text_cell(v) -> str:
     return str(v)
 
 
-def render_table(rows: list[dict], columns: list[str], headers: dict[str, str] | None = None) -> str:
-    headers = headers or {}
-    cells = [[_text_cell(r.get(c)) for c in columns] for r in rows]
+def render_table(rows: list[dict], columns: list[str], headers: dict[str, str] | None = None,
+                 decimals: dict[str, int] | None = None) -> str:
+    headers, decimals = headers or {}, decimals or {}
+    cells = [[_text_cell(r.get(c), decimals.get(c)) for c in columns] for r in rows]
     titles = [headers.get(c, c) for c in columns]
     widths = [max([len(t)] + [len(row[i]) for row in cells]) for i, t in enumerate(titles)]
     lines = ["  ".join(t.ljust(w) for t, w in zip(titles, widths)).rstrip()]
@@ -82,14 +85,35 @@ def _is_num(s: str) -> bool:
         return False
 
 
+def rounded(rows: list[dict], decimals: dict[str, int]) -> list[dict]:
+    """`rows` with the float values of the columns in `decimals` rounded to that many decimals
+    and two more: what the text shows, and the next two digits for programs that compare."""
+    if not decimals:
+        return rows
+    out = []
+    for r in rows:
+        r = dict(r)
+        for c, d in decimals.items():
+            v = _clean(r.get(c))
+            if isinstance(v, float):
+                r[c] = round(v, d + 2)
+        out.append(r)
+    return out
+
+
 def emit(fmt: str, rows: list[dict], columns: list[str], key: str, extra: dict | None = None,
-         preamble: list[str] | None = None, headers: dict[str, str] | None = None) -> None:
+         preamble: list[str] | None = None, headers: dict[str, str] | None = None,
+         decimals: dict[str, int] | None = None, footer: list[str] | None = None) -> None:
     """Print `rows` in `fmt`.
 
     json: {"hbtool_version": ..., **extra, key: rows}; csv: `columns` of rows;
-    text: the `preamble` lines, then an aligned table.
+    text: the `preamble` lines, an aligned table, then the `footer` lines. Values of the
+    columns in `decimals` are shown with exactly that many decimals in text, and rounded
+    to two more in json and csv (not to 16 digits of noise).
     """
     out = sys.stdout
+    if fmt != "text":
+        rows = rounded(rows, decimals or {})
     if fmt == "json":
         doc = {"hbtool_version": __version__}
         doc.update(_clean(extra or {}))
@@ -107,4 +131,6 @@ def emit(fmt: str, rows: list[dict], columns: list[str], key: str, extra: dict |
     else:
         for line in preamble or []:
             out.write(line + "\n")
-        out.write(render_table(rows, columns, headers) + "\n")
+        out.write(render_table(rows, columns, headers, decimals) + "\n")
+        for line in footer or []:
+            out.write(line + "\n")
