@@ -184,6 +184,45 @@ def test_online_reports_attached_with_latency():
     assert [o["matched"] for o in row["online"]] == [True, False]
 
 
+def test_a_thread_alive_without_beats_until_it_ends_is_idle_then_exits():
+    d = {0: _noisy(400), 1: _noisy(400)}
+    ev = _end_events(d, how=0)
+    t_late = 0.01 + d[1].sum() + 0.5  # thread 1 returns 0.5 s after its last beat (it waited on a join)
+    ev = [e if e[0] != 5001 else (5001, t_late, "thread_end", 0, 0) for e in ev]
+    ev = [e if e[2] != "process_exit" else (4999, t_late + 0.01, "process_exit", 0, 0) for e in ev]
+    rows = behavior_timelines(_trace(d, ev))
+    assert _labels(rows[0]) == ["running", "exited"]
+    assert _labels(rows[1]) == ["running", "idle", "exited"]
+    idle, end = rows[1]["intervals"][1:]
+    assert idle["end_ns"] == end["start_ns"] == int(t_late * 1e9)
+    assert "no beats for 0.500 s, alive until it ended" in idle["detail"]
+
+
+def test_online_conditional_wait_report_matches_an_idle_tail():
+    d = {0: _noisy(400), 1: _noisy(400)}
+    ev = _end_events(d)  # no thread end records: the process's exit ends both
+    t_exit = 0.01 + d[1].sum() + 0.5
+    ev = [(4999, t_exit, "process_exit", 0, 0)]
+    tr = _trace(d, ev)
+    onset = int((0.01 + d[1].sum()) * 1e9)
+    tr.monitor = pd.DataFrame([{"run": "r", "process": 0, "os_tid": 1, "t_ns": onset + 5_000_000,
+                                "t": onset / 1e9 + 0.005, "kind": "behavior", "mode": "ring", "thread": 1,
+                                "behavior": "conditional-waiting", "onset_ns": onset, "onset_seq": 400}])
+    tr.__post_init__()
+    row = behavior_timelines(tr)[1]
+    assert _labels(row) == ["running", "idle", "exited"]
+    assert row["intervals"][1]["online"]["behavior"] == "conditional-waiting"
+    assert [o["matched"] for o in row["online"]] == [True]
+
+
+def test_an_exit_after_idle_is_scored_from_where_the_thread_stopped():
+    from hbtool.analyzers.behavior_eval import scored_intervals
+
+    ivs = [{"behavior": "running", "start_ns": 0}, {"behavior": "idle", "start_ns": 5},
+           {"behavior": "exited", "start_ns": 9}]
+    assert scored_intervals(ivs) == [{"behavior": "exited", "start_ns": 5}]
+
+
 # ---------------------------------------------------------------- real traces
 
 
@@ -248,6 +287,20 @@ def test_cli_text_json_csv(capsys):
     assert sum("conditional-waiting" in ln for ln in lines) == 1
 
 
+def test_cli_openmp_threads_at_the_region_end_are_idle_and_ends_are_not_findings(capsys):
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "jacobi-busywait")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0] == "4 threads; found: 1 busy-waiting; 4 exited normally"
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "jacobi-busywait", "--format", "json")
+    th = {t["thread"]: [iv["behavior"] for iv in t["intervals"]] for t in json.loads(out)["threads"]}
+    # the three others wait at the closing barrier for the spinning thread 2: alive, not exited
+    assert th == {0: ["running", "idle", "exited"], 1: ["running", "idle", "exited"],
+                  2: ["running", "busy-waiting", "running", "exited"], 3: ["running", "idle", "exited"]}
+    code, out, _ = run_cli(capsys, "behavior", SAMPLES / "jacobi-normal")
+    assert out.splitlines()[0] == "4 threads; found: nothing unusual; 4 exited normally"
+
+
 def test_cli_legacy_and_table_traces_end_as_ended(capsys):
     code, out, _ = run_cli(capsys, "behavior", SAMPLES / "pi-shutdown.csv", "--format", "json")
     assert code == 0
@@ -302,3 +355,22 @@ def test_slowdown_the_online_monitor_did_not_see_as_spinning_is_not_busy_waiting
     assert "busy-waiting" in _labels(row)
     bw = row["intervals"][_labels(row).index("busy-waiting")]
     assert bw["online"] and bw["online"]["latency_s"] == pytest.approx(0.005, abs=0.003)
+
+
+def test_cli_says_which_view_to_believe_when_an_online_monitor_ran(tracer_built, tmp_path):
+    import os
+
+    from conftest import EXAMPLES, run_hbtool
+
+    env = dict(os.environ, HBTRACE_MONITOR="ring")
+    r = run_hbtool("record", "-o", tmp_path / "t", "--", EXAMPLES / "jacobi_omp", "--threads", "2",
+                   "--beats", "200", "--size", "64", env=env)
+    assert r.returncode == 0, r.stderr
+    out = run_hbtool("behavior", tmp_path / "t").stdout.splitlines()
+    assert out[1:3] == [
+        "online: what the monitor reported during the run, from the beats so far; the timeline is judged",
+        "on the whole trace. Where they differ, believe the timeline; the online report says when it was noticed.",
+    ]
+    assert "online monitor: ring" in out[4]
+    out = run_hbtool("behavior", SAMPLES / "jacobi-normal").stdout
+    assert "believe the timeline" not in out

@@ -1,7 +1,8 @@
 """Thread behavior timelines (SPEC 5, seed 001 HBTM), computed offline.
 
 Per thread, a list of intervals labelled ``running``, ``busy-waiting``,
-``conditional-waiting``, ``exited``, ``failed`` (or ``ended`` when the trace
+``conditional-waiting``, ``idle`` (alive after its last beat, e.g. an OpenMP worker
+waiting at the end of its region), ``exited``, ``failed`` (or ``ended`` when the trace
 cannot tell exit from failure), from the beats and the lifecycle records; beside
 it, what the tracer's online monitor reported and how late.
 
@@ -17,6 +18,8 @@ The method (docs/methods.md, "Thread behavior"):
   BEHAVIOR_SLOW_FACTOR times the thread's usual level (a low quantile of that
   median) for BEHAVIOR_MIN_SLOW_BEATS intervals or more, unless the rest of the
   team slowed down as much over the same time (then it is the machine);
+* idle: no beats from the last one to the thread's (or, with no end record of its
+  own, its process's) normal end, for longer than a conditional-waiting gap;
 * the end, from the lifecycle records: the thread's own end record (returned or
   pthread_exit: exited; cancelled: failed), else the process's end (a fatal
   signal or a non-zero exit status with the thread still at work: failed; a
@@ -36,7 +39,9 @@ from ..model import THREAD_END_REASONS, HeartbeatTrace
 from .summary import process_end
 
 
-OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "exited", "failed", "ended"]
+OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "idle", "exited", "failed", "ended"]
+#: what a person is shown as found: the anomalies, not a thread's ordinary rest and end
+FINDINGS = ("busy-waiting", "conditional-waiting", "failed")
 
 
 @dataclass
@@ -338,7 +343,8 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             intervals.append(_interval("failed", last, run_end, tb.n - 1, None, "the thread was cancelled"))
         else:
             text = "returned from its start routine" if how == "returned" else "called pthread_exit"
-            intervals.append(_interval("exited", last, run_end, tb.n - 1, None, f"the thread {text}"))
+            start = _idle_until(intervals, last, int(end_rec["t_ns"]), gap_s, tb.n - 1, "until it ended")
+            intervals.append(_interval("exited", start, run_end, tb.n - 1, None, f"the thread {text}"))
     elif len(vanished):
         onset = int(vanished["onset_ns"].iloc[0])
         intervals.append(_interval("failed", max(min(onset, run_end), last), run_end, tb.n - 1, None,
@@ -359,8 +365,14 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
                                    f"{pend['detail']} while the thread was at work"))
     elif pend["how"] == "normal" or pend["finished_ns"] is not None:
         what = pend["detail"] or "the program called Finished"
-        intervals.append(_interval("exited", last, run_end, tb.n - 1, None,
-                                   f"beats end here; no end record of its own, and {what}"))
+        start = last
+        if pend["t_ns"] is not None:
+            start = _idle_until(intervals, last, pend["t_ns"], gap_s, tb.n - 1,
+                                "until the process ended (e.g. an OpenMP worker at its region's closing "
+                                "barrier or in the pool)")
+        intervals.append(_interval("exited", start, run_end, tb.n - 1, None,
+                                   f"{'beats end here; ' if start == last else ''}no end record of its own, "
+                                   f"and {what}"))
     else:
         intervals.append(_interval("ended", last, run_end, tb.n - 1, None,
                                    "beats end here; the trace does not record how the process ended "
@@ -369,6 +381,16 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     return {"run": tb.run, "process": tb.process, "thread": tb.thread,
             "os_tid": tb.os_tids[-1] if tb.os_tids else -1, "beats": tb.n,
             "usual_interval_s": usual_s, "intervals": intervals, "notes": notes}
+
+
+def _idle_until(intervals: list, last: int, end: int, gap_s: float, last_beat: int, why: str) -> int:
+    """A thread alive with no beats from its last beat to `end` for longer than a waiting
+    gap: an ``idle`` interval, not yet an exit. Returns where the end's interval starts."""
+    if (end - last) / 1e9 <= gap_s:
+        return last
+    intervals.append(_interval("idle", last, end, last_beat, None,
+                               f"no beats for {(end - last) / 1e9:.3f} s, alive {why}"))
+    return end
 
 
 # --------------------------------------------------------------------------- the online monitor
@@ -394,30 +416,38 @@ def _monitor_reports(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
              & (m["thread"] == tb.thread)].sort_values("t_ns")
 
 
+#: the online report that an offline interval matches when the names differ: while the run
+#: goes on, a thread that stopped beating for good looks like one waiting on a condition
+ONLINE_NAME = {"idle": "conditional-waiting"}
+
+
 def _attach_online(row: dict, reports: pd.DataFrame, s: BehaviorSettings) -> None:
     """Beside each offline interval, the online report that matches it (same behavior, near onset)."""
     usual = row["usual_interval_s"] if np.isfinite(row["usual_interval_s"]) else 0.0
     used = set()
     rep = reports.to_dict(orient="records")
-    for iv in row["intervals"]:
+    ivs = row["intervals"]
+    for i, iv in enumerate(ivs):
         iv["online"] = None
         if iv["behavior"] in ("running", "ended"):
             continue
         tol = max(s.match_beats * usual, s.match_share * (iv["end_ns"] - iv["start_ns"]) / 1e9, 1e-3)
+        # an end after an idle stretch: the monitor may have seen it from the last beat on
+        since = ivs[i - 1]["start_ns"] if i and ivs[i - 1]["behavior"] == "idle" else iv["start_ns"]
         best = None
         for k, r in enumerate(rep):
-            if k in used or r["behavior"] != iv["behavior"]:
+            if k in used or r["behavior"] != ONLINE_NAME.get(iv["behavior"], iv["behavior"]):
                 continue
             if abs(r["onset_ns"] - iv["start_ns"]) / 1e9 <= tol or (
-                    iv["start_ns"] <= r["onset_ns"] <= iv["end_ns"] and iv["behavior"] in ("exited", "failed")):
+                    since <= r["onset_ns"] <= iv["end_ns"] and iv["behavior"] in ("exited", "failed")):
                 if best is None or r["t_ns"] < rep[best]["t_ns"]:
                     best = k
         if best is not None:
             used.add(best)
             r = rep[best]
-            iv["online"] = {"mode": r["mode"], "detected_s": r["t_ns"] / 1e9, "onset_s": r["onset_ns"] / 1e9,
-                            "lag_s": (r["t_ns"] - r["onset_ns"]) / 1e9,
-                            "latency_s": (r["t_ns"] - iv["start_ns"]) / 1e9}
+            iv["online"] = {"mode": r["mode"], "behavior": r["behavior"], "detected_s": r["t_ns"] / 1e9,
+                            "onset_s": r["onset_ns"] / 1e9, "lag_s": (r["t_ns"] - r["onset_ns"]) / 1e9,
+                            "latency_s": (r["t_ns"] - since) / 1e9}
     row["online"] = [{"behavior": r["behavior"], "mode": r["mode"], "onset_s": r["onset_ns"] / 1e9,
                       "detected_s": r["t_ns"] / 1e9, "lag_s": (r["t_ns"] - r["onset_ns"]) / 1e9,
                       "matched": k in used} for k, r in enumerate(rep)]

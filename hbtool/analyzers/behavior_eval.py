@@ -92,6 +92,20 @@ def truth_episodes(truth: dict, zero_mono_ns: int | None) -> list[dict]:
     return out
 
 
+def scored_intervals(intervals: list[dict]) -> list[dict]:
+    """The intervals that are scored; an exit after an idle stretch starts where the idle
+    does: the thread stopped working there (an OpenMP worker that leaves its loop early
+    waits, alive, at the region's end, as one that finished does)."""
+    out = []
+    for i, iv in enumerate(intervals):
+        if iv["behavior"] not in SCORED:
+            continue
+        if iv["behavior"] in ("exited", "failed") and i and intervals[i - 1]["behavior"] == "idle":
+            iv = {**iv, "start_ns": intervals[i - 1]["start_ns"]}
+        out.append(iv)
+    return out
+
+
 def score_run(trace: HeartbeatTrace, timelines: list[dict], truth: dict, run: str,
               tolerance_s: float = 0.05, tolerance_beats: float = 5.0) -> Score:
     """Match one run's timelines (behavior_timelines) against its truth."""
@@ -99,7 +113,7 @@ def score_run(trace: HeartbeatTrace, timelines: list[dict], truth: dict, run: st
     zero = trace.runs.get(run, {}).get("zero_mono_ns")
     episodes = truth_episodes(truth, zero)
     rows = {r["thread"]: r for r in timelines if r["run"] == run}
-    found = {th: [iv for iv in r["intervals"] if iv["behavior"] in SCORED] for th, r in rows.items()}
+    found = {th: scored_intervals(r["intervals"]) for th, r in rows.items()}
     used = {th: set() for th in found}
     # episodes with a known start first, so that an end-of-run exit does not take their match
     for ep in sorted(episodes, key=lambda e: e["start_ns"] is None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..analyzers.behavior import FINDINGS
 from .output import emit, output_options
 
 CSV_COLUMNS = ["run", "process", "thread", "behavior", "start_s", "end_s", "duration_s", "first_beat",
@@ -94,13 +95,23 @@ def _text(threads, monitors, trace) -> str:
     out = []
     mons = {(m["run"], m["process"]): m for m in monitors}
     last = None
-    counts: dict[str, int] = {}
+    found: dict[str, int] = {}
+    ends: dict[str, int] = {}
     for t in threads:
         for iv in t["intervals"]:
-            if iv["behavior"] != "running":
-                counts[iv["behavior"]] = counts.get(iv["behavior"], 0) + 1
-    out.append(f"{len(threads)} threads; found: "
-               + (", ".join(f"{n} {b}" for b, n in sorted(counts.items())) or "nothing but running"))
+            if iv["behavior"] in FINDINGS:
+                found[iv["behavior"]] = found.get(iv["behavior"], 0) + 1
+        end = t["intervals"][-1]["behavior"] if t["intervals"] else None
+        if end in ("exited", "ended"):
+            ends[end] = ends.get(end, 0) + 1
+    line = (f"{len(threads)} thread{'s' if len(threads) != 1 else ''}; found: "
+            + (", ".join(f"{n} {b}" for b, n in sorted(found.items())) or "nothing unusual"))
+    if ends:
+        line += "; " + ", ".join(f"{n} {b}" for b, n in sorted(ends.items())) + " normally" * ("exited" in ends and len(ends) == 1)
+    out.append(line)
+    if len(trace.monitor) and any(m["reports"] for m in monitors):
+        out.append("online: what the monitor reported during the run, from the beats so far; the timeline is judged")
+        out.append("on the whole trace. Where they differ, believe the timeline; the online report says when it was noticed.")
     for t in threads:
         key = (t["run"], t["process"])
         if key != last:
@@ -122,8 +133,10 @@ def _text(threads, monitors, trace) -> str:
             line = f"    {_fmt_t(iv['start_s']):>9} - {_fmt_t(iv['end_s']) + ' s':<11} {iv['behavior']:<20} {iv['detail']}"
             on = iv["online"]
             if on:
-                line += f"  [online {on['mode']}: detected at {_fmt_t(on['detected_s'])} s, {_fmt_dt(on['latency_s'])} after]"
-            elif iv["behavior"] not in ("running", "ended") and len(trace.monitor):
+                said = "" if on["behavior"] == iv["behavior"] else f" reported {on['behavior']},"
+                line += (f"  [online {on['mode']}:{said} detected at {_fmt_t(on['detected_s'])} s, "
+                         f"{_fmt_dt(on['latency_s'])} after]")
+            elif iv["behavior"] not in ("running", "ended", "idle") and len(trace.monitor):
                 line += "  [online: not reported]"
             out.append(line.rstrip())
         extra = [o for o in t["online"] if not o["matched"]]
