@@ -7,6 +7,8 @@ import click
 from .output import warn
 
 MAX_PANELS = 16
+#: threads with beats a run needs for its threads to be diagnosed (each is compared with the run's median)
+MIN_DIAGNOSED = 2
 
 
 @click.command()
@@ -23,16 +25,19 @@ MAX_PANELS = 16
 def plot(paths, out, window, behavior, status):
     """Draw the heart rate of every thread over time to a PNG.
 
-    Each run gets a panel; each thread a line; a thread's end is marked: a
-    dot where it ended itself, a red cross where it died or its trace stops
-    without an end record.
+    Each run gets a panel; each thread a line. A marker at its end says how the
+    thread ended, as 'hbtool info' names it (returned, pthread_exit, cancelled,
+    process_exit, signal, no end record; black where the process died), and the line
+    style its status as 'hbtool diagnose' finds it with its defaults (normal,
+    memoryleak, shutdown, unknown); both are in its legend entry. A run with fewer
+    than two threads with beats is not diagnosed, and its title says so.
 
     With --behavior, a strip under each panel shows every thread's behavior
     timeline (running, busy-waiting, conditional waiting, exited, failed), with
     a tick where the online monitor reported it.
 
     With --status, draw instead the machine's status over one run, as 'hbtool status'
-    reports it.
+    reports it, each panel with a legend naming its lines and their units.
 
     \b
     Examples:
@@ -50,14 +55,14 @@ def plot(paths, out, window, behavior, status):
             raise click.UsageError("--status draws one run: give one trace, without --behavior")
         from ..analyzers.timers import status_report
         from ..io import read_status
-        from .plotting import plot_status
+        from .plotting import save, status_figure
 
         rep = status_report(read_status(paths[0]))
         warn(rep.warnings)
         if not len(rep.intervals):
             raise click.UsageError(f"{paths[0]}: no status samples to plot (record with HBTRACE_STATUS=1 or "
                                    f"'hbtool record --status')")
-        plot_status(rep, out, title=str(paths[0]))
+        save(status_figure(rep, title=str(paths[0])), out)
         click.echo(f"hbtool: wrote {out}", err=True)
         return
     trace = read_heartbeats(list(paths))
@@ -68,13 +73,44 @@ def plot(paths, out, window, behavior, status):
         raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
     from ..analyzers.heartrate import heart_rate_curves
     from ..analyzers.summary import summarize_threads
-    from .plotting import plot_heart_rates
+    from .plotting import heart_rate_figure, save
 
     window = window or config.HEART_RATE_WINDOW
+    summary = summarize_threads(trace)
+    statuses, notes = _diagnosis(trace, summary)
     timelines = None
     if behavior:
         from ..analyzers.behavior import behavior_timelines
 
         timelines = behavior_timelines(trace)
-    plot_heart_rates(heart_rate_curves(trace, window), summarize_threads(trace), out, window, timelines)
+    save(heart_rate_figure(heart_rate_curves(trace, window), summary, window, timelines, statuses, notes), out)
     click.echo(f"hbtool: wrote {out}", err=True)
+
+
+def _diagnosis(trace, summary) -> tuple[dict[tuple, str], dict[str, str]]:
+    """Each thread's status as `hbtool diagnose` finds it with its defaults, in the runs
+    that allow a diagnosis (at least MIN_DIAGNOSED threads with beats), and one line per
+    run saying what was found or why nothing was diagnosed."""
+    threads = summary.groupby("run", sort=False, observed=True).size()
+    ok = {run for run, n in threads.items() if n >= MIN_DIAGNOSED}
+    notes = {run: f"not diagnosed: 'hbtool diagnose' needs at least {MIN_DIAGNOSED} threads with beats "
+                  f"(it compares each with the run's median thread); this run has {n}"
+             for run, n in threads.items() if run not in ok}
+    if not ok:
+        return {}, notes
+    from ..analyzers.hsa import diagnose
+
+    statuses = {(r["run"], r["process"], r["thread"]): r["status"] for r in diagnose(trace).threads()
+                if r["run"] in ok}
+    for run in ok:
+        found = _counts([s for (r, _, _), s in statuses.items() if r == run])
+        notes[run] = f"hbtool diagnose (built-in ranges, each thread vs the run's median thread): {found}"
+    return statuses, notes
+
+
+def _counts(values: list[str]) -> str:
+    """'3 normal, 1 shutdown'."""
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no threads"

@@ -53,6 +53,39 @@ def _smooth(y: np.ndarray) -> np.ndarray:
 BEHAVIOR_COLORS = {"busy-waiting": "#ff9f1c", "conditional-waiting": "#2ec4b6", "exited": "#8d99ae",
                    "failed": "#e63946", "ended": "#adb5bd", "running": "#d8f3dc"}
 
+#: how a thread ended (summary.summarize_threads' `ending`) -> (marker, what the key says);
+#: a value not listed here is drawn with ENDING_OTHER's marker and named as it is
+ENDING_MARKERS = {
+    "returned": ("o", "returned: its function returned"),
+    "pthread_exit": ("s", "pthread_exit: it called pthread_exit"),
+    "cancelled": ("D", "cancelled: pthread_cancel ended it"),
+    "process_exit": ("^", "process_exit: exit or _exit ended the process"),
+    "signal": ("X", "signal: a fatal signal killed the process"),
+    "no_end_record": ("x", "no end record: SIGKILL, or the trace was cut short"),
+    "unknown": ("$?$", "ending unknown: the trace has no lifecycle records"),
+}
+ENDING_OTHER = "$?$"
+#: the per-thread legend's short words for the endings whose `ended` text is long
+ENDING_SHORT = {"no_end_record": "no end record", "unknown": "ending unknown"}
+#: the colour of an end marker where the process died (summary's `abnormal`); no thread
+#: line has it (tab10 and tab20 have no black)
+DIED_COLOR = "black"
+
+#: each thread's diagnose status (hsa.diagnose) -> the line style of its bold line;
+#: a status not listed gets STATUS_OTHER
+STATUS_STYLES = {"normal": "-", "memoryleak": "--", "shutdown": ":", "unknown": "-."}
+STATUS_OTHER = "-."
+#: the line style of a thread no diagnosis was made for
+NOT_DIAGNOSED = "-"
+
+
+def _ending(ending: str, ended: str) -> tuple[str, str, str]:
+    """(marker, the thread's legend words, the key's words) for one thread's ending."""
+    if ending in ENDING_MARKERS:
+        marker, key = ENDING_MARKERS[ending]
+        return marker, ENDING_SHORT.get(ending, ended or ending), key
+    return ENDING_OTHER, ended or ending, f"{ending}: as the trace records it"
+
 
 def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> None:
     """One row per thread, its behavior intervals as coloured bars (a Gantt chart)."""
@@ -74,34 +107,45 @@ def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> Non
     ax.grid(axis="x", alpha=0.3)
 
 
-def plot_heart_rates(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary: pd.DataFrame, out: str,
-                     window: int, timelines: list[dict] | None = None) -> None:
+def heart_rate_figure(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary: pd.DataFrame, window: int,
+                      timelines: list[dict] | None = None, statuses: dict[tuple, str] | None = None,
+                      notes: dict[str, str] | None = None):
     """Heart rate over time, one panel per run, one line per thread; how each thread
-    ended; with `timelines`, each run's behavior strip under its panel.
+    ended (a marker, and in its legend entry); its diagnose status (line style, and in
+    its legend entry); with `timelines`, each run's behavior strip under its panel.
+    Returns the matplotlib Figure.
 
     `curves`: (run, process, thread) -> (beat times, heart rates) (heartrate.heart_rate_curves);
-    `summary`: summary.summarize_threads; `timelines`: behavior.behavior_timelines."""
+    `summary`: summary.summarize_threads; `timelines`: behavior.behavior_timelines;
+    `statuses`: (run, process, thread) -> diagnose status, for the threads diagnosed;
+    `notes`: run -> one line on its diagnosis (or why none was made), under its title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
+    statuses = statuses or {}
+    notes = notes or {}
     runs = list(dict.fromkeys(k[0] for k in curves))
-    ends = {(r.run, r.process, r.thread): (r.ending, r.abnormal) for r in summary.itertuples()}
+    ends = {(r.run, r.process, r.thread): (r.ending, r.ended, bool(r.abnormal)) for r in summary.itertuples()}
     behavior = timelines is not None
     if behavior:
-        from matplotlib.patches import Patch
-
         nthreads = [sum(1 for k in curves if k[0] == r) for r in runs]
         ratios = []
         for n in nthreads:
             ratios += [3.2, 0.35 + 0.18 * n]
-        fig, grid = plt.subplots(2 * len(runs), 1, figsize=(10, sum(ratios) + 0.8), squeeze=False,
-                                 gridspec_kw={"height_ratios": ratios})
+        fig, grid = plt.subplots(2 * len(runs), 1, figsize=(11, sum(ratios) + 1.4), squeeze=False,
+                                 gridspec_kw={"height_ratios": ratios}, layout="constrained")
         axes, strips = grid[0::2], grid[1::2]
     else:
-        fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3.2 * len(runs) + 0.6), squeeze=False)
+        fig, axes = plt.subplots(len(runs), 1, figsize=(11, 3.4 * len(runs) + 1.0), squeeze=False,
+                                 layout="constrained")
         strips = None
+    endings_seen: dict[str, str] = {}  # the key's words -> marker, in order of appearance
+    statuses_seen: dict[str, str] = {}
+    died = undiagnosed = False
     for k, (ax, run) in enumerate(zip(axes[:, 0], runs)):
         groups = sorted((((k[1], k[2]), v) for k, v in curves.items() if k[0] == run), key=lambda kv: kv[0])
         cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
@@ -114,25 +158,38 @@ def plot_heart_rates(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary
             x, y = _break_gaps(x, y)
             xs, ys = _break_gaps(xs, ys)
             color = cmap(i % cmap.N)
-            label = f"p{proc} t{thr}" if multi else f"thread {thr}"
+            ending, ended, abnormal = ends.get((run, proc, thr), ("unknown", "", False))
+            marker, words, key = _ending(ending, ended)
+            endings_seen.setdefault(key, marker)
+            status = statuses.get((run, proc, thr))
+            if status is None:
+                style, undiagnosed = NOT_DIAGNOSED, True
+                said = "not diagnosed"
+            else:
+                style = STATUS_STYLES.get(status, STATUS_OTHER)
+                statuses_seen.setdefault(status, style)
+                said = status
+            label = f"{f'p{proc} t{thr}' if multi else f'thread {thr}'} · {words} · {said}"
             ax.plot(x, y, lw=0.6, color=color, alpha=0.25)
-            ax.plot(xs, ys, lw=1.8, color=color, label=label)
+            ax.plot(xs, ys, lw=1.8, color=color, ls=style, label=label)
             if np.isfinite(sm).any():
                 tops.append(np.nanmax(sm))
-            ending, abnormal = ends.get((run, proc, thr), ("unknown", False))
             last = hr[~np.isnan(hr)][-1] if np.any(~np.isnan(hr)) else 0.0
-            if abnormal:
-                ax.plot([t[-1]], [last], marker="x", color="red", ms=9, mew=2)
-            elif ending != "unknown":
-                ax.plot([t[-1]], [last], marker="o", color=color, ms=5)
-        ax.set_title(f"{run}  ({len(groups)} threads; heart rate over {window} beats, faint; "
-                     f"its rolling median, bold)", fontsize=10, loc="left")
+            died |= abnormal
+            ax.plot([t[-1]], [last], marker=marker, ls="", color=DIED_COLOR if abnormal else color,
+                    ms=9 if marker in ("x", "X", ENDING_OTHER) else 6, mew=2 if marker == "x" else 1)
+        title = (f"{run}  ({len(groups)} thread{'s' if len(groups) != 1 else ''}; heart rate over {window} beats, faint; "
+                 f"its rolling median, bold)")
+        if notes.get(run):
+            title += "\n" + notes[run]
+        ax.set_title(title, fontsize=10, loc="left")
         ax.set_ylabel("heart rate (beats/s)")
         # spikes of a few beats (time slicing) must not squash the band every thread lives in
         ax.set_ylim(0, 1.3 * max(tops) if tops else None)
         ax.grid(alpha=0.3)
         if len(groups) <= 16:
-            ax.legend(fontsize=8, ncol=min(len(groups), 8), loc="lower left")
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                      title="thread · how it ended · diagnose", title_fontsize=8)
         if strips is not None:
             mine = [r for r in timelines if r["run"] == run]
             for r in mine:  # shade the heart-rate panel where a thread misbehaved
@@ -143,21 +200,45 @@ def plot_heart_rates(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary
             sax = strips[k, 0]
             sax.sharex(ax)
             _behavior_strip(sax, mine, groups, multi)
-            if k == 0:
-                sax.legend(handles=[Patch(color=c, label=b) for b, c in BEHAVIOR_COLORS.items()]
-                           + [plt.Line2D([], [], marker="|", color="black", ls="", ms=10, label="online monitor report")],
-                           fontsize=7, ncol=7, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(groups) < 3 else -0.15),
-                           frameon=False)
-    if strips is not None:
-        axes = strips
-    axes[-1, 0].set_xlabel("time since start (s)   o: ended normally   x: died (signal, error exit, no end record)")
-    fig.tight_layout()
+    # one key for the whole figure, under it: markers, line styles, behavior colours
+    handles = [Line2D([], [], marker=m, ls="", color="dimgray", ms=7, label=key) for key, m in endings_seen.items()]
+    if died:
+        handles.append(Line2D([], [], marker="o", ls="", color=DIED_COLOR, ms=7,
+                              label="black marker: the process died (signal, error exit, no end record)"))
+    handles += [Line2D([], [], ls=style, lw=1.8, color="dimgray", label=f"diagnose: {status}")
+                for status, style in statuses_seen.items()]
+    if undiagnosed:
+        handles.append(Line2D([], [], ls=NOT_DIAGNOSED, lw=1.8, color="dimgray", label="not diagnosed (see the title)"))
+    if behavior:
+        handles += [Patch(color=c, label=f"behavior: {b}") for b, c in BEHAVIOR_COLORS.items()]
+        handles.append(Line2D([], [], marker="|", color="black", ls="", ms=10, label="online monitor report"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7.5, frameon=False)
+    (strips if strips is not None else axes)[-1, 0].set_xlabel("time since start (s)")
+    return fig
+
+
+def save(fig, out: str) -> None:
+    """Write a figure to `out` (the format from its suffix) and free it."""
+    import matplotlib.pyplot as plt
+
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
 
-def plot_status(report, out: str, title: str) -> None:
-    """The machine's status over a run: CPU split, memory and swap, network, the process."""
+def _legend_above(ax, *axes, ncol: int = 5) -> None:
+    """One legend for the lines of `ax` and its twins, in rows of `ncol` above the panel."""
+    handles, labels = [], []
+    for a in (ax, *axes):
+        h, lab = a.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    ax.legend(handles, labels, fontsize=8, ncol=min(len(handles), ncol), loc="lower left", bbox_to_anchor=(0, 1.01),
+              borderaxespad=0, frameon=False)
+
+
+def status_figure(report, title: str):
+    """The machine's status over a run: CPU split, memory and swap, network, the process.
+    Every panel has a legend naming its lines with their units. Returns the Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,7 +246,7 @@ def plot_status(report, out: str, title: str) -> None:
 
     iv = report.intervals
     procs = sorted(iv["process"].unique().tolist())
-    fig, axes = plt.subplots(4, 1, figsize=(10, 9.5), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(4, 1, figsize=(10, 10.5), sharex=True, squeeze=False, layout="constrained")
     ax_cpu, ax_mem, ax_net, ax_proc = axes[:, 0]
     first = iv[iv["process"] == procs[0]]
     t0, t1 = first["t_start"].to_numpy(), first["t"].to_numpy()
@@ -179,46 +260,46 @@ def plot_status(report, out: str, title: str) -> None:
              ("cpu_iowait_pct", "iowait", "#ff7f0e"), ("cpu_steal_pct", "steal", "#9467bd"),
              ("cpu_idle_pct", "idle", "#dddddd")]
     ys = [np.nan_to_num(steps(first[c].to_numpy(dtype=float))) for c, _, _ in parts]
-    ax_cpu.stackplot(x, *ys, labels=[lab for _, lab, _ in parts], colors=[c for _, _, c in parts], step="pre")
+    ax_cpu.stackplot(x, *ys, labels=[f"CPU {lab} (%)" for _, lab, _ in parts],
+                     colors=[c for _, _, c in parts], step="pre")
     ax_cpu.set_ylim(0, 100)
-    ax_cpu.set_ylabel("CPU (% of all)")
-    ax_cpu.legend(fontsize=8, ncol=5, loc="lower left")
-    ax_mem.step(x, steps(first["mem_used_pct"].to_numpy(dtype=float)), where="pre", label="memory used (%)")
+    ax_cpu.set_ylabel("CPU (% of all CPUs)")
+    _legend_above(ax_cpu)
+    ax_mem.step(x, steps(first["mem_used_pct"].to_numpy(dtype=float)), where="pre", color="#1f77b4",
+                label="memory used (% of RAM, left)")
     ax_mem.set_ylabel("memory used (%)")
     ax_mem.set_ylim(0, 100)
     ax_swap = ax_mem.twinx()
     ax_swap.step(x, steps(first["swap_used_kb"].to_numpy(dtype=float)) / 1024, where="pre", color="#8c564b",
-                 label="swap used (MiB)")
+                 ls="--", label="swap used (MiB, right)")
     ax_swap.set_ylabel("swap used (MiB)")
-    ax_net.step(x, steps(first["net_rx_bytes_per_s"].to_numpy(dtype=float)), where="pre", label="received")
-    ax_net.step(x, steps(first["net_tx_bytes_per_s"].to_numpy(dtype=float)), where="pre", label="sent")
-    ax_net.set_ylabel("network (B/s)")
-    ax_net.legend(fontsize=8, loc="upper left")
-    for p in procs:
-        sub = iv[iv["process"] == p]
-        xp = np.r_[sub["t_start"].to_numpy()[:1], sub["t"].to_numpy()]
-        ax_proc.step(xp, steps(sub["proc_cpu_pct"].to_numpy(dtype=float)), where="pre",
-                     label=f"process {p} CPU (% of one CPU)")
-    ax_proc.set_ylabel("process CPU (%)")
+    _legend_above(ax_mem, ax_swap)
+    ax_net.step(x, steps(first["net_rx_bytes_per_s"].to_numpy(dtype=float)), where="pre",
+                label="network received (bytes/s)")
+    ax_net.step(x, steps(first["net_tx_bytes_per_s"].to_numpy(dtype=float)), where="pre",
+                label="network sent (bytes/s)")
+    ax_net.set_ylabel("network (bytes/s)")
+    _legend_above(ax_net)
+    cmap = plt.get_cmap("tab10")
     ax_rss = ax_proc.twinx()
-    for p in procs:
+    for i, p in enumerate(procs):
         sub = iv[iv["process"] == p]
         xp = np.r_[sub["t_start"].to_numpy()[:1], sub["t"].to_numpy()]
+        ax_proc.step(xp, steps(sub["proc_cpu_pct"].to_numpy(dtype=float)), where="pre", color=cmap(2 * i % 10),
+                     label=f"process {p} CPU (% of one CPU, left)")
         ax_rss.step(xp, steps(sub["proc_rss_kb"].to_numpy(dtype=float)) / 1024, where="pre", ls="--",
-                    label=f"process {p} resident (MiB)")
-    ax_rss.set_ylabel("resident (MiB)")
-    ax_proc.legend(fontsize=8, loc="upper left")
-    ax_rss.legend(fontsize=8, loc="upper right")
+                    color=cmap((2 * i + 1) % 10), label=f"process {p} resident memory (MiB, right)")
+    ax_proc.set_ylabel("process CPU (% of one CPU)")
+    ax_rss.set_ylabel("resident memory (MiB)")
+    _legend_above(ax_proc, ax_rss, ncol=2)  # CPU in one column, memory in the other
     ax_proc.set_xlabel("seconds since the run started")
     for ax in (ax_swap, ax_net, ax_proc, ax_rss):
         top = ax.get_ylim()[1]
         ax.set_ylim(0, top if top > 0 else 1)
     m = report.machine[0] if report.machine else {}
     mem = f", {m['mem_kb'] / 1048576:.1f} GiB" if m.get("mem_kb") else ""
-    ax_cpu.set_title(f"{title}: {m.get('cores') or '?'} cores, {m.get('model') or 'model unknown'}{mem}",
-                     fontsize=10, loc="left")
+    fig.suptitle(f"{title}: {m.get('cores') or '?'} cores, {m.get('model') or 'model unknown'}{mem}",
+                 fontsize=10, x=0.01, ha="left")
     for ax in axes[:, 0]:
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return fig
