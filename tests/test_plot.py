@@ -15,15 +15,17 @@ from test_timers import _status
 
 from hbtool.analyzers.heartrate import heart_rate_curves
 from hbtool.analyzers.hsa import diagnose
+from hbtool.analyzers import summary
+from hbtool.analyzers.behavior import OFFLINE_BEHAVIORS
 from hbtool.analyzers.summary import summarize_threads
 from hbtool.cli import plotting
 from hbtool.io import read_heartbeats, write_heartbeats
-from hbtool.model import THREAD_END_REASONS, StatusSamples
+from hbtool.model import StatusSamples
 
 matplotlib.use("Agg")
 
 #: every value summary.thread_endings / summarize_threads give the `ending` column
-ENDINGS = [*THREAD_END_REASONS.values(), "process_exit", "signal", "no_end_record", "unknown"]
+ENDINGS = list(summary.ENDINGS)
 
 
 @pytest.fixture
@@ -228,3 +230,7 @@ def test_every_status_panel_has_a_legend_with_units(capsys, figures, tmp_path, m
         ["process 0 CPU (% of one CPU, left)", "process 1 CPU (% of one CPU, left)",
          "process 0 resident memory (MiB, right)", "process 1 resident memory (MiB, right)"],
     ]
+
+
+def test_every_behavior_has_a_colour():
+    assert set(plotting.BEHAVIOR_COLORS) == set(OFFLINE_BEHAVIORS)

@@ -11,6 +11,20 @@ import pandas as pd
 from ..model import THREAD_END_REASONS, HeartbeatTrace
 
 
+#: every value of a thread's `ending`, and what it means
+ENDINGS = {
+    "returned": "its start routine returned",
+    "pthread_exit": "it called pthread_exit",
+    "cancelled": "pthread_cancel ended it",
+    "exit": "it called exit or _exit (or returned from main), ending the process",
+    "signal": "a fatal signal in this thread killed the process",
+    "process_exit": "another thread's exit or _exit ended the process around it",
+    "process_signal": "a fatal signal in another thread killed the process around it",
+    "no_end_record": "the trace stops with no end: SIGKILL, or the trace was cut short",
+    "unknown": "the trace has no lifecycle records",
+}
+
+
 def signal_name(signo: int) -> str:
     try:
         return _signal.Signals(signo).name

@@ -50,8 +50,8 @@ def _smooth(y: np.ndarray) -> np.ndarray:
 
 
 #: colours of `hbtool plot --behavior` (running is left plain)
-BEHAVIOR_COLORS = {"busy-waiting": "#ff9f1c", "conditional-waiting": "#2ec4b6", "exited": "#8d99ae",
-                   "failed": "#e63946", "ended": "#adb5bd", "running": "#d8f3dc"}
+BEHAVIOR_COLORS = {"busy-waiting": "#ff9f1c", "conditional-waiting": "#2ec4b6", "idle": "#e9ecef",
+                   "exited": "#8d99ae", "failed": "#e63946", "ended": "#adb5bd", "running": "#d8f3dc"}
 
 #: how a thread ended (summary.summarize_threads' `ending`) -> (marker, what the key says);
 #: a value not listed here is drawn with ENDING_OTHER's marker and named as it is
@@ -59,8 +59,10 @@ ENDING_MARKERS = {
     "returned": ("o", "returned: its function returned"),
     "pthread_exit": ("s", "pthread_exit: it called pthread_exit"),
     "cancelled": ("D", "cancelled: pthread_cancel ended it"),
-    "process_exit": ("^", "process_exit: exit or _exit ended the process"),
-    "signal": ("X", "signal: a fatal signal killed the process"),
+    "exit": ("v", "exit: it called exit or _exit, ending the process"),
+    "signal": ("X", "signal: a fatal signal in this thread killed the process"),
+    "process_exit": ("^", "process_exit: another thread's exit ended the process"),
+    "process_signal": ("P", "process_signal: a fatal signal in another thread killed the process"),
     "no_end_record": ("x", "no end record: SIGKILL, or the trace was cut short"),
     "unknown": ("$?$", "ending unknown: the trace has no lifecycle records"),
 }
