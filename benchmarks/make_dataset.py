@@ -17,6 +17,11 @@ and in the rest the whole process goes down: exit(1), abort() or a segfault). Th
 injected thread and beat come from the example's --seed, which is derived from --seed
 here: the whole data set is reproducible (up to the machine's timing noise).
 
+Before it starts it says on stderr how many runs it will make and about how many bytes
+they will write, and where; on a terminal a progress bar follows (nothing when piped).
+Ctrl-C stops it cleanly (exit status 130): the program being run is stopped, the run
+folder it was writing removed, and the complete runs kept.
+
 Thread labels: the injected thread carries the run's label; the other threads of a
 memoryleak or one-thread shutdown run are normal; when the whole process goes down,
 every thread's trace ends early and every thread is labelled shutdown.
@@ -27,13 +32,22 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's hbtool: its progress bar and trace format
+
+from hbtool.cli.progress import progress  # noqa: E402
+from hbtool.io.dataset import LABELS  # noqa: E402
+from hbtool.io.hbt import CHUNK_SIZE, DATA_OFFSET, SLOT_SIZE  # noqa: E402
+
 BIN = ROOT / "native_tracer" / "examples" / "bin"
 BENCHMARKS = ("jacobi_omp", "pi_pthread", "matmul_pthread")
 #: beats per thread relative to --beats, so that every benchmark's run lasts about 1 s
@@ -43,6 +57,18 @@ BEATS_FACTOR = {"matmul_pthread": 2}
 #: shutdown modes and their share of shutdown runs (the rest: thread)
 PROCESS_MODES = ("exit", "abort", "segv")
 PROCESS_SHARE = 0.3
+#: for the size estimate (measured with these programs): records of a worker thread
+#: beside its beats; chunks of the program's other threads; a run's two json files; the
+#: least a trace file of a process killed by abort() or a segfault takes (the tracer had
+#: already extended the file ahead of its writers, and nobody trimmed it)
+EXTRA_RECORDS = 8
+OTHER_CHUNKS = {"jacobi_omp": 1, "pi_pthread": 3, "matmul_pthread": 2}
+JSON_BYTES = 1500
+KILLED_FILE_BYTES = 1 << 20
+
+#: what is being made now: the program running and the run folder it writes (stopped and
+#: removed on Ctrl-C)
+CURRENT: dict = {}
 
 
 def run_seed(base: int, *parts) -> int:
@@ -53,22 +79,27 @@ def run_seed(base: int, *parts) -> int:
 def one_run(bench: str, label: str, i: int, args, out: Path) -> dict:
     seed = run_seed(args.seed, bench, label, i)
     d = out / bench / label / f"run{i:03d}"
+    CURRENT.clear()
+    CURRENT["dir"] = d   # from here on the folder is unfinished until labels.json is written
     d.mkdir(parents=True, exist_ok=True)
     for f in d.glob("*.hbt"):
         f.unlink()
     beats = args.beats * BEATS_FACTOR.get(bench, 1)
     cmd = [str(BIN / bench), "--threads", str(args.threads), "--beats", str(beats), "--seed", str(seed),
            "--truth", str(d / "truth.json")]
-    mode = None
+    mode = shutdown_mode(label, i)
     if label == "memoryleak":
         cmd += ["--inject", "leak", "--leak-bytes", str(args.leak_bytes)]
     elif label == "shutdown":
-        # every PROCESS_SHARE-th run takes the whole process down, cycling through the modes
-        k = i % round(1 / PROCESS_SHARE)
-        mode = PROCESS_MODES[(i // round(1 / PROCESS_SHARE)) % len(PROCESS_MODES)] if k == 0 else "thread"
         cmd += ["--inject", "shutdown", "--shutdown-mode", mode]
     env = dict(os.environ, HBTRACE_DIR=str(d), HBTRACE_QUIET="1")
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    CURRENT["proc"] = proc
+    try:
+        returncode = proc.wait(timeout=300)
+    finally:
+        stop(proc)
     truth = json.loads((d / "truth.json").read_text())
     labels = {str(t): "normal" for t in range(args.threads)}
     if label == "memoryleak":
@@ -79,9 +110,45 @@ def one_run(bench: str, label: str, i: int, args, out: Path) -> dict:
         else:
             labels = {str(t): "shutdown" for t in range(args.threads)}
     (d / "labels.json").write_text(json.dumps(
-        {"label": label, "mode": mode, "threads": labels, "returncode": r.returncode,
+        {"label": label, "mode": mode, "threads": labels, "returncode": returncode,
          "command": [Path(cmd[0]).name, *cmd[1:]]}, indent=1) + "\n")
-    return {"bench": bench, "label": label, "run": i, "rc": r.returncode}
+    CURRENT.clear()
+    return {"bench": bench, "label": label, "run": i, "rc": returncode}
+
+
+def shutdown_mode(label: str, i: int) -> str | None:
+    """How run i of `label` shuts down: every PROCESS_SHARE-th shutdown run takes the whole
+    process down, cycling through PROCESS_MODES; the others stop one thread."""
+    if label != "shutdown":
+        return None
+    if i % round(1 / PROCESS_SHARE):
+        return "thread"
+    return PROCESS_MODES[(i // round(1 / PROCESS_SHARE)) % len(PROCESS_MODES)]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def estimated_bytes(bench: str, label: str, i: int, args) -> int:
+    """About how many bytes run i writes: the trace file (a header, then chunks of 32-byte
+    records; one record per beat) and the two json files."""
+    records_per_chunk = CHUNK_SIZE // SLOT_SIZE - 1
+    beats = args.beats * BEATS_FACTOR.get(bench, 1)
+    chunks = args.threads * math.ceil((beats + EXTRA_RECORDS) / records_per_chunk) + OTHER_CHUNKS[bench]
+    size = DATA_OFFSET + chunks * CHUNK_SIZE
+    if shutdown_mode(label, i) in ("abort", "segv"):
+        size = max(size, KILLED_FILE_BYTES)
+    return size + JSON_BYTES
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def main() -> None:
@@ -92,32 +159,47 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--beats", type=int, default=1000, help="beats per thread (default 1000: runs of about 1 s)")
     ap.add_argument("--leak-bytes", type=int, default=2 << 20, help="bytes leaked per beat (default 2 MiB)")
-    ap.add_argument("--labels", default="normal,memoryleak,shutdown", help="labels to (re)make")
+    ap.add_argument("--labels", default=",".join(LABELS), help="labels to (re)make")
     ap.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     args = ap.parse_args()
     if not BIN.is_dir():
         sys.exit(f"make_dataset: {BIN} is missing: run 'make -C native_tracer' (or scripts/install.sh) first")
-    t0 = time.time()
-    done = 0
     benches = [b for b in args.benchmarks.split(",") if b]
     unknown = [b for b in benches if b not in BENCHMARKS]
     if unknown:
         ap.error(f"--benchmarks: unknown benchmark {unknown[0]!r} (choose from {', '.join(BENCHMARKS)})")
-    total = len(benches) * len([x for x in args.labels.split(",") if x]) * args.runs
-    for bench in benches:
-        for label in [x for x in args.labels.split(",") if x]:
-            for i in range(args.runs):
-                one_run(bench, label, i, args, args.out)
+    labels = [x for x in args.labels.split(",") if x]
+    unknown = [x for x in labels if x not in LABELS]
+    if unknown:
+        ap.error(f"--labels: unknown label {unknown[0]!r} (choose from {', '.join(LABELS)})")
+    plan = [(bench, label, i) for bench in benches for label in labels for i in range(args.runs)]
+    size = sum(estimated_bytes(*job, args) for job in plan)
+    print(f"make_dataset: {len(plan)} runs of {args.threads} threads, {args.beats} beats each, "
+          f"about {human_bytes(size)} -> {args.out}", file=sys.stderr, flush=True)
+    t0 = time.time()
+    done = 0
+    try:
+        with progress(plan, "runs") as bar:
+            for job in bar:
+                one_run(*job, args, args.out)
                 done += 1
-                if sys.stderr.isatty():
-                    print(f"\r{done}/{total} runs", end="", file=sys.stderr)
-    (args.out / "dataset.json").write_text(json.dumps({
-        "maker": "benchmarks/make_dataset.py", "seed": args.seed, "runs_per_label": args.runs,
-        "threads": args.threads, "beats": args.beats, "beats_factor": BEATS_FACTOR,
-        "leak_bytes_per_beat": args.leak_bytes,
-        "process_shutdown_share": PROCESS_SHARE, "benchmarks": benches}, indent=1) + "\n")
-    print(f"{'' if not sys.stderr.isatty() else chr(10)}{total} runs in {time.time() - t0:.0f} s -> {args.out}",
-          file=sys.stderr)
+        (args.out / "dataset.json").write_text(json.dumps({
+            "maker": "benchmarks/make_dataset.py", "seed": args.seed, "runs_per_label": args.runs,
+            "threads": args.threads, "beats": args.beats, "beats_factor": BEATS_FACTOR,
+            "leak_bytes_per_beat": args.leak_bytes,
+            "process_shutdown_share": PROCESS_SHARE, "benchmarks": benches}, indent=1) + "\n")
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C does not cut the clean-up short
+        if "proc" in CURRENT:
+            stop(CURRENT["proc"])
+        unfinished = CURRENT.get("dir")
+        if unfinished is not None:
+            shutil.rmtree(unfinished, ignore_errors=True)
+        print(f"make_dataset: interrupted: {done} of {len(plan)} runs complete in {args.out}"
+              + (f", the unfinished {unfinished.relative_to(args.out)} removed" if unfinished else "")
+              + ", no dataset.json", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
+    print(f"{len(plan)} runs in {time.time() - t0:.0f} s -> {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

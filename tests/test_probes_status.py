@@ -1,6 +1,6 @@
 """Timing probes and the machine-status sampler of the tracer (seed 003): real programs.
 
-The subject is native_tracer/examples/probe_demo.c: it prints what it did
+The subject is native_tracer/examples/probe_demo.c: with --expect it prints what it did
 ("expect <user thread> <label> <count>"), and the test compares that with the
 HBT_REC_PROBE records of its trace. Records are read with a small local reader
 (the byte layout of native_tracer/include/hbtrace_format.h), independent of hbtool's.
@@ -193,7 +193,7 @@ def only_file(tdir: Path) -> Path:
 
 
 def test_exact_counts_names_and_nesting(demo, tmp_path):
-    p, tdir = run(demo, tmp_path, "--threads", 48, "--uses", 500, "--idle", 2, "--exit", 3)
+    p, tdir = run(demo, tmp_path, "--threads", 48, "--uses", 500, "--idle", 2, "--exit", 3, "--expect")
     assert p.returncode == 3, p.stderr   # the program's exit status is unchanged
     assert p.stderr == ""
     want = expectations(p.stdout)
@@ -289,7 +289,7 @@ def test_probe_cap(demo, tmp_path):
 
 
 def test_monotonic_clock_override(demo, tmp_path):
-    p, tdir = run(demo, tmp_path, "--threads", 4, "--uses", 200, HBTRACE_PROBE_CLOCK="monotonic")
+    p, tdir = run(demo, tmp_path, "--threads", 4, "--uses", 200, "--expect", HBTRACE_PROBE_CLOCK="monotonic")
     assert p.returncode == 0, p.stderr
     tr = read_trace(only_file(tdir))
     assert tr["meta"]["probe_clock"] == "monotonic" and "probe_tsc_hz" not in tr["meta"]
@@ -299,7 +299,7 @@ def test_monotonic_clock_override(demo, tmp_path):
 
 
 def test_bad_clock_value_warns_once(demo, tmp_path):
-    p, tdir = run(demo, tmp_path, "--threads", 2, "--uses", 10, HBTRACE_PROBE_CLOCK="hpet")
+    p, tdir = run(demo, tmp_path, "--threads", 2, "--uses", 10, "--expect", HBTRACE_PROBE_CLOCK="hpet")
     assert p.returncode == 0
     assert len(p.stderr.strip().splitlines()) == 1 and "HBTRACE_PROBE_CLOCK" in p.stderr
     got = by_label(read_trace(only_file(tdir)))
@@ -307,7 +307,7 @@ def test_bad_clock_value_warns_once(demo, tmp_path):
 
 
 def test_disabled_tracing_runs(demo, tmp_path):
-    p, tdir = run(demo, tmp_path, "--threads", 8, "--uses", 100, "--idle", 1, "--fork", "--exit", 5,
+    p, tdir = run(demo, tmp_path, "--threads", 8, "--uses", 100, "--idle", 1, "--fork", "--exit", 5, "--expect",
                   HBTRACE_DISABLE=1, HBTRACE_STATUS="0.2")
     assert p.returncode == 5 and p.stderr == ""
     assert len(expectations(p.stdout)) == 2 * (2 + 2 + 3 + 1) + 1 + 1
@@ -316,7 +316,7 @@ def test_disabled_tracing_runs(demo, tmp_path):
 
 
 def test_fork_child_gets_its_own_names_and_counts(demo, tmp_path):
-    p, tdir = run(demo, tmp_path, "--threads", 2, "--uses", 50, "--fork")
+    p, tdir = run(demo, tmp_path, "--threads", 2, "--uses", 50, "--fork", "--expect")
     assert p.returncode == 0, p.stderr
     files = sorted(tdir.glob("*.hbt"))
     assert len(files) == 2
@@ -359,7 +359,7 @@ def check_samples(tr: dict, period: float) -> dict[int, dict]:
 
 def test_status_samples(demo, tmp_path):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p, tdir = run(demo, tmp_path, "--threads", 2, "--uses", 100, "--seconds", 1.0, HBTRACE_STATUS="0.2")
+    p, tdir = run(demo, tmp_path, "--threads", 2, "--uses", 100, "--seconds", 1.0, "--expect", HBTRACE_STATUS="0.2")
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert p.returncode == 0 and p.stderr == ""
     tr = read_trace(only_file(tdir))
@@ -453,7 +453,7 @@ def test_sigkill_keeps_what_was_merged(demo, tmp_path):
     tdir = tmp_path / "trace"
     e = dict(os.environ, HBTRACE_DIR=str(tdir), HBTRACE_STATUS="0.2")
     e.pop("LD_PRELOAD", None)
-    proc = subprocess.Popen([str(demo), "--threads", "8", "--uses", "300", "--seconds", "30"], env=e,
+    proc = subprocess.Popen([str(demo), "--threads", "8", "--uses", "300", "--seconds", "30", "--expect"], env=e,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.2)
     proc.send_signal(signal.SIGKILL)
@@ -476,7 +476,7 @@ def test_main_thread_pthread_exit_does_not_keep_process_alive(demo, tmp_path):
     """Sampler and central monitor both running, main leaves by pthread_exit: the process
     ends with its last program thread, and its records are complete."""
     t0 = time.monotonic()
-    p, tdir = run(demo, tmp_path, "--threads", 4, "--uses", 20000, "--beat", "--main-exit", timeout=30,
+    p, tdir = run(demo, tmp_path, "--threads", 4, "--uses", 20000, "--beat", "--main-exit", "--expect", timeout=30,
                   HBTRACE_STATUS="0.1", HBTRACE_MONITOR="central")
     wall = time.monotonic() - t0
     assert p.returncode == 0, p.stderr

@@ -37,8 +37,10 @@ def stratified_split(labels: np.ndarray, fraction: float, rng: np.random.Generat
 
 
 def evaluate_table(table: pd.DataFrame, repeats: int = 3, fraction: float = 0.3, seed: int = 0,
-                   settings=None) -> list[BenchmarkResult]:
-    """`table`: a features table with `benchmark` and `label` columns, one row per sequence."""
+                   settings=None, step=None) -> list[BenchmarkResult]:
+    """`table`: a features table with `benchmark` and `label` columns, one row per sequence.
+    `step`, if given, is called with no argument after each repetition (of
+    `repetitions(table, repeats)`), e.g. to move a progress bar: training is most of the time."""
     results = []
     for bench, sub in table.groupby("benchmark", sort=True):
         sub = sub.reset_index(drop=True)
@@ -53,9 +55,16 @@ def evaluate_table(table: pd.DataFrame, repeats: int = 3, fraction: float = 0.3,
             levels.append(model.level)
             c = confusion(labels[~tr], pred)
             conf = c if conf is None else conf + c
+            if step is not None:
+                step()
         counts = {s: int(np.sum(labels == s)) for s in STATUSES}
         results.append(BenchmarkResult(str(bench), counts, f1s, levels, conf))
     return results
+
+
+def repetitions(table: pd.DataFrame, repeats: int = 3) -> int:
+    """How many train-and-test repetitions evaluate_table makes of `table`."""
+    return int(table["benchmark"].nunique()) * repeats
 
 
 def evaluate_runs(labelled, repeats: int = 3, fraction: float = 0.3, seed: int = 0,

@@ -23,7 +23,8 @@ def evaluate(dataset, repeats, train_fraction, seed, fmt):
     Example:
       python benchmarks/make_dataset.py /tmp/hbds && hbtool evaluate /tmp/hbds
     """
-    from ..analyzers.evaluation import evaluate_runs
+    from ..analyzers.diagnosis import labelled_table
+    from ..analyzers.evaluation import evaluate_table, repetitions
     from ..io import read_heartbeats
     from ..io.dataset import find_runs
     from .progress import progress
@@ -37,8 +38,13 @@ def evaluate(dataset, repeats, train_fraction, seed, fmt):
             warnings.extend(tr.warnings)
             yield tr, lr.label, lr.thread_labels, {"benchmark": lr.benchmark}
 
-    with progress(runs, "features") as bar:
-        results, table = evaluate_runs(labelled(bar), repeats=repeats, fraction=train_fraction, seed=seed)
+    # evaluation.evaluate_runs in two steps, each with its bar on a terminal: reading the
+    # traces and their features, then training and testing (most of the time)
+    with progress(runs, "reading runs") as bar:
+        table = labelled_table(labelled(bar))
+    with progress(length=repetitions(table, repeats), label="training") as bar:
+        results = evaluate_table(table, repeats=repeats, fraction=train_fraction, seed=seed,
+                                 step=lambda: bar.update(1))
     warn(warnings)
     rows = []
     for r in results:

@@ -3,7 +3,7 @@
  * every way a thread can, and a run long enough for the status sampler.
  *
  *   probe_demo [--threads N] [--uses K] [--idle M] [--seconds S] [--fork]
- *              [--beat] [--main-exit] [--exit STATUS]
+ *              [--beat] [--main-exit] [--exit STATUS] [--expect]
  *
  * Worker w (0 <= w < N, user thread number w) does, by w % 4:
  *   0: K times "outer" with two nested "inner" inside, then returns;
@@ -20,7 +20,8 @@
  * (the process ends with its last thread). --beat: workers beat once per
  * "outer" use (so that the behavior monitor has threads to watch).
  *
- * It prints what it did, one line per thread and probe:
+ * It prints nothing. With --expect it prints on stdout what it did, one line
+ * per thread and probe, for tests to compare with the trace:
  *   expect <user thread> <label> <count>
  * (the child prints its own lines with "child" in front). Build:
  *   gcc -O2 -Wall -Wextra -pthread -I../include probe_demo.c -o probe_demo \
@@ -40,11 +41,14 @@
 
 static int uses = 1000;
 static int beat;
+static int show_expect;   /* --expect */
 static volatile unsigned long sink;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void expect(int thread, const char *label, long count)
 {
+    if (!show_expect)
+        return;
     pthread_mutex_lock(&out_lock);
     printf("expect %d %s %ld\n", thread, label, count);
     fflush(stdout);
@@ -156,9 +160,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--fork") == 0) do_fork = 1;
         else if (strcmp(argv[i], "--beat") == 0) beat = 1;
         else if (strcmp(argv[i], "--main-exit") == 0) main_exit = 1;
+        else if (strcmp(argv[i], "--expect") == 0) show_expect = 1;
         else {
             fprintf(stderr, "usage: probe_demo [--threads N] [--uses K] [--idle M] "
-                    "[--seconds S] [--fork] [--beat] [--main-exit] [--exit STATUS]\n");
+                    "[--seconds S] [--fork] [--beat] [--main-exit] [--exit STATUS] [--expect]\n");
             return 2;
         }
     }
@@ -211,7 +216,8 @@ int main(int argc, char **argv)
                 work(10);
                 HBT_PROBE_END(p);
             }
-            printf("child expect -1 child 10\n");
+            if (show_expect)
+                printf("child expect -1 child 10\n");
             fflush(stdout);
             exit(0);
         }
