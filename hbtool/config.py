@@ -13,6 +13,8 @@ MAX_METADATA_BYTES = 1 << 20
 MAX_CHUNK_BYTES = 64 << 20
 #: readers: largest legacy text line considered (characters); longer is malformed
 MAX_LEGACY_LINE = 4096
+#: readers: most bytes copied from standard input ('-'), which is spooled to a temporary file
+MAX_STDIN_BYTES = 4 << 30
 #: readers: warnings of one kind printed before they are summarised
 MAX_WARNINGS_SHOWN = 10
 

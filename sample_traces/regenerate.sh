@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 hb=${HBTOOL:-.venv/bin/hbtool}
 [ -x "$hb" ] || hb=hbtool
+py=${PYTHON:-.venv/bin/python}
+[ -x "$py" ] || py=python3
 bin=native_tracer/examples/bin
 out=sample_traces
 
@@ -39,6 +41,9 @@ wait $pid 2>/dev/null || true
 printf '{"program": "pi_pthread", "inject": "sigkill", "note": "killed with SIGKILL 0.6 s after start"}\n' > "$out/pi-sigkill/truth.json"
 
 # the same normal run as a workbook and a csv table, as other tools would hand them over
-"$hb" convert "$out/jacobi-normal" "$out/jacobi-normal.xlsx" 2>/dev/null
-"$hb" convert "$out/pi-shutdown" "$out/pi-shutdown.csv" 2>/dev/null
+"$hb" convert --force "$out/jacobi-normal" -o "$out/jacobi-normal.xlsx" 2>/dev/null
+"$hb" convert --force "$out/pi-shutdown" -o "$out/pi-shutdown.csv" 2>/dev/null
+# the seed paper's legacy text format, one file per thread (synthetic, fixed seed)
+rm -rf "$out/legacy-shutdown"
+"$py" "$out/make_legacy.py" "$out/legacy-shutdown"
 echo "sample traces regenerated in $out/" >&2

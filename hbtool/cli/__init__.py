@@ -31,7 +31,7 @@ COMMANDS = {
     "convert": ("hbtool.cli.convert", "convert", "Convert a trace between csv, xlsx, parquet and the binary format."),
     "plot": ("hbtool.cli.plot", "plot", "Draw the heart rate of every thread over time to a PNG."),
     "record": ("hbtool.cli.record", "record", "Run a program under the heartbeat tracer."),
-    "config": ("hbtool.cli.config_cmd", "config", "Print compiler and linker flags for the tracer."),
+    "config": ("hbtool.cli.config_cmd", "config", "Where the tracer is, its build flags and its environment."),
 }
 
 
@@ -80,8 +80,11 @@ def _broken_pipe() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: exit status 0 ok, 2 bad input or usage, else the command's own."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:  # bare `hbtool`: what `hbtool --help` does, not a usage error
+        args = ["--help"]
     try:
-        rv = cli.main(args=argv, prog_name="hbtool", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="hbtool", standalone_mode=False)
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "hbtool"
         _error(f"{exc.format_message()} (see '{cmd} --help')")

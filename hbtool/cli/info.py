@@ -17,7 +17,8 @@ def info(paths, fmt):
     """Beats, time span, mean heart rate and ending of every thread.
 
     PATH is a tracer file (.hbt), a run directory (tracer files, or legacy
-    per-thread files), a csv/xlsx/parquet table, or - for csv on stdin.
+    per-thread files), a csv/xlsx/parquet table, or - for standard input (any
+    of these formats but a run directory).
 
     \b
     Examples:

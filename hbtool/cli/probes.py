@@ -30,9 +30,13 @@ def probes(path, per_thread, fmt):
       hbtool probes trace/ --per-thread --format csv > probes.csv
     """
     from ..analyzers.timers import probe_summary
+    from ..errors import HbtoolError
     from ..io import read_probes
 
     ps = read_probes(path)
+    if not len(ps.per_thread):
+        raise HbtoolError(f"{path}: no probe statistics in this trace (no HBT_PROBE_BEGIN/END ran, or no thread "
+                          f"lived to merge its statistics)")
     warn(ps.warnings)
     df = probe_summary(ps, per_thread=per_thread)
     cols = list(df.columns)
@@ -46,10 +50,6 @@ def probes(path, per_thread, fmt):
     elif fmt == "csv":
         emit(fmt, rows, cols, key="probes")
     else:
-        if not rows:
-            click.echo(f"{ps.meta['run']}: no probe statistics in this trace (no HBT_PROBE_BEGIN/END ran, or no "
-                       f"thread lived to merge its statistics)")
-            return
         multi = len({r["process"] for r in rows}) > 1
         show = [c for c in cols if c not in ("share",) and (multi or c != "process")] + ["share"]
         click.echo(f"{ps.meta['run']}: {len(rows)} {'probe-thread pairs' if per_thread else 'probes'}; clock "

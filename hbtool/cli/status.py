@@ -33,11 +33,16 @@ def status(path, show_samples, fmt):
       hbtool plot --status trace/ -o status.png
     """
     from ..analyzers.timers import STATUS_SERIES, status_report
+    from ..errors import HbtoolError
     from ..io import read_status
 
-    rep = status_report(read_status(path))
+    samples = read_status(path)
+    if not len(samples.samples):
+        raise HbtoolError(f"{path}: no status samples in this trace (record them with 'hbtool record --status' "
+                          f"or HBTRACE_STATUS=1)")
+    rep = status_report(samples)
     warn(rep.warnings)
-    run = rep_run = path
+    run = path
     rows = rep.intervals.to_dict("records")
     if fmt == "json":
         emit(fmt, rows, [], key="intervals", extra={"source": run, "machine": rep.machine, "summary": rep.summary,
@@ -50,8 +55,7 @@ def status(path, show_samples, fmt):
             mem = f"{m['mem_kb'] / 1048576:.1f} GiB" if m["mem_kb"] else "memory unknown"
             out.append(f"process {m['process']}: {m['cores'] or '?'} cores, {m['model'] or 'model unknown'}, {mem}"
                        + (f"; sampled every {m['period_s']:g} s" if m["period_s"] else ""))
-        if not rows:
-            out.append(f"{rep_run}: no status samples (record with HBTRACE_STATUS=1 or 'hbtool record --status')")
+        if not rows:   # one sample per process: the warnings said so
             click.echo("\n".join(out))
             return
         table = []

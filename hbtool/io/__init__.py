@@ -1,7 +1,8 @@
 """Readers and writers of every file hbtool takes in or gives out.
 
 One entry function per data model picks a reader from the registry
-(:mod:`hbtool.io.registry`) by magic bytes, content or suffix:
+(:mod:`hbtool.io.registry`) by magic bytes, content or suffix; each takes ``-``
+for standard input:
 
 * :func:`read_heartbeats` -> :class:`~hbtool.model.HeartbeatTrace`
 * :func:`read_profile` -> :class:`~hbtool.model.SegmentProfile`
@@ -20,10 +21,10 @@ from pathlib import Path
 
 from ..errors import HbtoolError, UnknownFormatError
 from ..model import BEAT_COLUMNS, EVENT_COLUMNS, HeartbeatTrace
-from .registry import ReadOptions, detect, read, writer
+from .registry import STDIN, ReadOptions, detect, read, writer
 
 __all__ = ["read_heartbeats", "read_profile", "read_queue_samples", "read_probes", "read_status", "write_heartbeats",
-           "detect", "read", "ReadOptions", "HeartbeatTrace", "BEAT_COLUMNS", "EVENT_COLUMNS"]
+           "heartbeat_writer", "detect", "read", "ReadOptions", "HeartbeatTrace", "BEAT_COLUMNS", "EVENT_COLUMNS"]
 
 #: file suffixes a directory of runs is searched for (besides run directories)
 _TABLE_SUFFIXES = (".csv", ".xlsx", ".parquet", ".pq", ".hbt")
@@ -53,10 +54,8 @@ def _read_runs_below(d: Path, depth: int = 0) -> HeartbeatTrace:
 
 
 def _read_one(path: str | os.PathLike, depth: int = 0) -> HeartbeatTrace:
-    if str(path) == "-":
-        from .tabular import read_csv
-
-        return read_csv(Path("-"), ReadOptions())
+    if isinstance(path, str) and path == STDIN:
+        return read(STDIN, "heartbeats")
     p = Path(path)
     if p.is_dir():
         try:
@@ -68,7 +67,7 @@ def _read_one(path: str | os.PathLike, depth: int = 0) -> HeartbeatTrace:
 
 def read_heartbeats(paths: str | os.PathLike | list) -> HeartbeatTrace:
     """Read heartbeats from one or more paths (files, run directories, directories of runs,
-    or '-' for csv on stdin)."""
+    or '-' for standard input in any format known by its content)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
@@ -97,10 +96,10 @@ def read_status(path: str | os.PathLike):
     return read(path, "status")
 
 
-def write_heartbeats(trace: HeartbeatTrace, out: str, fmt: str | None = None) -> list[str]:
-    """Write `trace` to `out` in `fmt` (csv, xlsx, parquet, hbt; default: from the suffix,
-    csv for '-'). Returns the paths written."""
-    if fmt is None and out == "-":
+def heartbeat_writer(out: str, fmt: str | None = None):
+    """The registered format that writes heartbeats to `out` in `fmt` (csv, xlsx, parquet, hbt;
+    default: from the suffix, csv for '-'); an HbtoolError when there is none."""
+    if fmt is None and out == STDIN:
         fmt = "csv"
     f = writer("heartbeats", name=fmt) if fmt else writer("heartbeats", suffix=Path(out).suffix)
     if f is None:
@@ -108,4 +107,10 @@ def write_heartbeats(trace: HeartbeatTrace, out: str, fmt: str | None = None) ->
             f"{out}: cannot tell the output format from the name: use a .csv, .xlsx, .parquet "
             f"or .hbt suffix, or --to"
         )
-    return f.write(trace, out)
+    return f
+
+
+def write_heartbeats(trace: HeartbeatTrace, out: str, fmt: str | None = None) -> list[str]:
+    """Write `trace` to `out` in `fmt` (csv, xlsx, parquet, hbt; default: from the suffix,
+    csv for '-'). Returns the paths written."""
+    return heartbeat_writer(out, fmt).write(trace, out)

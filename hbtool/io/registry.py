@@ -12,6 +12,9 @@ and its reader as ``"module:function"`` (imported only when used, so that
 format whose directory check says yes; for a file, magic bytes first, then content
 checks, then the suffix, each in registration order. :func:`read` detects, reads,
 and turns a parser's low-level error into one :class:`TraceFormatError` line.
+``-`` is standard input, for every model and every format known by its content: it
+is copied to a temporary file (at most ``config.MAX_STDIN_BYTES``) that is detected
+and read like any other file, and the model then names it ``stdin``.
 
 A new format: write its reader in a module of this package, then add one
 ``register(Format(...))`` line below (docs/architecture.md).
@@ -19,12 +22,16 @@ A new format: write its reader in a module of this package, then add one
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 from typing import Callable
 
+from .. import config
 from ..errors import HbtoolError, InputNotFoundError, TraceFormatError, UnknownFormatError
 
 #: magic bytes at the start of each binary format (the C headers are the source of truth)
@@ -139,10 +146,21 @@ def detect(path: str | os.PathLike, model: str) -> Format:
 
 
 def read(path: str | os.PathLike, model: str, options: ReadOptions | None = None):
-    """Detect the format of `path` and read it into `model`'s data model."""
+    """Detect the format of `path` and read it into `model`'s data model (the string '-':
+    standard input; Path('-') is a file of that name)."""
+    if not (isinstance(path, str) and path == STDIN):
+        return _read(Path(path), model, options or ReadOptions())
+    with stdin_file() as tmp:
+        try:
+            return _relabel(_read(tmp, model, options or ReadOptions()), tmp)
+        except HbtoolError as exc:
+            raise type(exc)(_unspool(str(exc), tmp)) from exc
+
+
+def _read(path: Path, model: str, options: ReadOptions):
     fmt = detect(path, model)
     try:
-        return fmt.read(Path(path), options or ReadOptions())
+        return fmt.read(path, options)
     except HbtoolError:
         raise
     except (UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
@@ -150,6 +168,75 @@ def read(path: str | os.PathLike, model: str, options: ReadOptions | None = None
         raise TraceFormatError(f"{path}: unreadable {fmt.name} file ({exc})") from exc
     except OSError as exc:
         raise HbtoolError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+# --------------------------------------------------------------------------- standard input
+
+#: the path that means standard input, and what a model and a message call it
+STDIN = "-"
+STDIN_NAME = "stdin"
+
+
+@contextlib.contextmanager
+def stdin_file():
+    """Standard input copied to a temporary file named `stdin` (readers take paths, and
+    detection needs the first bytes); removed on exit. Traces are untrusted input: more
+    than config.MAX_STDIN_BYTES is refused, and the copy never holds more than a block in
+    memory."""
+    src = getattr(sys.stdin, "buffer", sys.stdin)
+    if src is None:
+        raise InputNotFoundError(f"{STDIN_NAME}: there is no standard input to read a trace from")
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        if src.isatty():
+            raise InputNotFoundError(f"{STDIN_NAME}: '-' reads a trace from standard input, which is a terminal: "
+                                     f"pipe a trace into hbtool, or give a file")
+    with tempfile.TemporaryDirectory(prefix="hbtool-stdin-") as d:
+        tmp = Path(d) / STDIN_NAME
+        size = 0
+        with open(tmp, "wb") as out:
+            while block := src.read(1 << 20):
+                if isinstance(block, str):   # a text stream with no bytes underneath
+                    block = block.encode()
+                size += len(block)
+                if size > config.MAX_STDIN_BYTES:
+                    raise HbtoolError(f"{STDIN_NAME}: standard input holds more than {_size(config.MAX_STDIN_BYTES)}, "
+                                      f"the most hbtool copies from it: give the trace as a file instead")
+                out.write(block)
+        if size == 0:
+            raise UnknownFormatError(f"{STDIN_NAME}: standard input is empty "
+                                     f"(pipe a trace into hbtool, or give a file)")
+        yield tmp
+
+
+def _size(n: int) -> str:
+    for div, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} bytes"
+
+
+def _unspool(text: str, tmp: Path) -> str:
+    """`text` naming standard input where it names the temporary file or its folder."""
+    return text.replace(str(tmp), STDIN_NAME).replace(str(tmp.parent), STDIN_NAME)
+
+
+def _relabel(model, tmp: Path):
+    """Name standard input instead of the temporary file `tmp` in a model's metadata and warnings."""
+    def fix(v):
+        if isinstance(v, os.PathLike):
+            v = os.fspath(v)
+        if isinstance(v, str):
+            return _unspool(v, tmp)
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    for name, value in vars(model).items():
+        if isinstance(value, (str, os.PathLike, dict, list)):
+            setattr(model, name, fix(value))
+    return model
 
 
 # --------------------------------------------------------------------------- content checks

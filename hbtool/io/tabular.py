@@ -8,7 +8,6 @@ key-value metadata ``hbtool.events``; csv holds beats only.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -197,18 +196,14 @@ def _trace(beats: pd.DataFrame, events: pd.DataFrame | None, fmt: str, source: s
 
 
 def read_csv(path: Path, options: ReadOptions) -> HeartbeatTrace:
-    """A csv table of beats (Path("-"): standard input)."""
-    path = os.fspath(path)
+    """A csv table of beats."""
+    src = os.fspath(path)
     warnings: list[str] = []
-    src = "stdin" if path == "-" else path
     try:
-        if path == "-":
-            df = pd.read_csv(io.BytesIO(sys.stdin.buffer.read()))
-        else:
-            df = pd.read_csv(path)
+        df = pd.read_csv(src)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
         raise TraceFormatError(f"{src}: not a readable csv table ({str(exc).splitlines()[0]})") from exc
-    run = "stdin" if path == "-" else Path(path).stem
+    run = Path(src).stem
     beats_raw, ev_raw = _split_events(df)
     beats = normalise(beats_raw, run, src, warnings)
     return _trace(beats, _events_frame(ev_raw, run), "csv", src, warnings)
