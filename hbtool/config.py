@@ -137,5 +137,9 @@ SERVICE_TOLERANCE = 1e-3
 SERVICE_MIN_VALUES = 32
 #: converged estimates further than this (relative) from the current phase's rate start a new phase
 SERVICE_PHASE_CHANGE = 0.125
+#: this many phases or more, resting on fewer converged estimates each than SERVICE_ESTIMATES_PER_PHASE
+#: on average, are called noise, not changes of rate
+SERVICE_NOISY_PHASES = 3
+SERVICE_ESTIMATES_PER_PHASE = 2.5
 #: readers: most rows accepted from a sample table
 MAX_QUEUE_SAMPLE_ROWS = 50_000_000

@@ -177,3 +177,28 @@ def test_cli_formats(tmp_path, capsys):
     assert len(lines) - 1 == len(q["estimates"])
     code, out, _ = run_cli(capsys, "service-rate", p, "--z", "0", "--item-size", "8")
     assert "2 phases" in out and "kitems/s" in out and "kB/s" in out
+
+
+def test_phases_of_lone_estimates_are_called_noise_not_changes(tmp_path, capsys):
+    # a stage whose speed wanders (a loaded machine): around 5000 items/s, a new speed every
+    # 0.1 s (log-normal, sd 0.5), never long enough for estimates in a row to agree
+    rng = np.random.default_rng(1)
+    n = 1200
+    mu = 5000 * np.exp(0.5 * rng.standard_normal(n // 10).repeat(10))
+    df = pd.DataFrame({"queue": "q", "t": np.arange(1, n + 1) * 0.01, "count": rng.poisson(mu * 0.01),
+                       "blocked": 0})
+    res = service_rates(samples_from_frame(df, "x", "x"))
+    (e,) = res.ends
+    est = sum(p["estimates"] for p in e.phases)
+    assert len(e.phases) >= 3 and est < 2.5 * len(e.phases)
+    assert e.caution.startswith(f"{len(e.phases)} phases from {est} converged estimates")
+    assert f"queue q (consumer): {e.caution}" in res.warnings
+    path = tmp_path / "wander.csv"
+    df.to_csv(path, index=False)
+    code, out, err = run_cli(capsys, "service-rate", path)
+    assert code == 0
+    assert f"  caution: {e.caution}" in out.splitlines()
+    assert f"hbtool: warning: queue q (consumer): {e.caution}" in err.splitlines()
+    # two steady phases: no caution
+    (e,) = service_rates(samples_from_frame(_table([6000, 3000], n=2400), "x", "x"), Params(z=0.0)).ends
+    assert len(e.phases) == 2 and e.caution == ""

@@ -69,12 +69,14 @@ class EndRates:
     reason: str = ""
     estimates: list[dict] = field(default_factory=list)
     phases: list[dict] = field(default_factory=list)
+    caution: str = ""                # why the phases should not be read as changes of rate
 
     def as_dict(self) -> dict:
         return {"queue": self.queue, "end": self.end, "process": self.process, "item_size": self.item_size,
                 "status": self.status, "reason": self.reason, "samples": self.samples,
                 "nonblocking_samples": self.nonblocking, "blocked_share": self.blocked_share,
-                "period_s": self.period_s, "estimates": self.estimates, "phases": self.phases}
+                "period_s": self.period_s, "estimates": self.estimates, "phases": self.phases,
+                "caution": self.caution or None}
 
 
 def _bytes(items: float, size: int | None) -> float | None:
@@ -124,6 +126,9 @@ def estimate_end(df: pd.DataFrame, params: Params, warnings: list[str]) -> EndRa
         res.estimates.append({"t_s": float(t[last]), "items_per_s": float(qbar[last]),
                               "bytes_per_s": _bytes(qbar[last], size), "converged": False, "since_s": float(t[start])})
     res.phases = phases([e for e in res.estimates if e["converged"]], params.phase_change, size)
+    res.caution = unsettled(res.phases)
+    if res.caution:
+        warnings.append(f"queue {queue} ({end}): {res.caution}")
     if idx.size:
         res.status = "converged"
     else:
@@ -173,6 +178,23 @@ def phases(estimates: list[dict], change: float, size: int | None) -> list[dict]
                     "items_per_s": rate, "bytes_per_s": _bytes(rate, size), "estimates": len(g),
                     "spread": float(np.std([e["items_per_s"] for e in g]) / rate) if rate else 0.0})
     return out
+
+
+def unsettled(phases: list[dict]) -> str:
+    """Why a list of phases says nothing about changes of rate, or "": at least
+    SERVICE_NOISY_PHASES phases resting on fewer than SERVICE_ESTIMATES_PER_PHASE converged
+    estimates each on average. The rate never held still long enough for estimates to
+    agree (a loaded machine, a stage whose speed varies with its input): the phases are
+    noise, not changes of rate."""
+    est = sum(p["estimates"] for p in phases)
+    if len(phases) < config.SERVICE_NOISY_PHASES or est >= config.SERVICE_ESTIMATES_PER_PHASE * len(phases):
+        return ""
+    lone = sum(p["estimates"] == 1 for p in phases)
+    rates = np.array([p["items_per_s"] for p in phases])
+    lo, hi = (float(v) for v in np.quantile(rates, [0.25, 0.75]))
+    return (f"{len(phases)} phases from {est} converged estimates ({lone} resting on one): the rate never held "
+            f"still, so these are not changes of rate; the middle half of the phases' rates lies between "
+            f"{lo:.4g} and {hi:.4g} items/s (a loaded machine? rerun on a quiet one, or widen --window)")
 
 
 @dataclass

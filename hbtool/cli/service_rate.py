@@ -62,6 +62,11 @@ def service_rate(path, item_size, period, which, window, z, tolerance, phase_cha
     params = Params(window=window, z=z, tolerance=tolerance, phase_change=phase_change)
     res = service_rates(read_queue_samples(path, item_size=item_size, period=period), params)
     warn(res.warnings)
+    if not res.ends:
+        from ..errors import HbtoolError
+
+        raise HbtoolError(f"{path}: no instrumented queues in this trace (instrument them with hbtrace_queue.h, "
+                          f"or give a sample table)")
     ends = [e for e in res.ends if which == "both" or e.end == which]
     if fmt == "json":
         emit(fmt, [e.as_dict() for e in ends], [], key="queues",
@@ -87,7 +92,7 @@ def service_rate(path, item_size, period, which, window, z, tolerance, phase_cha
 def _text(res, ends, show_estimates: bool) -> str:
     out = [f"{res.meta.get('run')}: {len(res.queues)} queues, {len(ends)} queue ends"]
     if not ends:
-        out.append("  no instrumented queues in this trace (see hbtrace_queue.h, or give a sample table)")
+        out.append("  no queue end of that kind in this trace")
     for e in ends:
         size = f"{e.item_size} B items" if e.item_size else "item size unknown"
         per = f"period {e.period_s * 1e3:.3g} ms" if e.period_s else "no period"
@@ -105,6 +110,8 @@ def _text(res, ends, show_estimates: bool) -> str:
             continue
         out.append(f"  {len(e.phases)} phase{'s' if len(e.phases) != 1 else ''} "
                    f"({sum(p['estimates'] for p in e.phases)} converged estimates):")
+        if e.caution:
+            out.append(f"  caution: {e.caution}")
         for k, p in enumerate(e.phases, 1):
             out.append(f"    phase {k}: {p['start_s']:8.3f} - {p['end_s']:8.3f} s  {_si(p['items_per_s'], 'items/s'):>14}"
                        f"  {_si(p['bytes_per_s'], 'B/s'):>11}  ({p['estimates']} estimates, spread "
