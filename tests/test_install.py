@@ -78,3 +78,13 @@ def test_a_fresh_venv_builds_and_traces_a_program(installed):
     assert sorted(t["beats"] for t in doc["threads"]) == [300, 300, 300]
     mpi = sh(hbtool, "config", "--mpi-preload", cwd=work, env=env).stdout.strip()
     assert mpi.startswith(site) and Path(mpi).is_file()
+
+
+def test_the_readme_tour_runs_with_only_what_the_wheel_installed(installed, tracer_built, tmp_path):
+    """The README's commands, in order, with the fresh venv's hbtool and the tracer it
+    ships (the example programs come from the checkout)."""
+    from test_readme import run_readme_commands
+
+    venv, _ = installed
+    failed = run_readme_commands(tmp_path, venv / "venv" / "bin")
+    assert not failed, "\n".join(failed)

@@ -80,26 +80,34 @@ def test_the_readme_shows_commands():
     assert not any(c.startswith("bash scripts/") for c in cmds)
 
 
-def test_every_readme_command_runs_as_written(tmp_path):
-    """Each command, in order, in a fresh folder holding the checkout's sample traces, tracer
-    and benchmarks, with the set-up command's hbtool first on PATH."""
+def run_readme_commands(folder: Path, bin_dir: Path) -> list[str]:
+    """Run each README command, in order, in `folder` (which gets links to the checkout's
+    sample traces, tracer and benchmarks), with `bin_dir`'s hbtool first on PATH; returns
+    what failed, one entry per command."""
     import shutil
     import subprocess
-    import sys
 
     for name in LINKED:
-        (tmp_path / name).symlink_to(ROOT / name)
+        (folder / name).symlink_to(ROOT / name)
     env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for k in ("HBTRACE_DIR", "HBTOOL_TRACER_DIR", "LD_PRELOAD"):
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    for k in ("HBTRACE_DIR", "HBTOOL_TRACER_DIR", "LD_PRELOAD", "PYTHONPATH"):
         env.pop(k, None)
-    assert shutil.which("hbtool", path=env["PATH"]), "hbtool is not installed beside this Python"
+    assert shutil.which("hbtool", path=env["PATH"]) == str(bin_dir / "hbtool"), f"no hbtool in {bin_dir}"
     failed = []
     for line, cmd in shell_commands():
-        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, env=env, capture_output=True,
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=folder, env=env, capture_output=True,
                            text=True, timeout=600)
         want = next((v for k, v in EXIT_STATUS.items() if cmd.startswith(k)), 0)
         if r.returncode != want or "Traceback" in r.stderr:
             failed.append(f"README.md:{line}: {cmd}\n  exit {r.returncode} (want {want})\n  "
                           + (r.stderr.strip() or r.stdout.strip())[-800:].replace("\n", "\n  "))
+    return failed
+
+
+def test_every_readme_command_runs_as_written(tmp_path):
+    """Each command, in order, in a fresh folder, with the set-up command's hbtool."""
+    import sys
+
+    failed = run_readme_commands(tmp_path, Path(sys.executable).parent)
     assert not failed, "\n".join(failed)
