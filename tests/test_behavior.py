@@ -367,10 +367,11 @@ def test_cli_says_which_view_to_believe_when_an_online_monitor_ran(tracer_built,
                    "--beats", "200", "--size", "64", env=env)
     assert r.returncode == 0, r.stderr
     out = run_hbtool("behavior", tmp_path / "t").stdout.splitlines()
-    assert out[1:3] == [
+    assert out[1] == "beats: api (the program's own)"
+    assert out[2:4] == [
         "online: what the monitor reported during the run, from the beats so far; the timeline is judged",
         "on the whole trace. Where they differ, believe the timeline; the online report says when it was noticed.",
     ]
-    assert "online monitor: ring" in out[4]
+    assert "online monitor: ring" in out[5]
     out = run_hbtool("behavior", SAMPLES / "jacobi-normal").stdout
     assert "believe the timeline" not in out

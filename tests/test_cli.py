@@ -25,11 +25,11 @@ def test_info_text_exact(capsys, csv_trace):
     assert code == 0
     assert err == ""
     assert out.splitlines() == [
-        f"run run1: csv ({csv_trace}), 2 threads, 5 beats",
+        f"run run1: csv ({csv_trace}), 2 threads, 5 api beats",
         "",
         "run   thread  beats  first_s  last_s  duration_s  beats/s  ended",
-        "run1       0      3        0       1           1        2  unknown (the trace has no lifecycle records)",
-        "run1       1      2        0       1           1        1  unknown (the trace has no lifecycle records)",
+        "run1       0      3   0.0000  1.0000      1.0000      2.0  unknown (the trace has no lifecycle records)",
+        "run1       1      2   0.0000  1.0000      1.0000      1.0  unknown (the trace has no lifecycle records)",
     ]
 
 

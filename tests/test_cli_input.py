@@ -262,14 +262,14 @@ def test_legacy_sample_info_exact(capsys):
     assert (code, err) == (0, "")
     ended = "unknown (the trace has no lifecycle records)"
     assert out.splitlines() == [
-        f"run legacy-shutdown: legacy ({LEGACY}), 4 threads, 1350 beats",
+        f"run legacy-shutdown: legacy ({LEGACY}), 4 threads, 1350 api beats",
         "  note: legacy traces time each thread from its own first beat",
         "",
         "run              thread  beats  first_s  last_s  duration_s  beats/s  ended",
-        f"legacy-shutdown       0    400        0  0.7986      0.7986    499.6  {ended}",
-        f"legacy-shutdown       1    400        0  0.8175      0.8175    488.1  {ended}",
-        f"legacy-shutdown       2    150        0  0.3081      0.3081    483.6  {ended}",
-        f"legacy-shutdown       3    400        0  0.8489      0.8489    470.0  {ended}",
+        f"legacy-shutdown       0    400   0.0000  0.7986      0.7986    499.6  {ended}",
+        f"legacy-shutdown       1    400   0.0000  0.8175      0.8175    488.1  {ended}",
+        f"legacy-shutdown       2    150   0.0000  0.3081      0.3081    483.6  {ended}",
+        f"legacy-shutdown       3    400   0.0000  0.8489      0.8489    470.0  {ended}",
     ]
 
 

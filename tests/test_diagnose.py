@@ -34,11 +34,13 @@ def test_diagnose_sample_traces_without_model(capsys):
 def test_diagnose_text_says_which_reference(capsys):
     code, out, _ = run_cli(capsys, "diagnose", SAMPLES / "pi-shutdown")
     assert code == 0
-    assert out.splitlines()[0] == "ranges: built-in default ranges (no --model); compared with each run's own median thread"
+    assert out.splitlines()[:2] == ["beats: api (the program's own)",
+                                    "ranges: built-in default ranges (no --model); compared with each run's own median thread"]
     assert "completed 301 beats" in out
 
 
 MATMUL_EXIT1 = """\
+beats: api (the program's own)
 ranges: built-in default ranges (no --model); compared with each run's own median thread
 found: 4 shutdown
 
@@ -103,10 +105,10 @@ def test_diagnose_shows_the_process_when_a_run_has_several(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "diagnose", tmp_path / "two.csv")
     lines = out.splitlines()
     assert code == 0
-    assert lines[3].split()[:4] == ["run", "process", "thread", "status"]
-    assert [x.split()[1:3] for x in lines[4:10]] == [["0", "0"], ["0", "1"], ["0", "2"], ["1", "0"], ["1", "1"], ["1", "2"]]
+    assert lines[4].split()[:4] == ["run", "process", "thread", "status"]
+    assert [x.split()[1:3] for x in lines[5:11]] == [["0", "0"], ["0", "1"], ["0", "2"], ["1", "0"], ["1", "1"], ["1", "2"]]
     code, out, _ = run_cli(capsys, "diagnose", SAMPLES / "pi-normal")
-    assert out.splitlines()[3].split()[:3] == ["run", "thread", "status"]
+    assert out.splitlines()[4].split()[:3] == ["run", "thread", "status"]
 
 
 def test_diagnose_legacy_csv_xlsx(capsys):

@@ -217,14 +217,14 @@ def test_record_counts_threads_as_info_does(tracer_built, tmp_path):
     r = run_hbtool("record", "-o", out, "--", str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "50",
                    "--work", "1000")
     assert r.returncode == 0
-    assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {out}/ (1 file, 2 threads with heartbeats, 100 beats)"
+    assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {out}/ (1 file, 3 threads (2 with beats), 100 api beats)"
     info = run_hbtool("info", out)
-    assert ", 2 threads, 100 beats," in info.stdout
+    assert ", 3 threads (2 with beats), 100 api beats," in info.stdout
     code = "import threading\nts=[threading.Thread(target=sum, args=([1],)) for _ in range(3)]\n" \
            "[t.start() for t in ts]; [t.join() for t in ts]\n"
     r = run_hbtool("record", "-o", tmp_path / "u", "--", sys.executable, "-c", code)
     # the main thread and the three it started
-    assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {tmp_path / 'u'}/ (1 file, no heartbeats, 4 threads)"
+    assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {tmp_path / 'u'}/ (1 file, 4 threads (0 with beats), 0 beats)"
 
 
 def test_record_bad_folder_exits_2_and_default_folder_is_not_left_empty(tracer_built, tmp_path):

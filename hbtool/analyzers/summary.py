@@ -111,13 +111,57 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "process", "os_tid", "ending", "ended", "end_t", "abnormal"])
 
 
-def summarize_threads(trace: HeartbeatTrace) -> pd.DataFrame:
+SUMMARY_COLUMNS = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate",
+                   "ending", "ended", "os_tids", "abnormal"]
+
+
+def summarize_threads(trace: HeartbeatTrace, beatless: bool = False) -> pd.DataFrame:
     """One row per (run, process, thread): beats, first_s, last_s, duration_s,
     mean_rate (beats/s over the thread's span), ending and ended (how it ended,
-    when the trace knows), os_tids."""
+    when the trace knows), os_tids.
+
+    beatless: also one row per OS thread that made no beats but left lifecycle records
+    (beats 0; first_s, last_s: its first and last record), numbered after the process's
+    beating threads in the order they started."""
+    s = _beating(trace)
+    if beatless:
+        extra = _beatless(trace, s)
+        if len(extra):
+            s = pd.concat([s, extra], ignore_index=True) if len(s) else extra
+    return s
+
+
+def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame) -> pd.DataFrame:
+    ev = trace.events
+    if not len(ev):
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
     b = trace.beats
-    cols = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate",
-            "ending", "ended", "os_tids", "abnormal"]
+    seen = set(zip(b["run"].astype(str), b["process"], b["os_tid"])) if len(b) else set()
+    ends = thread_endings(trace)
+    end_by_tid = {(r.run, r.process, r.os_tid): r for r in ends.itertuples()}
+    rows = []
+    for (run, process), g in ev[ev["os_tid"] >= 0].groupby(["run", "process"], sort=False, observed=True):
+        top = beating.loc[(beating["run"] == run) & (beating["process"] == process), "thread"] if len(beating) else []
+        nxt = int(max(top)) + 1 if len(top) else 0
+        span = g.groupby("os_tid", sort=False)["t"].agg(["min", "max"]).sort_values("min", kind="stable")
+        for tid, (t0, t1) in span.iterrows():
+            if (str(run), process, tid) in seen:
+                continue
+            end = end_by_tid.get((run, process, tid))
+            if end is not None and np.isfinite(end.end_t):
+                t1 = max(t1, float(end.end_t))
+            rows.append({"run": run, "process": process, "thread": nxt, "beats": 0, "first_s": t0, "last_s": t1,
+                         "duration_s": t1 - t0, "mean_rate": np.nan,
+                         "ending": end.ending if end is not None else "unknown",
+                         "ended": end.ended if end is not None else "unknown",
+                         "os_tids": [int(tid)], "abnormal": bool(end.abnormal) if end is not None else False})
+            nxt += 1
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
+    b = trace.beats
+    cols = SUMMARY_COLUMNS
     if not len(b):
         return pd.DataFrame(columns=cols)
     g = b.groupby(["run", "process", "thread"], sort=False, observed=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ..analyzers.behavior import FINDINGS
+from .hsa_common import beats_line, beats_option
 from .output import emit, output_options
 
 CSV_COLUMNS = ["run", "process", "thread", "behavior", "start_s", "end_s", "duration_s", "first_beat",
@@ -38,8 +39,9 @@ def _fmt_dt(v: float) -> str:
               help="... and at least SEC seconds long (default 0.15); busy-waiting must last as long.")
 @click.option("--window", type=click.FloatRange(min=0.0, min_open=True), default=None, metavar="SEC",
               help="The usual rate is judged over windows of SEC seconds (default 0.05).")
+@beats_option
 @output_options
-def behavior(paths, slow_factor, gap_factor, min_wait, window, fmt):
+def behavior(paths, slow_factor, gap_factor, min_wait, window, beats, fmt):
     """Per thread: when it was running, busy-waiting, conditional-waiting, and how it
     ended (exited, failed; ended when the trace cannot tell), with the online monitor's
     reports and their latency beside each interval.
@@ -62,7 +64,7 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, fmt):
                     ("min_busy_s", min_wait), ("window_s", window)):
         if v is not None:
             setattr(s, name, v)
-    trace = read_all(paths)
+    trace = read_all(paths, beats=beats)
     report = timeline(trace, s)
     rows, monitors = report.threads, report.monitors
     threads = []
@@ -109,6 +111,7 @@ def _text(threads, monitors, trace) -> str:
     if ends:
         line += "; " + ", ".join(f"{n} {b}" for b, n in sorted(ends.items())) + " normally" * ("exited" in ends and len(ends) == 1)
     out.append(line)
+    out.append(beats_line(trace))
     if len(trace.monitor) and any(m["reports"] for m in monitors):
         out.append("online: what the monitor reported during the run, from the beats so far; the timeline is judged")
         out.append("on the whole trace. Where they differ, believe the timeline; the online report says when it was noticed.")

@@ -6,6 +6,7 @@ import time
 
 import click
 
+from .hsa_common import beats_line, beats_option
 from .output import emit, output_options
 
 #: the text table's columns (process only when a run has several); csv has every field json has
@@ -31,8 +32,9 @@ STATUS_LEGEND = {
 @click.option("--model", "model_path", metavar="MODEL", type=click.Path(dir_okay=False),
               help="Normal ranges learned by 'hbtool train'.")
 @click.option("--timings", is_flag=True, help="Print the time spent in each stage on stderr.")
+@beats_option
 @output_options
-def diagnose(paths, ref, model_path, timings, fmt):
+def diagnose(paths, ref, model_path, timings, beats, fmt):
     """The status of every thread: normal, memoryleak, shutdown (or unknown, and why).
 
     Each thread is compared with a reference: REF's thread of the same number, or, with
@@ -56,8 +58,8 @@ def diagnose(paths, ref, model_path, timings, fmt):
     stages["start-up (imports)"] = time.perf_counter() - t0
     t = time.perf_counter()
     model = read_model(model_path) if model_path else default_model()
-    trace = read_all(paths)
-    reference = read_all([ref], "reference") if ref else None
+    trace = read_all(paths, beats=beats)
+    reference = read_all([ref], "reference", beats=beats) if ref else None
     stages["read"] = time.perf_counter() - t
     result = diagnose_trace(trace, model, reference=reference)
     stages.update(result.stages)
@@ -65,7 +67,7 @@ def diagnose(paths, ref, model_path, timings, fmt):
     src = (f"model {model_path} (level {model.level:g})" if model_path else "built-in default ranges (no --model)")
     ref_text = f"reference trace {ref}" if ref else "each run's own median thread"
     counts = result.counts()
-    preamble = [f"ranges: {src}; compared with {ref_text}",
+    preamble = [beats_line(trace), f"ranges: {src}; compared with {ref_text}",
                 "found: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no threads"), ""]
     extra = {"ranges": {"source": model_path or "default", "level": model.level,
                         "values": {k: list(v) for k, v in model.ranges.items()},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from .hsa_common import beats_option
 from .output import emit, output_options
 
 COLUMNS = ["run", "thread", "beats", "GTR", "LTR", "GHR", "LHR", "DTW", "LB", "progress", "reference", "na_reason"]
@@ -14,8 +15,9 @@ COLUMNS = ["run", "thread", "beats", "GTR", "LTR", "GHR", "LHR", "DTW", "LB", "p
 @click.option("--reference", "ref", metavar="REF",
               help="Reference trace: its thread of the same number (else its median thread). "
                    "Default: each run's own median thread.")
+@beats_option
 @output_options
-def features(paths, ref, fmt):
+def features(paths, ref, beats, fmt):
     """GTR, LTR, GHR, LHR, DTW, LB_Keogh and progress of every thread against a reference.
 
     A thread with too few beats for the heart-rate window gets n/a and the reason.
@@ -28,8 +30,8 @@ def features(paths, ref, fmt):
     from ..analyzers.diagnosis import features_table
     from .hsa_common import feature_rows, read_all
 
-    trace = read_all(paths)
-    reference = read_all([ref], "reference") if ref else None
+    trace = read_all(paths, beats=beats)
+    reference = read_all([ref], "reference", beats=beats) if ref else None
     table = features_table(trace, reference=reference)
     rows = feature_rows(table, text=fmt == "text")
     cols = COLUMNS if fmt != "csv" else COLUMNS[:1] + ["process"] + COLUMNS[1:]

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import click
 
+from .hsa_common import beats_option, threads_phrase
 from .output import emit, output_options, warn
 
 COLUMNS = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate", "ended"]
 HEADERS = {"mean_rate": "beats/s", "first_s": "first_s", "duration_s": "duration_s"}
+#: one number format per column (times to 0.1 ms)
+DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1}
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@beats_option
 @output_options
-def info(paths, fmt):
+def info(paths, beats, fmt):
     """Beats, time span, mean heart rate and ending of every thread.
 
     PATH is a tracer file (.hbt), a run directory (tracer files, or legacy
@@ -26,13 +30,12 @@ def info(paths, fmt):
       hbtool info --format json run.xlsx | jq '.threads[] | select(.ending != "returned")'
     """
     from ..analyzers.summary import summarize_threads
-    from ..io import read_heartbeats
+    from .hsa_common import read_all
 
-    trace = read_heartbeats(list(paths))
-    warn(trace.warnings)
+    trace = read_all(paths, beats=beats, need_beats=False)
     if not len(trace.beats) and not len(trace.events):
         raise click.UsageError(f"{', '.join(paths)}: the trace holds no heartbeats and no lifecycle records")
-    s = summarize_threads(trace)
+    s = summarize_threads(trace, beatless=True)
     rows = s.to_dict(orient="records")
     runs = []
     preamble = []
@@ -54,9 +57,19 @@ def info(paths, fmt):
         runs.append(run)
         where = f"{len(procs)} process{'es' if len(procs) != 1 else ''}, " if procs else ""
         clock = f", clock {procs[0]['clock']}" if procs else ""
+        threads = threads_phrase(sub)
+        used = sorted(set((meta.get("beats") or {}).values()))
+        have: dict[str, int] = {}
+        for counts in (meta.get("beats_available") or {}).values():
+            for src, n in counts.items():
+                have[src] = have.get(src, 0) + n
+        run["beats_source"] = used
+        run["beats_available"] = have
+        other = [f"{n} {src}" for src, n in sorted(have.items()) if src not in used]
         preamble.append(
-            f"run {name}: {run['format']} ({run['source']}), {where}{run['threads']} threads, "
-            f"{run['beats']} beats{clock}"
+            f"run {name}: {run['format']} ({run['source']}), {where}{threads}, "
+            f"{run['beats']} {'/'.join(used) + ' ' if used else ''}beats{clock}"
+            + (f"; also {', '.join(other)} beats (--beats picks)" if other else "")
         )
         if meta.get("note"):
             preamble.append(f"  note: {meta['note']}")
@@ -65,4 +78,5 @@ def info(paths, fmt):
     cols = COLUMNS if multi else [c for c in COLUMNS if c != "process"]
     if fmt == "csv":
         cols = COLUMNS + ["ending", "os_tids"]
-    emit(fmt, rows, cols, key="threads", extra={"runs": runs}, preamble=preamble, headers=HEADERS)
+    emit(fmt, rows, cols, key="threads", extra={"runs": runs}, preamble=preamble, headers=HEADERS,
+         decimals=DECIMALS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from .hsa_common import beats_option, read_all
 from .output import warn
 
 MAX_PANELS = 16
@@ -22,7 +23,8 @@ MIN_DIAGNOSED = 2
 @click.option("--status", "status", is_flag=True,
               help="Draw the machine's status over the run instead (CPU split, memory and swap, network, the "
                    "process's CPU and memory); needs a run recorded with the status sampler.")
-def plot(paths, out, window, behavior, status):
+@beats_option
+def plot(paths, out, window, behavior, status, beats):
     """Draw the heart rate of every thread over time to a PNG.
 
     Each run gets a panel; each thread a line. A marker at its end says how the
@@ -46,7 +48,6 @@ def plot(paths, out, window, behavior, status):
       hbtool plot --behavior sample_traces/pi-condwait -o condwait.png
     """
     from .. import config
-    from ..io import read_heartbeats
 
     if not out.lower().endswith((".png", ".svg", ".pdf")):
         raise click.UsageError(f"{out}: name the picture .png, .svg or .pdf")
@@ -65,10 +66,7 @@ def plot(paths, out, window, behavior, status):
         save(status_figure(rep, title=str(paths[0])), out)
         click.echo(f"hbtool: wrote {out}", err=True)
         return
-    trace = read_heartbeats(list(paths))
-    warn(trace.warnings)
-    if not len(trace.beats):
-        raise click.UsageError("the trace holds no heartbeats: nothing to plot")
+    trace = read_all(paths, beats=beats)
     if len(trace.runs) > MAX_PANELS:
         raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
     from ..analyzers.heartrate import heart_rate_curves

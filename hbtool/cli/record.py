@@ -187,15 +187,14 @@ def _summary(outdir: Path, rc: int) -> None:
 
 
 def _counts(trace) -> str:
-    """'2 processes, 4 threads, 1200 beats' as 'hbtool info' reports them."""
+    """'2 processes, 5 threads (4 with beats), 1200 beats' as 'hbtool info' counts them."""
+    from ..analyzers.summary import summarize_threads
+    from .hsa_common import threads_phrase
+
     procs = sum(len(meta.get("processes", [])) for meta in trace.runs.values())
-    beats = len(trace.beats)
-    threads = trace.beats.groupby(["run", "process", "thread"], observed=True).ngroups if beats else 0
-    parts = [f"{procs} process{'es' if procs != 1 else ''}"] if procs > 1 else []
-    if beats:
-        parts.append(f"{threads} thread{'s' if threads != 1 else ''} with heartbeats, {beats} beats")
-    else:
-        ev = trace.events
-        threads = ev.groupby(["run", "process", "os_tid"], observed=True).ngroups if len(ev) else 0
-        parts.append(f"no heartbeats, {threads} thread{'s' if threads != 1 else ''}")
+    parts = [f"{procs} processes"] if procs > 1 else []
+    parts.append(threads_phrase(summarize_threads(trace, beatless=True)))
+    counts = trace.beats["source"].value_counts() if len(trace.beats) else {}
+    parts.append(", ".join(f"{int(n)} {src}" for src, n in sorted(dict(counts).items()) if n) + " beats"
+                 if len(trace.beats) else "0 beats")
     return ", ".join(parts)

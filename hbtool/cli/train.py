@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .hsa_common import beats_option
+
 from .output import warn
 
 LABEL_OPTIONS = {"--normal": "normal", "--memoryleak": "memoryleak", "--shutdown": "shutdown"}
@@ -34,8 +36,9 @@ def _split(tokens) -> dict[str, list[str]]:
               help="Share of the normal values each range spans (default: chosen by cross-validated "
                    "macro-F1 with anomalous traces, 0.95 with normal ones only).")
 @click.option("--reference", "ref", metavar="REF", help="Reference trace (default: each run's median thread).")
+@beats_option
 @click.argument("traces", nargs=-1, type=click.UNPROCESSED, metavar="--normal TRACE... [--memoryleak TRACE...] [--shutdown TRACE...]")
-def train(out, level, ref, traces):
+def train(out, level, ref, beats, traces):
     """Learn the normal ranges of the features and write a model (JSON).
 
     Each range spans the central LEVEL share of the normal sequences' values (on a log
@@ -63,8 +66,8 @@ def train(out, level, ref, traces):
     groups = _split(traces)
     if not groups["normal"]:
         raise click.UsageError("give at least one normal trace: --normal TRACE...")
-    reference = read_all([ref], "reference") if ref else None
-    labelled = ((read_all([p], f"reading {label}"), label, thread_labels(Path(p)) if Path(p).is_dir() else {}, {})
+    reference = read_all([ref], "reference", beats=beats) if ref else None
+    labelled = ((read_all([p], f"reading {label}", beats=beats), label, thread_labels(Path(p)) if Path(p).is_dir() else {}, {})
                 for label, paths in groups.items() for p in paths)
     levels = (level,) if level else config.HSA_LEVELS
     try:

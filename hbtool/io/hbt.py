@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from ..model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, HeartbeatTrace, empty_frame
+from ..model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
 from .registry import MAGIC_HBTRACE, ReadOptions, head
 
 MAGIC = MAGIC_HBTRACE
@@ -37,6 +37,19 @@ FLAG_PRELOAD = 0x1
 FLAG_CONVERTED = 0x2
 
 REC_BEAT = 1
+REC_NAME = 14
+REC_WAIT = 17
+#: a beat's or wait's source: flags & 15 (docs/formats.md)
+SOURCES = {0: "api", 1: "openmp", 2: "mpi"}
+#: a wait's synchronisation: flags >> 4
+SYNC_KINDS = {1: "barrier", 2: "taskwait", 3: "critical", 4: "ordered", 5: "collective"}
+#: name spaces of NAME records
+NAME_QUEUE = 1
+NAME_PROBE = 2
+NAME_CONSTRUCT = 3
+NAME_LAST = 0x8000
+NAME_FRAGMENT_BYTES = 24
+MAX_NAME_FRAGMENTS = 64  # names are at most 255 bytes; a crafted file gets no more than this
 REC_KINDS = {
     2: "thread_start",
     3: "thread_end",
@@ -375,7 +388,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
     parsed = [read_hbt_file(p) for p in paths]
     warnings = [w for p in parsed for w in p["warnings"]]
     offsets, zero_mono = run_offsets(parsed)
-    beats, events, monitor, procmeta = [], [], [], []
+    beats, events, monitor, waits, procmeta = [], [], [], [], []
     for process, i in enumerate(process_order(parsed, offsets)):
         p = parsed[i]
         hdr, r = p["header"], p["records"]
@@ -386,6 +399,10 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         thread = np.where(r["thread"] >= 0, r["thread"], r["thread_slot"]).astype(np.int64)
         seq = _unwrap_seq(r["seq"][isbeat], r["os_tid"][isbeat])
         nb = int(isbeat.sum())
+        source_code = (r["flags"] & 0xF).astype(np.int64)
+        auto = source_code != 0
+        constructs = _construct_names(r, paths[i], warnings) if (auto & (isbeat | (kind == REC_WAIT))).any() else {}
+        construct = _construct_column(r["loop"], auto, constructs)
         beats.append(
             pd.DataFrame(
                 {
@@ -397,15 +414,28 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                     "t": t_ns[isbeat] / 1e9,
                     "loop": r["loop"][isbeat].astype(np.int64),
                     "iteration": r["iter"][isbeat].astype(np.int64),
-                    "tag": r["aux"][isbeat].astype(np.int64),
+                    "tag": np.where(auto[isbeat], 0, r["aux"][isbeat]).astype(np.int64),
                     "os_tid": r["os_tid"][isbeat],
+                    "source": _coded(source_code[isbeat], SOURCES, "source"),
+                    "construct": construct[isbeat],
                 }
             )
         )
+        iswait = kind == REC_WAIT
+        if iswait.any():
+            waits.append(pd.DataFrame({
+                "run": run, "process": proc, "thread": thread[iswait], "os_tid": r["os_tid"][iswait],
+                "t_ns": t_ns[iswait], "t": t_ns[iswait] / 1e9,
+                "wait_ns": (r["iter"][iswait].astype(np.uint32).astype(np.int64) << 32)
+                | r["aux"][iswait].astype(np.int64),
+                "sync": _coded(r["flags"][iswait].astype(np.int64) >> 4, SYNC_KINDS, "sync"),
+                "source": _coded(source_code[iswait], SOURCES, "source"),
+                "construct": construct[iswait],
+            }))
         known = np.isin(kind, list(REC_KINDS))
         ismon = np.isin(kind, list(MONITOR_KINDS))
         # instruments (queues, probes, status) are read by hbtool.io.instruments
-        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16))
+        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait
         if unknown.any():
             warnings.append(
                 f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
@@ -466,7 +496,87 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         runs={run: meta},
         warnings=warnings,
         monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
+        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
     )
+
+
+def _coded(codes: np.ndarray, names: dict[int, str], what: str) -> pd.Categorical:
+    """Small integer codes as a categorical of their names ("<what> N" for a code not known)."""
+    u, inv = np.unique(codes, return_inverse=True)
+    return pd.Categorical.from_codes(inv.astype(np.int32), [names.get(int(c), f"{what} {int(c)}") for c in u])
+
+
+def _construct_names(r: dict, path: str, warnings: list[str]) -> dict[int, str]:
+    """Construct id -> "<kind> <symbol>" (name space 3: "<kind>\t<symbol>\t<address>");
+    the address stands in for a symbol dladdr could not find."""
+    out = {}
+    for cid, text in decode_names(r, NAME_CONSTRUCT, warnings, path).items():
+        parts = text.split("\t")
+        kind = parts[0]
+        where = parts[1] if len(parts) > 1 and parts[1] else (parts[2] if len(parts) > 2 else "")
+        out[cid] = f"{kind} {where}".strip()
+    return out
+
+
+def _construct_column(loop: np.ndarray, auto: np.ndarray, names: dict[int, str]) -> pd.Categorical:
+    """Per record: its construct's name for automatic records (loop = construct id), else ""."""
+    ids = np.where(auto, loop.astype(np.int64), 0)
+    u, inv = np.unique(ids, return_inverse=True)
+    labels = [("" if c == 0 else names.get(int(c), f"construct {int(c)}")) for c in u]
+    if len(set(labels)) != len(labels):  # two ids with one name: merge them
+        cats = sorted(set(labels))
+        to_cat = np.array([cats.index(label) for label in labels], dtype=np.int32)
+        return pd.Categorical.from_codes(to_cat[inv], cats)
+    return pd.Categorical.from_codes(inv.astype(np.int32), labels)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def decode_names(r: dict, space: int, warnings: list[str], path: str) -> dict[int, str]:
+    """Names of one name space (NAME records): id -> text."""
+    sel = (r["kind"] == REC_NAME) & ((r["aux"] >> 24) == space)
+    if not sel.any():
+        return {}
+    fields = ["t_ns", "seq", "thread", "loop", "iter"]
+    dt = np.dtype([(f, r[f].dtype) for f in fields])
+    n = int(sel.sum())
+    a = np.empty(n, dtype=dt)
+    for f in fields:
+        a[f] = r[f][sel]
+    text = a.view(np.uint8).reshape(n, NAME_FRAGMENT_BYTES)
+    ids = (r["aux"][sel] & 0xFFFFFF).astype(np.int64)
+    flags = r["flags"][sel].astype(np.int64)
+    index = flags & ~NAME_LAST
+    out: dict[int, str] = {}
+    incomplete = 0
+    for i in np.unique(ids).tolist():
+        rows = np.flatnonzero(ids == i)
+        frags: dict[int, bytes] = {}
+        last = None
+        for k in rows.tolist():
+            fi = int(index[k])
+            if fi >= MAX_NAME_FRAGMENTS or fi in frags:
+                continue  # a crafted or repeated fragment: the first one wins
+            frags[fi] = bytes(text[k])
+            if flags[k] & NAME_LAST:
+                last = fi
+        parts = []
+        for fi in range(MAX_NAME_FRAGMENTS):
+            if fi not in frags:
+                break
+            parts.append(frags[fi])
+            if fi == last:
+                break
+        whole = last is not None and len(parts) == last + 1
+        if not whole:
+            incomplete += 1
+        name = b"".join(parts).split(b"\0", 1)[0].decode("utf-8", errors="replace")
+        out[i] = name if whole else name + "..."
+    if incomplete:
+        warnings.append(f"{path}: {incomplete} names are incomplete (the trace was cut short?); shown with '...'")
+    return out
+
 
 
 # --------------------------------------------------------------------------- writing

@@ -17,11 +17,11 @@ import pandas as pd
 from ..errors import TraceFormatError
 from ..model import (PROBE_COLUMNS, QUEUE_ENDS, QUEUE_SAMPLE_COLUMNS, STATUS_METRICS, ProbeStats, QueueSamples,
                     StatusSamples, conform)
+from .hbt import NAME_PROBE, NAME_QUEUE, REC_NAME, decode_names
 from .registry import ReadOptions
 
 REC_QUEUE_OPEN = 12
 REC_QUEUE_SAMPLE = 13
-REC_NAME = 14
 REC_PROBE = 15
 REC_STATUS = 16
 INSTRUMENT_KINDS = {REC_QUEUE_OPEN, REC_QUEUE_SAMPLE, REC_NAME, REC_PROBE, REC_STATUS}
@@ -29,11 +29,6 @@ INSTRUMENT_KINDS = {REC_QUEUE_OPEN, REC_QUEUE_SAMPLE, REC_NAME, REC_PROBE, REC_S
 QFLAG_BLOCKED = 0x1
 QFLAG_FINAL = 0x2
 QFLAG_STAGE_BLOCKED = 0x4   # the thread at the end blocked on any of its queues (seed 002: per kernel)
-NAME_QUEUE = 1
-NAME_PROBE = 2
-NAME_LAST = 0x8000
-NAME_FRAGMENT_BYTES = 24
-MAX_NAME_FRAGMENTS = 64  # names are at most 255 bytes; a crafted file gets no more than this
 PSTATS = ("count", "total_ns", "min_ns", "max_ns")
 QUEUE_COLUMNS = ["queue", "process", "queue_id", "capacity", "item_size", "opened_t"]
 
@@ -81,54 +76,6 @@ def _times(p: dict, offset: int, sel: np.ndarray) -> np.ndarray:
     """Seconds since the run started of the selected records (t_ns is a clock value)."""
     t_ns = p["records"]["t_ns"][sel].astype(np.int64) - np.int64(p["header"]["start_mono_ns"]) + np.int64(offset)
     return t_ns / 1e9
-
-
-# --------------------------------------------------------------------------- names
-
-
-def decode_names(r: dict, space: int, warnings: list[str], path: str) -> dict[int, str]:
-    """Names of one name space (NAME records): id -> text."""
-    sel = (r["kind"] == REC_NAME) & ((r["aux"] >> 24) == space)
-    if not sel.any():
-        return {}
-    fields = ["t_ns", "seq", "thread", "loop", "iter"]
-    dt = np.dtype([(f, r[f].dtype) for f in fields])
-    n = int(sel.sum())
-    a = np.empty(n, dtype=dt)
-    for f in fields:
-        a[f] = r[f][sel]
-    text = a.view(np.uint8).reshape(n, NAME_FRAGMENT_BYTES)
-    ids = (r["aux"][sel] & 0xFFFFFF).astype(np.int64)
-    flags = r["flags"][sel].astype(np.int64)
-    index = flags & ~NAME_LAST
-    out: dict[int, str] = {}
-    incomplete = 0
-    for i in np.unique(ids).tolist():
-        rows = np.flatnonzero(ids == i)
-        frags: dict[int, bytes] = {}
-        last = None
-        for k in rows.tolist():
-            fi = int(index[k])
-            if fi >= MAX_NAME_FRAGMENTS or fi in frags:
-                continue  # a crafted or repeated fragment: the first one wins
-            frags[fi] = bytes(text[k])
-            if flags[k] & NAME_LAST:
-                last = fi
-        parts = []
-        for fi in range(MAX_NAME_FRAGMENTS):
-            if fi not in frags:
-                break
-            parts.append(frags[fi])
-            if fi == last:
-                break
-        whole = last is not None and len(parts) == last + 1
-        if not whole:
-            incomplete += 1
-        name = b"".join(parts).split(b"\0", 1)[0].decode("utf-8", errors="replace")
-        out[i] = name if whole else name + "..."
-    if incomplete:
-        warnings.append(f"{path}: {incomplete} names are incomplete (the trace was cut short?); shown with '...'")
-    return out
 
 
 # --------------------------------------------------------------------------- queues

@@ -22,6 +22,30 @@ BEAT_COLUMNS: dict[str, str] = {
     "tag": "int64",
     "os_tid": "int64",      # OS thread id, -1 when unknown
     "label": "category",    # free text ("" when none)
+    "source": "category",   # who made the beat: one of BEAT_SOURCES ("api" for every table format)
+    "construct": "category",  # automatic beats: the construct, "<kind> <symbol>" ("" when none)
+}
+
+#: where beats come from: the program's heartbeat API, or the tracer with no change to the
+#: program (its OpenMP wrappers and OMPT tool, its PMPI layer)
+BEAT_SOURCES = ("api", "openmp", "mpi")
+#: what `beats` a command analyses: "auto" (per process, api beats where it has any, else
+#: openmp, else mpi) or one source
+BEAT_CHOICES = ("auto",) + BEAT_SOURCES
+
+#: columns of HeartbeatTrace.waits: time a thread spent waiting in a synchronisation
+#: (tracer `wait` records, automatic only)
+WAIT_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "t": "float64",         # when the wait ended, seconds since the run started
+    "t_ns": "int64",
+    "wait_ns": "int64",     # how long it lasted
+    "sync": "category",     # barrier, taskwait, critical, ordered, collective
+    "source": "category",
+    "construct": "category",
 }
 
 #: columns of HeartbeatTrace.events (thread lifecycle and process end)
@@ -93,6 +117,8 @@ class HeartbeatTrace:
     * ``warnings``: what the reader skipped or repaired, one line each.
     * ``monitor``: records of the tracer's online behavior monitor, columns
       MONITOR_COLUMNS (empty for other sources).
+    * ``waits``: time threads spent waiting in synchronisations, columns WAIT_COLUMNS
+      (the tracer's automatic `wait` records; empty for other sources).
     """
 
     beats: pd.DataFrame
@@ -100,9 +126,15 @@ class HeartbeatTrace:
     runs: dict[str, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     monitor: pd.DataFrame = field(default_factory=lambda: empty_frame(MONITOR_COLUMNS))
+    waits: pd.DataFrame = field(default_factory=lambda: empty_frame(WAIT_COLUMNS))
 
     def __post_init__(self) -> None:
         self.beats = conform(self.beats, BEAT_COLUMNS)
+        src = self.beats["source"]
+        if "" in src.cat.categories:  # formats that do not say: beats the program made itself
+            self.beats["source"] = src.cat.rename_categories({"": "api"}) if "api" not in src.cat.categories \
+                else src.astype(str).replace("", "api").astype("category")
+        self.waits = conform(self.waits, WAIT_COLUMNS)
         self.events = conform(self.events, EVENT_COLUMNS)
         self.monitor = conform(self.monitor, MONITOR_COLUMNS)
         if len(self.beats):
@@ -124,7 +156,7 @@ class HeartbeatTrace:
     @staticmethod
     def concat(traces: list["HeartbeatTrace"]) -> "HeartbeatTrace":
         """Join traces of different runs (run names must differ; later duplicates get a suffix)."""
-        beats, events, monitor, runs, warnings = [], [], [], {}, []
+        beats, events, monitor, waits, runs, warnings = [], [], [], [], {}, []
         for tr in traces:
             rename = {}
             for name in tr.runs:
@@ -138,13 +170,16 @@ class HeartbeatTrace:
             b = tr.beats.copy()
             e = tr.events.copy()
             m = tr.monitor.copy()
+            w = tr.waits.copy()
             if any(k != v for k, v in rename.items()):
                 b["run"] = b["run"].map(rename)
                 e["run"] = e["run"].map(rename)
                 m["run"] = m["run"].map(rename)
+                w["run"] = w["run"].map(rename)
             beats.append(b)
             events.append(e)
             monitor.append(m)
+            waits.append(w)
             warnings.extend(tr.warnings)
         return HeartbeatTrace(
             beats=pd.concat(beats, ignore_index=True) if beats else empty_frame(BEAT_COLUMNS),
@@ -152,4 +187,45 @@ class HeartbeatTrace:
             runs=runs,
             warnings=warnings,
             monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
+            waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
         )
+
+    def sources(self) -> dict[tuple, dict[str, int]]:
+        """(run, process) -> {source: beats}, for every process with beats."""
+        if not len(self.beats):
+            return {}
+        n = self.beats.groupby(["run", "process", "source"], observed=True).size()
+        out: dict[tuple, dict[str, int]] = {}
+        for (run, process, source), k in n.items():
+            out.setdefault((run, int(process)), {})[str(source)] = int(k)
+        return out
+
+    def with_beats(self, which: str = "auto") -> "HeartbeatTrace":
+        """The trace with only the beats an analysis should use: `which` one of BEAT_SOURCES,
+        or "auto": per process, its api beats when it has any (the program's own beats say
+        what a unit of its work is), else its openmp beats, else its mpi beats. Each run's
+        metadata gets ``beats``: {process: the source used} and ``beats_available``:
+        {process: {source: beats in the trace}}."""
+        if which not in BEAT_CHOICES:
+            raise ValueError(f"beats: {which!r} is not one of {', '.join(BEAT_CHOICES)}")
+        chosen: dict[tuple, str] = {}
+        for key, counts in self.sources().items():
+            if which != "auto":
+                chosen[key] = which
+            else:
+                chosen[key] = next(s for s in BEAT_SOURCES if counts.get(s))
+        b = self.beats
+        if len(b):
+            keys = b[["run", "process", "source"]].astype({"run": str, "source": str})
+            keep = [chosen.get((r, p)) == src for r, p, src in keys.drop_duplicates().itertuples(index=False)]
+            allowed = keys.drop_duplicates()[keep]
+            mask = keys.merge(allowed, how="left", indicator=True)["_merge"].to_numpy() == "both"
+            if not mask.all():
+                b = b[mask].reset_index(drop=True)
+        runs = {name: dict(meta) for name, meta in self.runs.items()}
+        for (run, process), src in chosen.items():
+            runs.setdefault(run, {}).setdefault("beats", {})[process] = src
+        for (run, process), counts in self.sources().items():
+            runs[run].setdefault("beats_available", {})[process] = counts
+        return HeartbeatTrace(beats=b, events=self.events, runs=runs, warnings=list(self.warnings),
+                              monitor=self.monitor, waits=self.waits)
