@@ -78,7 +78,7 @@ def test_convert_every_format(capsys, tmp_path, csv_trace, suffix):
 def test_convert_to_stdout(capsys, csv_trace):
     code, out, _ = run_cli(capsys, "convert", csv_trace, "-")
     assert code == 0
-    assert out.splitlines()[0] == "run,process,thread,seq,t_s,t_ns,loop,iteration,tag,os_tid,label"
+    assert out.splitlines()[0] == "run,process,thread,seq,t_s,t_ns,loop,iteration,tag,os_tid,label,source,construct"
     assert len(out.splitlines()) == 6
 
 

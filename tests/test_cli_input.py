@@ -133,7 +133,7 @@ def test_convert_output_usage_errors(capsys, tmp_path, csv_trace, args, msg):
 def test_convert_dash_o_dash_writes_csv_to_stdout(capsys, csv_trace):
     code, out, err = run_cli(capsys, "convert", csv_trace, "-o", "-")
     assert (code, err) == (0, "")
-    assert out.splitlines()[0] == "run,process,thread,seq,t_s,t_ns,loop,iteration,tag,os_tid,label"
+    assert out.splitlines()[0] == "run,process,thread,seq,t_s,t_ns,loop,iteration,tag,os_tid,label,source,construct"
     assert len(out.splitlines()) == 6
 
 

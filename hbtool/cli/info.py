@@ -58,14 +58,18 @@ def info(paths, beats, fmt):
         where = f"{len(procs)} process{'es' if len(procs) != 1 else ''}, " if procs else ""
         clock = f", clock {procs[0]['clock']}" if procs else ""
         threads = threads_phrase(sub)
-        used = sorted(set((meta.get("beats") or {}).values()))
+        chosen = meta.get("beats") or {}
+        used = sorted(set(chosen.values()))
         have: dict[str, int] = {}
-        for counts in (meta.get("beats_available") or {}).values():
+        unused: dict[str, int] = {}
+        for process, counts in (meta.get("beats_available") or {}).items():
             for src, n in counts.items():
                 have[src] = have.get(src, 0) + n
+                if src != chosen.get(process):
+                    unused[src] = unused.get(src, 0) + n
         run["beats_source"] = used
         run["beats_available"] = have
-        other = [f"{n} {src}" for src, n in sorted(have.items()) if src not in used]
+        other = [f"{n} {src}" for src, n in sorted(unused.items())]
         preamble.append(
             f"run {name}: {run['format']} ({run['source']}), {where}{threads}, "
             f"{run['beats']} {'/'.join(used) + ' ' if used else ''}beats{clock}"

@@ -582,47 +582,49 @@ def decode_names(r: dict, space: int, warnings: list[str], path: str) -> dict[in
 # --------------------------------------------------------------------------- writing
 
 
-def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str], pid: int, rank: int) -> bytes:
-    """Build one process's file: one set of chunks per OS thread (or user thread)."""
+def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str], pid: int, rank: int,
+                waits: pd.DataFrame | None = None) -> bytes:
+    """Build one process's file: one set of chunks per OS thread (or user thread); the
+    names of automatic beats' constructs in a chunk of their own."""
     rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
     spc = CHUNK_SIZE // SLOT_SIZE
     # an OS thread id for every row: the recorded one, else a stand-in from the user thread
     def tids(df):
         return np.where(df["os_tid"].to_numpy() > 0, df["os_tid"].to_numpy(), _STANDIN + df["thread"].to_numpy())
 
+    waits = waits if waits is not None else empty_frame(WAIT_COLUMNS)
+    # automatic beats and waits: source codes, construct ids (from 1) for their names
+    codes = {v: k for k, v in SOURCES.items()}
+    names = sorted({str(c) for df in (beats, waits) for c in df["construct"].astype(str).unique() if c})
+    ids = {c: k + 1 for k, c in enumerate(names)}
+
+    def src(df):
+        return df["source"].astype(str).map(codes).fillna(0).astype(np.int64).to_numpy()
+
+    def construct(df, fallback):
+        own = df["construct"].astype(str).map(ids).fillna(0).astype(np.int64).to_numpy()
+        return np.where(src(df) != 0, own, fallback)
+
+    def records(df, **fields):
+        return pd.DataFrame({"tid": tids(df), "t_ns": df["t_ns"].to_numpy(), "thread": df["thread"].to_numpy(),
+                             **fields})
+
     rows = []
     if len(beats):
-        rows.append(
-            pd.DataFrame(
-                {
-                    "tid": tids(beats),
-                    "t_ns": beats["t_ns"].to_numpy(),
-                    "seq": beats["seq"].to_numpy() & 0xFFFFFFFF,
-                    "thread": beats["thread"].to_numpy(),
-                    "loop": beats["loop"].to_numpy(),
-                    "iter": beats["iteration"].to_numpy(),
-                    "aux": beats["tag"].to_numpy() & 0xFFFFFFFF,
-                    "kind": REC_BEAT,
-                    "flags": 0,
-                }
-            )
-        )
+        auto = src(beats) != 0
+        rows.append(records(beats, seq=beats["seq"].to_numpy() & 0xFFFFFFFF, loop=construct(beats, beats["loop"].to_numpy()),
+                            iter=beats["iteration"].to_numpy(),
+                            aux=np.where(auto, 0, beats["tag"].to_numpy() & 0xFFFFFFFF), kind=REC_BEAT,
+                            flags=src(beats)))
+    if len(waits):
+        sync = waits["sync"].astype(str).map({v: k for k, v in SYNC_KINDS.items()}).fillna(0).astype(np.int64)
+        w = waits["wait_ns"].to_numpy().astype(np.int64)
+        rows.append(records(waits, seq=0, loop=construct(waits, 0), iter=(w >> 32).astype(np.int64),
+                            aux=w & 0xFFFFFFFF, kind=REC_WAIT, flags=src(waits) | (sync.to_numpy() << 4)))
     if len(events):
-        rows.append(
-            pd.DataFrame(
-                {
-                    "tid": tids(events),
-                    "t_ns": events["t_ns"].to_numpy(),
-                    "seq": 0,
-                    "thread": events["thread"].to_numpy(),
-                    "loop": 0,
-                    "iter": 0,
-                    "aux": events["detail"].to_numpy() & 0xFFFFFFFF,
-                    "kind": events["kind"].map(KIND_CODES).fillna(0).astype(int).to_numpy(),
-                    "flags": events["flags"].to_numpy() & 0xFFFF,
-                }
-            )
-        )
+        rows.append(records(events, seq=0, loop=0, iter=0, aux=events["detail"].to_numpy() & 0xFFFFFFFF,
+                            kind=events["kind"].map(KIND_CODES).fillna(0).astype(int).to_numpy(),
+                            flags=events["flags"].to_numpy() & 0xFFFF))
     allrows = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["tid", "t_ns", "kind"])
     allrows = allrows[allrows["kind"] != 0]  # event kinds the format has no code for
     t0 = int(allrows["t_ns"].min()) if len(allrows) else 0
@@ -650,6 +652,8 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
                 raw = bytearray(block.tobytes())
                 raw[:SLOT_SIZE] = head.tobytes()
                 chunks.append(bytes(raw))
+    if names:
+        chunks += _name_chunks(names, ids, slot=len(chunks) and int(allrows["tid"].nunique()), spc=spc)
     text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()
     text = text[:META_CAPACITY].rsplit(b"\n", 1)[0] + b"\n" if len(text) > META_CAPACITY else text
     hdr = np.zeros(1, dtype=header_dtype("<"))
@@ -673,6 +677,38 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
     first[:HEADER_SIZE] = hdr.tobytes()
     first[HEADER_SIZE : HEADER_SIZE + len(text)] = text
     return bytes(first) + b"".join(chunks)
+
+
+def _name_chunks(names: list[str], ids: dict[str, int], slot: int, spc: int) -> list[bytes]:
+    """Chunks of NAME records (name space 3) for constructs named "<kind> <symbol>"."""
+    rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
+    recs = []
+    for name in names:
+        kind, _, symbol = name.partition(" ")
+        text = f"{kind}\t{symbol}\t".encode()[: NAME_FRAGMENT_BYTES * MAX_NAME_FRAGMENTS]
+        frags = [text[k:k + NAME_FRAGMENT_BYTES] for k in range(0, max(len(text), 1), NAME_FRAGMENT_BYTES)]
+        for fi, frag in enumerate(frags):
+            r = np.zeros(1, dtype=rdt)
+            raw = bytearray(r.tobytes())
+            raw[:NAME_FRAGMENT_BYTES] = frag.ljust(NAME_FRAGMENT_BYTES, b"\0")
+            r = np.frombuffer(bytes(raw), dtype=rdt).copy()
+            r["aux"] = (NAME_CONSTRUCT << 24) | ids[name]
+            r["kind"] = REC_NAME
+            r["flags"] = fi | (NAME_LAST if fi == len(frags) - 1 else 0)
+            recs.append(r)
+    recs = np.concatenate(recs)
+    out = []
+    for cseq, start in enumerate(range(0, len(recs), spc - 1)):
+        block = np.zeros(spc, dtype=rdt)
+        part = recs[start:start + spc - 1]
+        block[1:1 + len(part)] = part
+        head = np.zeros(1, dtype=hdt)
+        head["thread_slot"], head["chunk_seq"], head["user_thread"] = slot, cseq, -1
+        head["capacity"], head["magic"] = spc, CHUNK_MAGIC
+        raw = bytearray(block.tobytes())
+        raw[:SLOT_SIZE] = head.tobytes()
+        out.append(bytes(raw))
+    return out
 
 
 def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
@@ -704,7 +740,8 @@ def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
     for p in procs:
         b = trace.beats[trace.beats["process"] == p]
         e = trace.events[trace.events["process"] == p]
-        data = _file_bytes(b, e, meta, pid=0, rank=p if len(procs) > 1 else -1)
+        w = trace.waits[trace.waits["process"] == p]
+        data = _file_bytes(b, e, meta, pid=0, rank=p if len(procs) > 1 else -1, waits=w)
         dest = out / f"hbtrace-converted-p{p}{SUFFIX}" if len(procs) > 1 else out
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
         try:

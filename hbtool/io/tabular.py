@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from ..model import EVENT_COLUMNS, HeartbeatTrace, conform
+from ..model import EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform
 from .registry import ReadOptions
 
 # target column -> accepted names (first match wins, in this order)
@@ -32,6 +32,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "tag": ("tag",),
     "os_tid": ("os_tid", "ostid", "lwp"),
     "label": ("label",),
+    "source": ("source", "beat_source"),
+    "construct": ("construct",),
 }
 # time columns: name -> factor to nanoseconds, in order of preference
 TIME_COLUMNS: tuple[tuple[str, float], ...] = (
@@ -44,6 +46,7 @@ TIME_COLUMNS: tuple[tuple[str, float], ...] = (
 )
 EVENTS_SHEET = "_events"
 PARQUET_EVENTS_KEY = b"hbtool.events"
+PARQUET_WAITS_KEY = b"hbtool.waits"
 PARQUET_RUNS_KEY = b"hbtool.runs"
 XLSX_MAX_ROWS = 1_048_575
 _EPOCH_LIKE_S = 86_400.0  # times above a day are absolute clocks: rebase to the run's first beat
@@ -109,8 +112,11 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
         col = _find(cols, names)
         if col is None:
             continue
-        if target in ("run", "label"):
+        if target in ("run", "label", "construct"):
             out[target] = df[col].astype(str)
+            continue
+        if target == "source":
+            out[target] = df[col].astype(str).str.strip().str.lower().replace({"": "api", "nan": "api"})
             continue
         vals = pd.to_numeric(df[col], errors="coerce")
         if target == "thread":
@@ -224,14 +230,26 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     beats = normalise(df, run, path, warnings)
     events = None
     runs_meta = None
+    waits = None
     try:
         if PARQUET_EVENTS_KEY in meta:
             events = _events_frame(pd.DataFrame(json.loads(meta[PARQUET_EVENTS_KEY])), run)
         if PARQUET_RUNS_KEY in meta:
             runs_meta = json.loads(meta[PARQUET_RUNS_KEY])
+        if PARQUET_WAITS_KEY in meta:
+            waits = pd.DataFrame(json.loads(meta[PARQUET_WAITS_KEY]))
+            if not {"t_ns", "wait_ns", "process", "thread"} <= set(waits.columns):
+                raise ValueError("waits without their times")
+            waits["t_ns"] = pd.to_numeric(waits["t_ns"], errors="coerce").fillna(0).astype(np.int64)
+            waits["t"] = waits["t_ns"] / 1e9
     except (ValueError, TypeError) as exc:
         warnings.append(f"{path}: hbtool metadata unreadable, ignored ({exc})")
-    return _trace(beats, events, "parquet", path, warnings, runs_meta)
+    trace = _trace(beats, events, "parquet", path, warnings, runs_meta)
+    if waits is not None and len(waits):
+        if "run" not in waits:
+            waits["run"] = run
+        trace.waits = conform(waits, WAIT_COLUMNS)
+    return trace
 
 
 def read_xlsx(path: Path, options: ReadOptions) -> HeartbeatTrace:
@@ -285,7 +303,8 @@ def beat_table(trace: HeartbeatTrace) -> pd.DataFrame:
         {
             "run": b["run"], "process": b["process"], "thread": b["thread"], "seq": b["seq"],
             "t_s": b["t"], "t_ns": b["t_ns"], "loop": b["loop"], "iteration": b["iteration"],
-            "tag": b["tag"], "os_tid": b["os_tid"], "label": b["label"],
+            "tag": b["tag"], "os_tid": b["os_tid"], "label": b["label"], "source": b["source"],
+            "construct": b["construct"],
         }
     )
 
@@ -324,6 +343,9 @@ def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
     table = pa.Table.from_pandas(beat_table(trace), preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PARQUET_EVENTS_KEY] = event_table(trace).to_json(orient="records").encode()
+    if len(trace.waits):
+        meta[PARQUET_WAITS_KEY] = trace.waits.drop(columns=["t"]).astype({"run": str, "sync": str, "source": str,
+                                                                            "construct": str}).to_json(orient="records").encode()
     meta[PARQUET_RUNS_KEY] = json.dumps(trace.runs, default=str).encode()
     table = table.replace_schema_metadata(meta)
     _atomic(out, lambda p: pq.write_table(table, p))

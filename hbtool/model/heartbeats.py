@@ -213,7 +213,8 @@ class HeartbeatTrace:
             if which != "auto":
                 chosen[key] = which
             else:
-                chosen[key] = next(s for s in BEAT_SOURCES if counts.get(s))
+                # a source this hbtool does not know (a newer tracer's) only when there is nothing else
+                chosen[key] = next((s for s in BEAT_SOURCES if counts.get(s)), max(counts, key=counts.get))
         b = self.beats
         if len(b):
             keys = b[["run", "process", "source"]].astype({"run": str, "source": str})
