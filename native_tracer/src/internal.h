@@ -36,6 +36,9 @@
  *   autobeat.c     HBTRACE_BEATS, the construct table and its names, the
  *                  beat and wait records, the MPI profiler's entry
  *   gomp.c         the libgomp (GCC OpenMP) wrappers
+ *   ompt.c         the OMPT tool for LLVM's libomp (clang), and its
+ *                  wrappers of libomp's loop dispatcher; ompt_abi.h the
+ *                  OMPT declarations it uses
  *
  * Concurrency model: each OS thread writes only into chunks it owns, through
  * its initial-exec TLS block (struct hbt_tls), and into its own line of the
