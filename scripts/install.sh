@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything hbtool needs on a fresh Debian machine that has Python 3.11+ and gcc:
-# Debian packages (compiler, make, Open MPI), a virtual environment .venv with hbtool and
+# Debian packages (compiler, make, Open MPI, clang with LLVM's OpenMP runtime libomp), a virtual environment .venv with hbtool and
 # its Python dependencies, and the native tracer (native_tracer/lib/libhbtrace.so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need=()
-for pkg in gcc make libc6-dev libopenmpi-dev openmpi-bin; do
+for pkg in gcc make libc6-dev libopenmpi-dev openmpi-bin clang libomp-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

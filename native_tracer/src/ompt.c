@@ -1,0 +1,606 @@
+/*
+ * ompt.c -- automatic beats and waits of programs on LLVM's OpenMP runtime
+ * (libomp, clang -fopenmp; issue 15), through its tool interface OMPT. The
+ * libgomp (GCC) programs get the same records from gomp.c.
+ *
+ * libomp calls ompt_start_tool when it initialises: ours is found when this
+ * library is preloaded, or named in OMP_TOOL_LIBRARIES. It stays inactive
+ * with any other runtime (libgomp calls no tool at all) and when
+ * HBTRACE_BEATS leaves out openmp. What gives what (docs/formats.md,
+ * "Automatic beats and waits"):
+ *
+ *   __kmpc_dispatch_next_* returns a chunk     beat CHUNK (iter: its first iteration)
+ *   work end: loop that took no chunk from the beat WORKSHARE
+ *     dispatcher (static), sections, single, workshare
+ *   task_schedule: an explicit task completed  beat TASK
+ *   implicit_task end (not the initial task)   beat IMPLICIT
+ *   sync_region_wait begin..end                wait BARRIER (barriers) or TASKWAIT
+ *                                              (taskwait, taskgroup)
+ *   mutex_acquire..acquired                    wait CRITICAL (critical), ORDERED
+ *
+ * libomp 14 offers no ompt_callback_dispatch, so the chunks come from the
+ * preloaded wrappers of libomp's loop dispatcher __kmpc_dispatch_next_{4,4u,8,8u}
+ * (the calls clang emits for dynamic, guided, runtime, auto and ordered
+ * schedules); a loop whose threads called it is dynamic, the others are
+ * static. Without the preload (OMP_TOOL_LIBRARIES only) the wrappers are not
+ * reached, and a dynamic loop gives one WORKSHARE beat per thread instead.
+ *
+ * `thread` is the OpenMP thread number in the outermost team (a nested
+ * team's threads take that of the outer thread that opened it: libomp's
+ * omp_get_ancestor_thread_num(1) as the implicit task begins); it is kept
+ * per OS thread in a small stack of frames, one per implicit task, and so is
+ * the count of each construct's beats that `iter` carries. Nothing is
+ * stored in the runtime's ompt_data_t slots: a tool we chain to has them
+ * all. A team's workers learn the code address of its region through a
+ * small table keyed by the team's parallel_data address, written by the
+ * primary thread as its implicit task begins; explicit tasks, that of their
+ * task construct through another, keyed by their task_data address.
+ *
+ * Another tool: where libomp would find another ompt_start_tool after ours
+ * (RTLD_NEXT, or OMP_TOOL_LIBRARIES, which libomp no longer reads once ours
+ * answered), ours starts it and hands on its callbacks, initialize and
+ * finalize. Where the program's own ompt_start_tool is found before ours,
+ * ours is off, and the constructor says so once.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autobeat.h"
+#include "internal.h"
+#include "ompt_abi.h"
+
+/* two OpenMP routines (omp.h is not needed to build the tracer) */
+extern int omp_get_level(void) __attribute__((weak));
+extern int omp_get_ancestor_thread_num(int level) __attribute__((weak));
+
+#define HBT_OMPT_DEPTH 16u     /* nesting levels kept; deeper ones share the last frame */
+#define HBT_OMPT_WAITS 8u      /* sync-region waits open at once (a task run inside a
+                                  barrier may wait in a taskwait) */
+#define HBT_OMPT_REGIONS 1024u /* the parallel-region table, a power of 2 */
+
+/* One implicit task of the calling OS thread. */
+struct hbt_ompt_frame {
+    int32_t thread;            /* OpenMP thread number in the outermost team */
+    uint32_t level;            /* nesting level of its region, from 1 */
+    uint32_t region;           /* construct id of the parallel region */
+    uint32_t loop;             /* construct id of the worksharing construct it is in */
+    const void *region_ra;     /* the region's code address (its end barrier's name) */
+    const void *team;          /* the team's parallel_data, the key of hbt_ompt_regions */
+    int dynamic;               /* the current loop took its chunks from the dispatcher */
+};
+
+struct hbt_ompt_tls {
+    uint32_t depth;            /* frames in use; frame[depth-1] is the current one */
+    uint32_t nwaits;
+    struct hbt_ompt_frame frame[HBT_OMPT_DEPTH];
+    uint64_t wait_start[HBT_OMPT_WAITS];
+    uint64_t mutex_start;
+    const void *mutex_ra;
+    const void *pending_ra;    /* the code address of the region this thread opens */
+    uint32_t *counts;          /* this thread's beats per construct id */
+    uint32_t ncounts;
+};
+
+static __thread struct hbt_ompt_tls hbt_ompt;
+
+/* ours; exported as ompt_start_tool (below), whose address seen from this library
+ * may be another's: a program's own ompt_start_tool interposes on it */
+static hbt_ompt_start_tool_result_t *hbt_ompt_start_tool(unsigned int omp_version,
+                                                         const char *runtime_version);
+
+/* the tool's state, set once by ompt_start_tool / initialize */
+static int hbt_ompt_active;                       /* our callbacks are registered */
+static int hbt_ompt_started;                      /* ompt_start_tool was called */
+static hbt_ompt_set_callback_t hbt_ompt_real_set;
+static hbt_ompt_get_callback_t hbt_ompt_real_get;
+static hbt_ompt_lookup_t hbt_ompt_real_lookup;
+
+/* the next tool, when ours hands on */
+static hbt_ompt_start_tool_result_t *hbt_ompt_next;
+static hbt_ompt_fn_t hbt_ompt_fwd[HBT_OMPT_EVENTS];       /* its callbacks of our events */
+static int hbt_ompt_ours[HBT_OMPT_EVENTS];                /* set result of our events, 0: not ours */
+static uint64_t hbt_ompt_next_direct;                     /* events it set in the runtime itself */
+
+/* a team's parallel_data address -> the code address of its current region (written by
+ * the team's primary thread as its implicit task begins); explicit tasks likewise */
+struct hbt_ompt_region {
+    uint64_t key;              /* the parallel_data (task_data) address, 0 empty */
+    const void *ra;
+};
+static struct hbt_ompt_region hbt_ompt_regions[HBT_OMPT_REGIONS];
+
+/* ------------------------------------------------------------------ */
+/* the frames                                                          */
+
+static inline struct hbt_ompt_frame *hbt_ompt_cur(struct hbt_ompt_tls *o)
+{
+    static const struct hbt_ompt_frame none = { 0, 0, 0, 0, NULL, NULL, 0 };
+    if (__builtin_expect(o->depth == 0, 0))
+        return (struct hbt_ompt_frame *)&none;   /* outside any region: read only */
+    uint32_t d = o->depth < HBT_OMPT_DEPTH ? o->depth : HBT_OMPT_DEPTH;
+    return &o->frame[d - 1];
+}
+
+static HBT_COLD uint32_t hbt_ompt_grow_counts(struct hbt_ompt_tls *o, uint32_t id)
+{
+    uint32_t n = o->ncounts ? o->ncounts : 64;
+    while (n <= id)
+        n *= 2;
+    uint32_t *c = realloc(o->counts, n * sizeof *c);
+    if (!c)
+        return 0;
+    memset(c + o->ncounts, 0, (n - o->ncounts) * sizeof *c);
+    o->counts = c;
+    o->ncounts = n;
+    return ++c[id];
+}
+
+/* The thread's count of construct id's beats, this one included. */
+static inline uint32_t hbt_ompt_count(struct hbt_ompt_tls *o, uint32_t id)
+{
+    if (__builtin_expect(id < o->ncounts, 1))
+        return ++o->counts[id];
+    return hbt_ompt_grow_counts(o, id);
+}
+
+static inline void hbt_ompt_beat(struct hbt_ompt_tls *o, int event, int32_t thread,
+                                 uint32_t construct)
+{
+    hbt_auto_beat_at(HBT_SRC_OPENMP, event, thread, construct,
+                     (int32_t)hbt_ompt_count(o, construct), 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* the parallel-region table                                           */
+
+#define HBT_OMPT_TASKS 4096u    /* the explicit-task table, a power of 2 */
+static struct hbt_ompt_region hbt_ompt_tasks[HBT_OMPT_TASKS];
+
+static inline struct hbt_ompt_region *hbt_ompt_slot(struct hbt_ompt_region *table, uint32_t size,
+                                                    const void *key)
+{
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    return &table[(h >> 40) & (size - 1)];
+}
+
+static void hbt_ompt_put(struct hbt_ompt_region *table, uint32_t size, const void *key,
+                         const void *ra)
+{
+    struct hbt_ompt_region *r = hbt_ompt_slot(table, size, key);
+    __atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->ra, ra, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->key, (uint64_t)(uintptr_t)key, __ATOMIC_RELEASE);
+}
+
+/* The code address stored under key, or NULL when the table does not hold it
+ * (a slot shared by two live keys is lost by one: its construct is then 0). */
+static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, const void *key)
+{
+    struct hbt_ompt_region *r = hbt_ompt_slot(table, size, key);
+    uint64_t k = (uint64_t)(uintptr_t)key;
+    if (!key || __atomic_load_n(&r->key, __ATOMIC_ACQUIRE) != k)
+        return NULL;
+    const void *ra = __atomic_load_n(&r->ra, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&r->key, __ATOMIC_RELAXED) == k ? ra : NULL;
+}
+
+/* A worker learns its region's construct from the table, as soon as the primary
+ * thread has written it (before the worker's first beat that needs it, as a rule). */
+static void hbt_ompt_resolve(struct hbt_ompt_frame *f)
+{
+    if (f->region == 0 && f->team) {
+        const void *ra = hbt_ompt_get(hbt_ompt_regions, HBT_OMPT_REGIONS, f->team);
+        if (ra) {
+            f->region_ra = ra;
+            f->region = hbt_construct_id(HBT_CK_PARALLEL, ra);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* the callbacks                                                       */
+
+#define HBT_OMPT_FORWARD(event, type, ...)                                       \
+    do {                                                                         \
+        hbt_ompt_fn_t f_ = __atomic_load_n(&hbt_ompt_fwd[event], __ATOMIC_ACQUIRE); \
+        if (__builtin_expect(f_ != NULL, 0))                                     \
+            ((type)f_)(__VA_ARGS__);                                             \
+    } while (0)
+
+static void hbt_ompt_thread_begin(int thread_type, hbt_ompt_data_t *thread_data)
+{
+    HBT_OMPT_FORWARD(HBT_OMPT_THREAD_BEGIN, hbt_ompt_thread_begin_t, thread_type, thread_data);
+}
+
+static void hbt_ompt_thread_end(hbt_ompt_data_t *thread_data)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    free(o->counts);
+    o->counts = NULL;
+    o->ncounts = 0;
+    o->depth = 0;
+    o->nwaits = 0;
+    HBT_OMPT_FORWARD(HBT_OMPT_THREAD_END, hbt_ompt_thread_end_t, thread_data);
+}
+
+static void hbt_ompt_parallel_begin(hbt_ompt_data_t *encountering_task_data,
+                                    const void *encountering_task_frame,
+                                    hbt_ompt_data_t *parallel_data,
+                                    unsigned int requested_parallelism, int flags,
+                                    const void *codeptr_ra)
+{
+    if (!(flags & HBT_OMPT_PARALLEL_LEAGUE))
+        hbt_ompt.pending_ra = codeptr_ra;   /* its implicit task begins next, on this thread */
+    HBT_OMPT_FORWARD(HBT_OMPT_PARALLEL_BEGIN, hbt_ompt_parallel_begin_t, encountering_task_data,
+                     encountering_task_frame, parallel_data, requested_parallelism, flags,
+                     codeptr_ra);
+}
+
+static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
+                                   hbt_ompt_data_t *task_data, unsigned int actual_parallelism,
+                                   unsigned int index, int flags)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if (flags & HBT_OMPT_TASK_IMPLICIT) {
+        if (endpoint == HBT_OMPT_SCOPE_BEGIN) {
+            /* the OpenMP routines answer for the calling thread inside the region */
+            int level = omp_get_level ? omp_get_level() : 1;
+            int32_t thread = level > 1 && omp_get_ancestor_thread_num
+                             ? omp_get_ancestor_thread_num(1) : (int32_t)index;
+            o->depth++;
+            struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+            f->thread = thread;
+            f->level = level > 0 ? (uint32_t)level : 1;
+            f->team = parallel_data;
+            f->region = 0;
+            f->region_ra = NULL;
+            f->loop = 0;
+            f->dynamic = 0;
+            if (index == 0) {
+                /* the primary thread names the region for the team */
+                f->region_ra = o->pending_ra;
+                o->pending_ra = NULL;
+                f->region = hbt_construct_id(HBT_CK_PARALLEL, f->region_ra);
+                hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, parallel_data, f->region_ra);
+            } else {
+                hbt_ompt_resolve(f);
+            }
+        } else if (endpoint == HBT_OMPT_SCOPE_END && o->depth > 0) {
+            struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+            hbt_ompt_resolve(f);
+            hbt_ompt_beat(o, HBT_EV_IMPLICIT, f->thread, f->region);
+            o->depth--;
+        }
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_IMPLICIT_TASK, hbt_ompt_implicit_task_t, endpoint, parallel_data,
+                     task_data, actual_parallelism, index, flags);
+}
+
+static void hbt_ompt_work(int wstype, int endpoint, hbt_ompt_data_t *parallel_data,
+                          hbt_ompt_data_t *task_data, uint64_t count, const void *codeptr_ra)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    int kind = wstype == HBT_OMPT_WORK_LOOP ? HBT_CK_LOOP
+             : wstype == HBT_OMPT_WORK_SECTIONS ? HBT_CK_SECTIONS
+             : wstype == HBT_OMPT_WORK_SINGLE_EXECUTOR || wstype == HBT_OMPT_WORK_SINGLE_OTHER
+               ? HBT_CK_SINGLE
+             : wstype == HBT_OMPT_WORK_WORKSHARE ? HBT_CK_LOOP : 0;
+    if (kind && o->depth > 0) {
+        struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+        if (endpoint == HBT_OMPT_SCOPE_BEGIN) {
+            f->loop = hbt_construct_id(kind, codeptr_ra);
+            f->dynamic = 0;
+        } else if (endpoint == HBT_OMPT_SCOPE_END) {
+            /* a dynamically scheduled loop beat at each of its chunks */
+            if (!f->dynamic)
+                hbt_ompt_beat(o, HBT_EV_WORKSHARE, f->thread, f->loop);
+            f->dynamic = 0;
+        }
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_WORK, hbt_ompt_work_t, wstype, endpoint, parallel_data, task_data,
+                     count, codeptr_ra);
+}
+
+static void hbt_ompt_task_create(hbt_ompt_data_t *encountering_task_data,
+                                 const void *encountering_task_frame,
+                                 hbt_ompt_data_t *new_task_data, int flags, int has_dependences,
+                                 const void *codeptr_ra)
+{
+    /* the completion's construct: task_create's code address, keyed by the task */
+    if (flags & HBT_OMPT_TASK_EXPLICIT)
+        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra);
+    HBT_OMPT_FORWARD(HBT_OMPT_TASK_CREATE, hbt_ompt_task_create_t, encountering_task_data,
+                     encountering_task_frame, new_task_data, flags, has_dependences, codeptr_ra);
+}
+
+static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_task_status,
+                                   hbt_ompt_data_t *next_task_data)
+{
+    /* libomp reports a completion only for explicit tasks (implicit and initial
+     * tasks end through implicit_task) */
+    if (prior_task_status == HBT_OMPT_TASK_COMPLETE
+        || prior_task_status == HBT_OMPT_TASK_LATE_FULFILL) {
+        struct hbt_ompt_tls *o = &hbt_ompt;
+        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data);
+        hbt_ompt_beat(o, HBT_EV_TASK, hbt_ompt_cur(o)->thread,
+                      ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0);
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_TASK_SCHEDULE, hbt_ompt_task_schedule_t, prior_task_data,
+                     prior_task_status, next_task_data);
+}
+
+static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *parallel_data,
+                                      hbt_ompt_data_t *task_data, const void *codeptr_ra)
+{
+    int sync = kind == HBT_OMPT_SYNC_TASKWAIT || kind == HBT_OMPT_SYNC_TASKGROUP
+               ? HBT_SYNC_TASKWAIT
+             : kind == HBT_OMPT_SYNC_BARRIER || kind == HBT_OMPT_SYNC_BARRIER_IMPLICIT
+               || kind == HBT_OMPT_SYNC_BARRIER_EXPLICIT
+               || kind == HBT_OMPT_SYNC_BARRIER_IMPLEMENTATION
+               || kind == HBT_OMPT_SYNC_BARRIER_IMPLICIT_WORKSHARE
+               || kind == HBT_OMPT_SYNC_BARRIER_IMPLICIT_PARALLEL
+               ? HBT_SYNC_BARRIER : 0;
+    if (sync) {
+        struct hbt_ompt_tls *o = &hbt_ompt;
+        uint64_t now = hbt_now_ns();
+        if (endpoint == HBT_OMPT_SCOPE_BEGIN) {
+            if (o->nwaits < HBT_OMPT_WAITS)
+                o->wait_start[o->nwaits] = now;
+            o->nwaits++;
+        } else if (endpoint == HBT_OMPT_SCOPE_END && o->nwaits > 0) {
+            uint32_t k = --o->nwaits;
+            if (k < HBT_OMPT_WAITS) {
+                struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+                if (!codeptr_ra && o->depth > 0)
+                    hbt_ompt_resolve(f);
+                /* the barrier that ends a region has no code address of its own */
+                const void *ra = codeptr_ra ? codeptr_ra : f->region_ra;
+                uint32_t id = hbt_construct_id(sync == HBT_SYNC_BARRIER ? HBT_CK_BARRIER
+                                               : HBT_CK_TASK, ra);
+                hbt_auto_wait_at(HBT_SRC_OPENMP, sync, f->thread, id, now - o->wait_start[k], now);
+            }
+        }
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_SYNC_REGION_WAIT, hbt_ompt_sync_region_t, kind, endpoint,
+                     parallel_data, task_data, codeptr_ra);
+}
+
+static void hbt_ompt_mutex_acquire(int kind, unsigned int hint, unsigned int impl,
+                                   uint64_t wait_id, const void *codeptr_ra)
+{
+    if (kind == HBT_OMPT_MUTEX_CRITICAL || kind == HBT_OMPT_MUTEX_ORDERED) {
+        struct hbt_ompt_tls *o = &hbt_ompt;
+        o->mutex_ra = codeptr_ra;
+        o->mutex_start = hbt_now_ns();
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_MUTEX_ACQUIRE, hbt_ompt_mutex_acquire_t, kind, hint, impl, wait_id,
+                     codeptr_ra);
+}
+
+static void hbt_ompt_mutex_acquired(int kind, uint64_t wait_id, const void *codeptr_ra)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if ((kind == HBT_OMPT_MUTEX_CRITICAL || kind == HBT_OMPT_MUTEX_ORDERED) && o->mutex_start) {
+        uint64_t now = hbt_now_ns();
+        int critical = kind == HBT_OMPT_MUTEX_CRITICAL;
+        uint32_t id = hbt_construct_id(critical ? HBT_CK_CRITICAL : HBT_CK_ORDERED,
+                                       codeptr_ra ? codeptr_ra : o->mutex_ra);
+        hbt_auto_wait_at(HBT_SRC_OPENMP, critical ? HBT_SYNC_CRITICAL : HBT_SYNC_ORDERED,
+                         hbt_ompt_cur(o)->thread, id, now - o->mutex_start, now);
+        o->mutex_start = 0;
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_MUTEX_ACQUIRED, hbt_ompt_mutex_t, kind, wait_id, codeptr_ra);
+}
+
+/* ------------------------------------------------------------------ */
+/* libomp's loop dispatcher: a beat per chunk                          */
+
+static inline void hbt_ompt_chunk(int got, int64_t first)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if (got && o->depth > 0) {
+        const struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+        hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_CHUNK, f->thread, f->loop,
+                         (int32_t)(uint32_t)(uint64_t)first, 0);
+    }
+}
+
+/* The loop ends inside the call that returns 0 (its work-end callback):
+ * the loop is marked dynamic before the call. */
+static inline void hbt_ompt_mark_dynamic(void)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if (__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED) && o->depth > 0)
+        hbt_ompt_cur(o)->dynamic = 1;
+}
+
+static HBT_COLD void *hbt_ompt_real_dispatch(void **cache, const char *name)
+{
+    void *f = hbt_real(cache, name);
+    if (!f) {
+        hbt_warn("hbtrace: %s called but not found in the OpenMP runtime", name);
+        abort();
+    }
+    return f;
+}
+
+#define HBT_OMPT_DISPATCH_WRAPPER(name, T, ST)                                        \
+    HBT_EXPORT int name(void *loc, int32_t gtid, int32_t *p_last, T *p_lb, T *p_ub,   \
+                        ST *p_st)                                                     \
+    {                                                                                 \
+        static void *real;                                                            \
+        int (*fn)(void *, int32_t, int32_t *, T *, T *, ST *) =                       \
+            (int (*)(void *, int32_t, int32_t *, T *, T *, ST *))                     \
+            __atomic_load_n(&real, __ATOMIC_ACQUIRE);                                 \
+        if (__builtin_expect(!fn, 0))                                                 \
+            fn = (int (*)(void *, int32_t, int32_t *, T *, T *, ST *))                \
+                 hbt_ompt_real_dispatch(&real, #name);                                \
+        hbt_ompt_mark_dynamic();                                                      \
+        int got = fn(loc, gtid, p_last, p_lb, p_ub, p_st);                            \
+        if (__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED))                      \
+            hbt_ompt_chunk(got, (int64_t)*p_lb);                                      \
+        return got;                                                                   \
+    }
+
+HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_4, int32_t, int32_t)
+HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_4u, uint32_t, int32_t)
+HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_8, int64_t, int64_t)
+HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_8u, uint64_t, int64_t)
+
+/* ------------------------------------------------------------------ */
+/* registration, and handing on to the next tool                       */
+
+static int hbt_ompt_set_wrapped(int event, hbt_ompt_fn_t callback)
+{
+    if (event > 0 && event < HBT_OMPT_EVENTS && hbt_ompt_ours[event]) {
+        __atomic_store_n(&hbt_ompt_fwd[event], callback, __ATOMIC_RELEASE);
+        return hbt_ompt_ours[event];
+    }
+    int r = hbt_ompt_real_set(event, callback);
+    if (event > 0 && event < HBT_OMPT_EVENTS && callback)
+        hbt_ompt_next_direct |= 1ull << event;
+    return r;
+}
+
+static int hbt_ompt_get_wrapped(int event, hbt_ompt_fn_t *callback)
+{
+    if (event > 0 && event < HBT_OMPT_EVENTS && hbt_ompt_ours[event]) {
+        *callback = __atomic_load_n(&hbt_ompt_fwd[event], __ATOMIC_ACQUIRE);
+        return *callback != NULL;
+    }
+    return hbt_ompt_real_get ? hbt_ompt_real_get(event, callback) : 0;
+}
+
+static hbt_ompt_fn_t hbt_ompt_lookup_wrapped(const char *name)
+{
+    if (strcmp(name, "ompt_set_callback") == 0)
+        return (hbt_ompt_fn_t)hbt_ompt_set_wrapped;
+    if (strcmp(name, "ompt_get_callback") == 0)
+        return (hbt_ompt_fn_t)hbt_ompt_get_wrapped;
+    return hbt_ompt_real_lookup(name);
+}
+
+static void hbt_ompt_register(int event, hbt_ompt_fn_t callback)
+{
+    int r = hbt_ompt_real_set(event, callback);
+    hbt_ompt_ours[event] = r > HBT_OMPT_SET_NEVER ? r : 0;
+}
+
+static int hbt_ompt_initialize(hbt_ompt_lookup_t lookup, int initial_device_num,
+                               hbt_ompt_data_t *tool_data)
+{
+    (void)tool_data;
+    hbt_ompt_real_lookup = lookup;
+    hbt_ompt_real_set = (hbt_ompt_set_callback_t)lookup("ompt_set_callback");
+    hbt_ompt_real_get = (hbt_ompt_get_callback_t)lookup("ompt_get_callback");
+    if (hbt_ompt_real_set) {
+        hbt_ompt_register(HBT_OMPT_THREAD_BEGIN, (hbt_ompt_fn_t)hbt_ompt_thread_begin);
+        hbt_ompt_register(HBT_OMPT_THREAD_END, (hbt_ompt_fn_t)hbt_ompt_thread_end);
+        hbt_ompt_register(HBT_OMPT_PARALLEL_BEGIN, (hbt_ompt_fn_t)hbt_ompt_parallel_begin);
+        hbt_ompt_register(HBT_OMPT_IMPLICIT_TASK, (hbt_ompt_fn_t)hbt_ompt_implicit_task);
+        hbt_ompt_register(HBT_OMPT_WORK, (hbt_ompt_fn_t)hbt_ompt_work);
+        hbt_ompt_register(HBT_OMPT_TASK_CREATE, (hbt_ompt_fn_t)hbt_ompt_task_create);
+        hbt_ompt_register(HBT_OMPT_TASK_SCHEDULE, (hbt_ompt_fn_t)hbt_ompt_task_schedule);
+        hbt_ompt_register(HBT_OMPT_SYNC_REGION_WAIT, (hbt_ompt_fn_t)hbt_ompt_sync_region_wait);
+        hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRE, (hbt_ompt_fn_t)hbt_ompt_mutex_acquire);
+        hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRED, (hbt_ompt_fn_t)hbt_ompt_mutex_acquired);
+        __atomic_store_n(&hbt_ompt_active, 1, __ATOMIC_RELEASE);
+    }
+    hbt_ompt_start_tool_result_t *next = hbt_ompt_next;
+    if (next && next->initialize
+        && !next->initialize(hbt_ompt_lookup_wrapped, initial_device_num, &next->tool_data)) {
+        /* it declined: none of its callbacks stay */
+        for (int e = 1; e < HBT_OMPT_EVENTS; e++) {
+            __atomic_store_n(&hbt_ompt_fwd[e], NULL, __ATOMIC_RELEASE);
+            if (hbt_ompt_next_direct & (1ull << e))
+                hbt_ompt_real_set(e, NULL);
+        }
+        hbt_ompt_next = NULL;
+    }
+    return 1;
+}
+
+static void hbt_ompt_finalize(hbt_ompt_data_t *tool_data)
+{
+    (void)tool_data;
+    __atomic_store_n(&hbt_ompt_active, 0, __ATOMIC_RELEASE);
+    hbt_ompt_start_tool_result_t *next = hbt_ompt_next;
+    if (next && next->finalize)
+        next->finalize(&next->tool_data);
+}
+
+/* The tool libomp would have started after ours: the next ompt_start_tool in
+ * the global scope, else the first library of OMP_TOOL_LIBRARIES that has one
+ * (ours skipped; a library that cannot be opened is passed over, as libomp does). */
+static hbt_ompt_start_tool_result_t *hbt_ompt_find_next(unsigned int omp_version,
+                                                        const char *runtime_version)
+{
+    hbt_ompt_start_tool_t f = (hbt_ompt_start_tool_t)dlsym(RTLD_NEXT, "ompt_start_tool");
+    if (f && f != hbt_ompt_start_tool) {
+        hbt_ompt_start_tool_result_t *r = f(omp_version, runtime_version);
+        if (r)
+            return r;
+    }
+    const char *libs = getenv("OMP_TOOL_LIBRARIES");
+    if (!libs)
+        return NULL;
+    char buf[4096];
+    size_t n = strlen(libs);
+    if (n >= sizeof buf)
+        return NULL;
+    memcpy(buf, libs, n + 1);
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+        void *h = dlopen(p, RTLD_LAZY);
+        if (!h)
+            continue;
+        f = (hbt_ompt_start_tool_t)dlsym(h, "ompt_start_tool");
+        if (f && f != hbt_ompt_start_tool) {
+            hbt_ompt_start_tool_result_t *r = f(omp_version, runtime_version);
+            if (r)
+                return r;   /* h stays open */
+        }
+        dlclose(h);
+    }
+    return NULL;
+}
+
+static hbt_ompt_start_tool_result_t *hbt_ompt_start_tool(unsigned int omp_version,
+                                                         const char *runtime_version)
+{
+    static hbt_ompt_start_tool_result_t ours = { hbt_ompt_initialize, hbt_ompt_finalize, { 0 } };
+    if (__atomic_exchange_n(&hbt_ompt_started, 1, __ATOMIC_ACQ_REL))
+        return NULL;   /* asked again (a tool of ours that asks back, a fork child) */
+    hbt_ompt_start_tool_result_t *next = hbt_ompt_find_next(omp_version, runtime_version);
+    /* LLVM's libomp (and Intel's, its twin) only: any other runtime is left to
+     * the next tool (libgomp's programs are gomp.c's) */
+    int llvm = runtime_version && (strncmp(runtime_version, "LLVM OMP", 8) == 0
+                                   || strncmp(runtime_version, "Intel(R) OMP", 12) == 0);
+    if (!llvm || !hbt_auto_on(HBT_SRC_OPENMP) || hbt_state() == HBT_OFF)
+        return next;
+    hbt_ompt_next = next;
+    return &ours;
+}
+
+HBT_EXPORT hbt_ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version,
+                                                         const char *runtime_version)
+    __attribute__((alias("hbt_ompt_start_tool")));
+
+/* The program's own ompt_start_tool comes before ours (libomp calls the first
+ * one of the global scope): say once that the tracer's OpenMP beats are off. */
+__attribute__((constructor)) static void hbt_ompt_check_other_tool(void)
+{
+    void *kmpc = dlsym(RTLD_DEFAULT, "__kmpc_fork_call");
+    void *first = dlsym(RTLD_DEFAULT, "ompt_start_tool");
+    if (!kmpc || !first || first == (void *)hbt_ompt_start_tool || !hbt_auto_on(HBT_SRC_OPENMP))
+        return;
+    Dl_info a, b;
+    if (dladdr(first, &a) && dladdr(kmpc, &b) && a.dli_fbase == b.dli_fbase)
+        return;   /* the runtime's own weak default: it hands on to ours */
+    const char *where = a.dli_fname && *a.dli_fname ? a.dli_fname : "the program";
+    hbt_warn("hbtrace: %s has its own OMPT tool (ompt_start_tool), found before the "
+             "tracer's: OpenMP beats are off unless that tool starts the next one",
+             where);
+}
