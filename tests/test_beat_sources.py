@@ -86,3 +86,17 @@ def test_commands_say_which_beats_they_used_and_pick_with_the_option(tmp_path, c
     code, out, err = run_cli(capsys, "behavior", "--beats", "mpi", p)
     assert code == 2
     assert err == f"hbtool: error: {p}: no mpi beats in this trace (it has api, openmp beats: pick one with --beats)\n"
+
+
+def test_info_shows_the_time_each_thread_waited(tmp_path, capsys):
+    tr = _mixed()
+    p = tmp_path / "mixed.parquet"
+    write_heartbeats(tr, str(p))
+    code, out, _ = run_cli(capsys, "info", "--format", "json", p)
+    rows = {(t["process"], t["thread"]): t for t in json.loads(out)["threads"]}
+    assert rows[(1, 0)]["wait_s"] == pytest.approx(0.007) and rows[(1, 1)]["wait_s"] == pytest.approx(5.000000123)
+    assert rows[(1, 0)]["wait_pct"] == pytest.approx(100 * 0.007 / rows[(1, 0)]["duration_s"], rel=1e-3)
+    assert rows[(0, 0)]["wait_s"] is None  # no wait records for it
+    code, out, _ = run_cli(capsys, "info", p)
+    assert out.splitlines()[2].split() == ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s",
+                                           "beats/s", "wait_s", "waiting", "%", "ended"]

@@ -8,9 +8,9 @@ from .hsa_common import beats_option, threads_phrase
 from .output import emit, output_options, warn
 
 COLUMNS = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate", "ended"]
-HEADERS = {"mean_rate": "beats/s", "first_s": "first_s", "duration_s": "duration_s"}
+HEADERS = {"mean_rate": "beats/s", "first_s": "first_s", "duration_s": "duration_s", "wait_pct": "waiting %"}
 #: one number format per column (times to 0.1 ms)
-DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1}
+DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1, "wait_s": 4, "wait_pct": 1}
 
 
 @click.command()
@@ -29,13 +29,20 @@ def info(paths, beats, fmt):
       hbtool info sample_traces/jacobi-normal
       hbtool info --format json run.xlsx | jq '.threads[] | select(.ending != "returned")'
     """
-    from ..analyzers.summary import summarize_threads
+    import numpy as np
+
+    from ..analyzers.summary import summarize_threads, wait_times
     from .hsa_common import read_all
 
     trace = read_all(paths, beats=beats, need_beats=False)
     if not len(trace.beats) and not len(trace.events):
         raise click.UsageError(f"{', '.join(paths)}: the trace holds no heartbeats and no lifecycle records")
     s = summarize_threads(trace, beatless=True)
+    waits = wait_times(trace)
+    if len(waits):
+        s = s.merge(waits[["run", "process", "thread", "wait_s"]], on=["run", "process", "thread"], how="left")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s["wait_pct"] = 100 * s["wait_s"] / s["duration_s"].where(s["duration_s"] > 0)
     rows = s.to_dict(orient="records")
     runs = []
     preamble = []
@@ -80,7 +87,9 @@ def info(paths, beats, fmt):
     preamble.append("")
     multi = (s["process"].nunique() > 1) if len(s) else False
     cols = COLUMNS if multi else [c for c in COLUMNS if c != "process"]
+    if len(waits):  # the time each thread waited in barriers, critical sections, ... (tracer wait records)
+        cols = cols[:-1] + ["wait_s", "wait_pct"] + cols[-1:]
     if fmt == "csv":
-        cols = COLUMNS + ["ending", "os_tids"]
+        cols = COLUMNS + ["ending", "os_tids"] + (["wait_s", "wait_pct"] if len(waits) else [])
     emit(fmt, rows, cols, key="threads", extra={"runs": runs}, preamble=preamble, headers=HEADERS,
          decimals=DECIMALS)

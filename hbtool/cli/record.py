@@ -23,6 +23,11 @@ def _default_dir(program: str) -> str:
 @click.option("-f", "--force", is_flag=True,
               help="Record into a folder that already holds a trace, deleting that trace first "
                    "(otherwise record refuses: two runs in one folder would be read as one).")
+@click.option("--beats", "beat_sources", metavar="LIST", default=None,
+              help="Which beats to record with no change to the program: any of openmp (a beat per loop chunk "
+                   "and worksharing construct, with the time waited at barriers), mpi (a beat per blocking "
+                   "collective; with --mpi), or none (default: all that apply). The program's own heartbeat API "
+                   "calls are always recorded.")
 @click.option("--mpi", "mpi", is_flag=True,
               help="Also load the PMPI segment profiler (libhbprof): one profile per MPI run, for "
                    "'hbtool interference'. Use it around mpirun: hbtool record --mpi -- mpirun -np 4 ./prog")
@@ -37,7 +42,7 @@ def _default_dir(program: str) -> str:
               help="Also sample the machine's status (CPU, memory, swap, network) every SECONDS (default 1), "
                    "for 'hbtool status'.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
-def record(outdir, quiet, force, mpi, inject, inject_seed, inject_calls, status_period, command):
+def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_calls, status_period, command):
     """Run PROGRAM under the heartbeat tracer and say where the trace went.
 
     With no change to the program, every thread's start and end and the
@@ -59,6 +64,11 @@ def record(outdir, quiet, force, mpi, inject, inject_seed, inject_calls, status_
         mpi = True
     if inject:
         _check_inject(inject)
+    if beat_sources is not None:
+        words = [w.strip() for w in beat_sources.split(",") if w.strip()]
+        bad = [w for w in words if w not in ("api", "openmp", "mpi", "none")]
+        if bad or not words:
+            raise click.UsageError(f"--beats '{beat_sources}': expected a comma list of api, openmp, mpi, or none")
     if inject_calls:
         bad = [c for c in inject_calls.split(",") if c not in ("mpi", "posix", "mpiio")]
         if bad:
@@ -81,6 +91,8 @@ def record(outdir, quiet, force, mpi, inject, inject_seed, inject_calls, status_
         env[names.HBPROF_INJECT_CALLS] = inject_calls
     if status_period is not None:
         env[names.HBTRACE_STATUS] = f"{status_period:g}"
+    if beat_sources is not None:
+        env[names.HBTRACE_BEATS] = beat_sources
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as exc:
