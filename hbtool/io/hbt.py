@@ -401,7 +401,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         nb = int(isbeat.sum())
         source_code = (r["flags"] & 0xF).astype(np.int64)
         auto = source_code != 0
-        constructs = _construct_names(r, paths[i], warnings) if (auto & (isbeat | (kind == REC_WAIT))).any() else {}
+        constructs = (_construct_names(r, paths[i], warnings, p["meta"].get("exe"))
+                      if (auto & (isbeat | (kind == REC_WAIT))).any() else {})
         construct = _construct_column(r["loop"], auto, constructs)
         beats.append(
             pd.DataFrame(
@@ -506,14 +507,18 @@ def _coded(codes: np.ndarray, names: dict[int, str], what: str) -> pd.Categorica
     return pd.Categorical.from_codes(inv.astype(np.int32), [names.get(int(c), f"{what} {int(c)}") for c in u])
 
 
-def _construct_names(r: dict, path: str, warnings: list[str]) -> dict[int, str]:
-    """Construct id -> "<kind> <symbol>" (name space 3: "<kind>\t<symbol>\t<address>");
-    the address stands in for a symbol dladdr could not find."""
+def _construct_names(r: dict, path: str, warnings: list[str], exe: str | None = None) -> dict[int, str]:
+    """Construct id -> "<kind> <symbol>" (name space 3: "<kind>\t<symbol>\t<address>"). A
+    symbol dladdr could not find (a local function, such as an OpenMP region's outlined
+    body) is looked up in the program's symbol table; failing that the address stands in."""
+    from .symbols import symbolize
+
     out = {}
     for cid, text in decode_names(r, NAME_CONSTRUCT, warnings, path).items():
         parts = text.split("\t")
         kind = parts[0]
-        where = parts[1] if len(parts) > 1 and parts[1] else (parts[2] if len(parts) > 2 else "")
+        address = parts[2] if len(parts) > 2 else ""
+        where = parts[1] if len(parts) > 1 and parts[1] else (symbolize(address, exe) or address)
         out[cid] = f"{kind} {where}".strip()
     return out
 
