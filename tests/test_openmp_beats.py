@@ -120,7 +120,7 @@ def test_infrastructure_records_ids_names_and_fork(infra, tmp_path):
     w = waits & ((f & 0xF) == SRC_OPENMP)
     ns = (parent["iter"][w].astype(np.int64) << 32) | parent["aux"][w].astype(np.int64)
     assert sorted(ns.tolist()) == [5_000_000_000 + t for t in range(4)]
-    assert (parent["seq"][w] == 3).all()  # the thread's beats so far
+    assert (parent["seq"][w] == 3).all()  # the thread's automatic beats so far
     # every construct is named before its first beat or wait, in file order of its thread
     for i in np.flatnonzero((k == BEAT) & (f != 0) | waits).tolist():
         assert int(parent["loop"][i]) in nm
