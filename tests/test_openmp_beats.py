@@ -120,7 +120,7 @@ def test_infrastructure_records_ids_names_and_fork(infra, tmp_path):
     w = waits & ((f & 0xF) == SRC_OPENMP)
     ns = (parent["iter"][w].astype(np.int64) << 32) | parent["aux"][w].astype(np.int64)
     assert sorted(ns.tolist()) == [5_000_000_000 + t for t in range(4)]
-    assert (parent["seq"][w] == 3).all()  # the thread's beats so far
+    assert (parent["seq"][w] == 3).all()  # the thread's automatic beats so far
     # every construct is named before its first beat or wait, in file order of its thread
     for i in np.flatnonzero((k == BEAT) & (f != 0) | waits).tolist():
         assert int(parent["loop"][i]) in nm
@@ -128,3 +128,218 @@ def test_infrastructure_records_ids_names_and_fork(infra, tmp_path):
     cb = (child["kind"] == BEAT) & (child["flags"] == SRC_OPENMP | EV_WORKSHARE << 4)
     assert cb.sum() == 1
     assert names(child)[int(child["loop"][cb][0])] == nm[par]
+
+
+# ----------------------------------------------------------------------------------------------
+# libgomp: a program with a known number of chunks and constructs per thread
+
+
+@pytest.fixture(scope="module")
+def omp_prog(tracer_built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("omp")
+    exe = d / "omp_beats"
+    subprocess.run(["gcc", "-fopenmp", "-O2", "-Wall", "-Wextra", "-Werror", str(PROGRAMS / "omp_beats.c"),
+                    "-o", str(exe)], check=True)
+    return exe
+
+
+def run_traced(exe, tmp_path, *args, preload=True, timeout=120, **env):
+    e = _env(tmp_path, OMP_SCHEDULE="dynamic,3", OMP_WAIT_POLICY="passive", **env)
+    if preload:
+        e["LD_PRELOAD"] = str(TRACER / "lib" / "libhbtrace.so")
+    return subprocess.run([str(exe), *map(str, args)], env=e, capture_output=True, text=True, timeout=timeout)
+
+
+def truth_of(stdout: str):
+    loops, counts, sleep = [], {}, None
+    for line in stdout.splitlines():
+        w = line.split()
+        if w[0] == "loop":
+            loops.append((int(w[1]), int(w[2]), int(w[3]), w[4]))
+        elif w[0] == "count":
+            counts[int(w[1])] = tuple(map(int, w[2:5]))
+        elif w[0] == "sleep":
+            sleep = (int(w[1]), int(w[2]))
+    return loops, counts, sleep
+
+
+def test_beats_per_thread_equal_the_truth_for_every_schedule_and_construct(omp_prog, tmp_path):
+    r = run_traced(omp_prog, tmp_path, "all")
+    assert r.returncode == 3, r.stderr
+    loops, counts, _ = truth_of(r.stdout)
+    (f,) = trace_files(tmp_path / "trace")
+    rec = records(f)
+    k, fl = rec["kind"], rec["flags"]
+    omp = (k == BEAT) & ((fl & 0xF) == SRC_OPENMP)
+    ev = fl >> 4
+    # chunks: every recorded chunk start belongs to one loop; the starts partition each loop's
+    # iterations into ranges each run entirely by the thread that beat for it
+    chunk = omp & (ev == EV_CHUNK)
+    it, th = rec["iter"][chunk].astype(np.int64), rec["thread"][chunk].astype(np.int64)
+    expected = Counter()
+    got = Counter()
+    seen = np.zeros(it.size, dtype=bool)
+    for base, n, size, owner in loops:
+        sel = (it >= base) & (it < base + n)
+        assert not (sel & seen).any(), f"loop {base}: beats counted twice"
+        seen |= sel
+        starts = sorted(zip((it[sel] - base).tolist(), th[sel].tolist()))
+        assert starts and starts[0][0] == 0, (base, starts[:3])
+        bounds = [s for s, _ in starts] + [n]
+        assert len(set(bounds)) == len(bounds), f"loop {base}: a chunk beat twice"
+        for (s, t), e in zip(starts, bounds[1:]):
+            assert set(owner[s:e]) == {str(t)}, f"loop {base}: chunk [{s},{e}) beat by {t}, run by {set(owner[s:e])}"
+        if size > 0:
+            assert [s for s, _ in starts] == list(range(0, n, size)), f"loop {base}"
+            expected.update(int(owner[s]) for s in range(0, n, size))
+        else:
+            expected.update(t for _, t in starts)
+        got.update(t for _, t in starts)
+    assert seen.all(), "chunk beats outside every loop"
+    assert got == expected
+    for t, (implicit, ws, tasks) in counts.items():
+        sel = omp & (rec["thread"] == t)
+        assert int((sel & (ev == EV_IMPLICIT)).sum()) == implicit, f"thread {t} implicit"
+        assert int((sel & (ev == EV_WORKSHARE)).sum()) == ws, f"thread {t} workshare"
+        assert int((sel & (ev == EV_TASK)).sum()) == tasks, f"thread {t} tasks"
+    assert set(rec["thread"][omp].tolist()) == set(counts)
+    # every construct named; the regions by the outlined function's object
+    nm = names(rec)
+    assert set(rec["loop"][omp].tolist()) <= set(nm)
+    kinds = Counter(v.split("\t")[0] for v in nm.values())
+    assert kinds["parallel"] >= 5 and kinds["loop"] >= 12 and kinds["task"] >= 1
+    assert all("omp_beats+0x" in v for v in nm.values())
+
+
+def test_waits_at_barriers_critical_ordered_taskwait(omp_prog, tmp_path):
+    r = run_traced(omp_prog, tmp_path, "all")
+    assert r.returncode == 3
+    _, counts, (sleep_start, sleep_ns) = truth_of(r.stdout)
+    rec = records(trace_files(tmp_path / "trace")[0])
+    k, fl = rec["kind"], rec["flags"]
+    w = k == WAIT
+    assert ((fl[w] & 0xF) == SRC_OPENMP).all()
+    syncs = Counter((fl[w] >> 4).tolist())
+    assert syncs[SYNC_BARRIER] > 0 and syncs[SYNC_CRITICAL] >= 3 and syncs[SYNC_ORDERED] >= 2 * 240
+    assert syncs[SYNC_TASKWAIT] >= 1
+    ns = (rec["iter"].astype(np.int64) << 32) | rec["aux"].astype(np.int64)
+    assert (ns[w] >= 0).all() and (ns[w] < 60e9).all()
+    # the barrier thread 0 reached after sleeping: every other thread of that team left it
+    # after thread 0 arrived, and waited from its own arrival (its workshare beat) until then
+    t0_arrival = None
+    for i in np.flatnonzero(w & ((fl >> 4) == SYNC_BARRIER) & (rec["thread"] == 0)).tolist():
+        start = int(rec["t_ns"][i]) - int(ns[i])
+        if start >= sleep_start + sleep_ns:
+            t0_arrival = start
+            break
+    assert t0_arrival is not None
+    for t in (1, 2):
+        sel = np.flatnonzero(w & ((fl >> 4) == SYNC_BARRIER) & (rec["thread"] == t)
+                             & (rec["t_ns"] >= t0_arrival)).tolist()
+        i = sel[0]
+        start = int(rec["t_ns"][i]) - int(ns[i])
+        assert start <= sleep_start + sleep_ns  # it was there before thread 0 woke
+        assert int(ns[i]) >= t0_arrival - start >= 0
+        # its arrival is its workshare beat
+        b = np.flatnonzero((k == BEAT) & (rec["thread"] == t) & (rec["t_ns"] == start))
+        assert b.size == 1 and int(fl[b[0]]) == SRC_OPENMP | EV_WORKSHARE << 4
+
+
+def test_hbtrace_beats_api_turns_openmp_beats_off(omp_prog, tmp_path):
+    r = run_traced(omp_prog, tmp_path, "all", HBTRACE_BEATS="api")
+    assert r.returncode == 3
+    for f in trace_files(tmp_path / "trace"):
+        rec = records(f)
+        assert not ((rec["kind"] == BEAT) | (rec["kind"] == WAIT) | (rec["kind"] == NAME)).any()
+
+
+def test_output_and_exit_status_unchanged(omp_prog, tmp_path):
+    plain = run_traced(omp_prog, tmp_path / "a", "all", preload=False)
+    traced = run_traced(omp_prog, tmp_path / "b", "all")
+    assert plain.returncode == traced.returncode == 3
+    keep = lambda out: [ln for ln in out.splitlines() if ln.startswith("result")]  # noqa: E731
+    assert keep(plain.stdout) == keep(traced.stdout) and keep(plain.stdout)
+    assert traced.stderr == plain.stderr == ""
+
+
+def test_a_program_that_forks(omp_prog, tmp_path):
+    r = run_traced(omp_prog, tmp_path, "fork")
+    assert r.returncode == 5, r.stderr
+    assert "child 9900" in r.stdout and "parent 9900" in r.stdout
+    files = trace_files(tmp_path / "trace")
+    assert len(files) == 2
+    for f in files:
+        rec = records(f)
+        omp = (rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP)
+        chunks = omp & ((rec["flags"] >> 4) == EV_CHUNK)
+        nm = names(rec)
+        assert set(rec["loop"][omp].tolist()) <= set(nm)  # each file names its constructs
+        n = int(chunks.sum())
+        assert n in (100, 200), n  # child: one loop of 100 chunks; parent: two
+
+
+def test_a_team_of_1000_threads(omp_prog, tmp_path):
+    r = run_traced(omp_prog, tmp_path, "big", 1000, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == f"result {sum(range(2000))}"
+    rec = records(trace_files(tmp_path / "trace")[0])
+    omp = (rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP)
+    implicit = omp & ((rec["flags"] >> 4) == EV_IMPLICIT)
+    assert sorted(rec["thread"][implicit].tolist()) == list(range(1000))
+    assert int((omp & ((rec["flags"] >> 4) == EV_CHUNK)).sum()) == 2000
+
+
+def test_a_program_without_openmp_is_untouched(infra, tmp_path):
+    # the infrastructure test links no libgomp: nothing calls the wrappers; the preload adds
+    # no automatic record of its own
+    e = _env(tmp_path)
+    e["LD_PRELOAD"] = str(TRACER / "lib" / "libhbtrace.so")
+    r = subprocess.run(["/bin/sh", "-c", "echo hi; exit 7"], env=e, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 7 and r.stdout == "hi\n" and r.stderr == ""
+    for f in trace_files(tmp_path / "trace"):
+        rec = records(f)
+        assert not ((rec["kind"] == WAIT) | ((rec["kind"] == BEAT) & (rec["flags"] != 0))).any()
+
+
+# ----------------------------------------------------------------------------------------------
+# a real program nobody here wrote: NPB MG class W, unmodified
+
+NPB = ROOT.parent / "shared" / "workloads" / "npb-omp"
+
+
+def build_npb(dest: Path, kernel: str = "MG", klass: str = "W") -> Path:
+    """Build one NPB kernel in a copy of npb-omp (never in shared/), as its README says."""
+    import shutil
+
+    src = dest / "npb"
+    shutil.copytree(NPB, src)
+    mk = (src / "config" / "make.def.template").read_text()
+    for old, new in (("CC = cc", "CC = gcc"), ("CLINK\t= cc", "CLINK = gcc"), ("CFLAGS\t= -O3 ", "CFLAGS = -O2 -fopenmp"),
+                     ("CLINKFLAGS =", "CLINKFLAGS = -fopenmp"), ("C_LIB  =", "C_LIB = -lm"), ("UCC\t= cc -O", "UCC = gcc -O")):
+        mk = "\n".join(new + ln[len(old):] if ln.startswith(old) else ln for ln in mk.splitlines()) + "\n"
+    (src / "config" / "make.def").write_text(mk)
+    (src / "bin").mkdir(exist_ok=True)
+    subprocess.run(["make", kernel, f"CLASS={klass}"], cwd=src, check=True, capture_output=True, timeout=600)
+    return src / "bin" / f"{kernel.lower()}.{klass}"
+
+
+@pytest.fixture(scope="module")
+def mg_w(tracer_built, tmp_path_factory):
+    if not NPB.is_dir():
+        pytest.skip("no ../shared/workloads/npb-omp")
+    return build_npb(tmp_path_factory.mktemp("npb"))
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_npb_mg_verifies_and_every_openmp_thread_beats(mg_w, tmp_path, threads):
+    r = run_traced(mg_w, tmp_path, OMP_NUM_THREADS=threads, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Verification    =               SUCCESSFUL" in r.stdout or "SUCCESSFUL" in r.stdout
+    (f,) = trace_files(tmp_path / "trace")
+    rec = records(f)
+    omp = (rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP)
+    per = Counter(rec["thread"][omp].tolist())
+    assert set(per) == set(range(threads)) and min(per.values()) > 10, per
+    assert ((rec["kind"] == WAIT) & (rec["thread"] == threads - 1)).any()
+    nm = names(rec)
+    assert any(v.startswith("parallel\t") and "mg.W+0x" in v for v in nm.values())

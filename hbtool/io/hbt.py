@@ -395,7 +395,8 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         proc = hdr["rank"] if hdr["rank"] >= 0 else process
         t_ns = r["t_ns"].astype(np.int64) - np.int64(hdr["start_mono_ns"]) + np.int64(offsets[i])
         kind = r["kind"]
-        isbeat = kind == REC_BEAT
+        # the program's own (API) beats; automatic ones (flags != 0, issue 15) are not decoded yet
+        isbeat = (kind == REC_BEAT) & (r["flags"] == 0)
         thread = np.where(r["thread"] >= 0, r["thread"], r["thread_slot"]).astype(np.int64)
         seq = _unwrap_seq(r["seq"][isbeat], r["os_tid"][isbeat])
         nb = int(isbeat.sum())

@@ -209,7 +209,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_REC_WAIT          17u  /* the thread left a synchronisation it waited in
                                       (automatic beats, issue 15; src/autobeat.h):
                                       t_ns   = when it left,
-                                      seq    = the thread's beats so far,
+                                      seq    = the thread's automatic beats so far,
                                       thread = OpenMP thread number in the outermost
                                                team (MPI: the rank's thread slot),
                                       loop   = construct id (0 unknown),

@@ -8,10 +8,11 @@
  *
  * Hot paths (hbt_auto_on, hbt_auto_beat_at, hbt_auto_wait_at, the lookup of
  * hbt_construct_id) take no lock and make no system call but the vDSO clock.
- * An automatic beat counts among the thread's beats (seq), is not subject to
- * the heart-rate divisor, and feeds the thread's line of the heart table only
- * while the thread has made no API beat (auto_seq == seq), so that the
- * online monitor judges a program that beats by itself from its own beats.
+ * Automatic beats have their own per-thread sequence (auto_seq), so that the
+ * API beats' seq stays 0, 1, 2, ...; they are not subject to the heart-rate
+ * divisor, and feed the thread's line of the heart table only while the
+ * thread has made no API beat (seq == 0), so that the online monitor judges
+ * a program that does not beat by itself from its automatic beats.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -228,15 +229,15 @@ void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct,
     uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
     if (i == HBT_NO_SLOT)
         return;
-    uint32_t seq = t->seq;
-    t->seq = seq + 1;
+    uint32_t seq = t->auto_seq;
+    t->auto_seq = seq + 1;
     if (!now)
         now = hbt_now_ns();
     hbt_store(t, i, now,
               hbt_kindflags(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT))),
               seq, thread, (int32_t)construct, iter, 0);
     /* no API beat from this thread: its automatic beats feed the monitor */
-    if (t->auto_seq++ == seq && t->beat)
+    if (t->seq == 0 && t->beat)
         hbt_beatline_update(t, now, seq);
 }
 
@@ -257,7 +258,7 @@ void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
         now = hbt_now_ns();
     hbt_store(t, i, now,
               hbt_kindflags(HBT_REC_WAIT, (uint16_t)((source & 0xF) | (sync << HBT_EV_SHIFT))),
-              t->seq, thread, (int32_t)construct, (int32_t)(uint32_t)(wait_ns >> 32),
+              t->auto_seq, thread, (int32_t)construct, (int32_t)(uint32_t)(wait_ns >> 32),
               (uint32_t)wait_ns);
 }
 

@@ -156,8 +156,8 @@ struct hbt_tls {
     uint32_t ring_n;          /* threads registered when ring_slot was found */
     uint32_t ring_count;      /* ring checks done (rescan every 16th) */
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
-    uint32_t auto_seq;        /* automatic beats (autobeat.c) among seq: while
-                                 equal to seq the thread made no API beat */
+    uint32_t auto_seq;        /* automatic beats recorded by this OS thread
+                                 (autobeat.c); seq counts the API's only */
 };
 
 extern __thread struct hbt_tls hbt_tls

@@ -1,0 +1,570 @@
+/*
+ * gomp.c -- automatic beats and waits of programs built with gcc -fopenmp
+ * (issue 15): libgomp's entry points, interposed as lifecycle.c interposes
+ * pthread_create (the real one found with dlsym(RTLD_NEXT)). A program that
+ * never calls libgomp never enters this file; a statically linked one cannot
+ * be interposed at all. docs/formats.md ("automatic beats") has the records.
+ *
+ * What each entry records, on the calling thread (thread = its number in the
+ * outermost team, cached per thread per region):
+ *   GOMP_parallel*          the outlined function is called through
+ *                           gomp_region(), on every thread of the team: it
+ *                           sets the thread's state and, when fn returns,
+ *                           records an IMPLICIT beat (the construct: the
+ *                           region, named by fn). The master's time from
+ *                           there to the end of the region (the implicit
+ *                           barrier, team teardown) is a barrier wait; the
+ *                           workers' end barrier is inside libgomp, unseen.
+ *   GOMP_loop_*_start       notes the loop (construct: the call site) and
+ *                           the chunk it got, if any: no beat.
+ *   GOMP_loop_*_next        a CHUNK beat for the chunk the thread had (iter =
+ *                           its first iteration), then notes the new one. So
+ *                           every chunk a thread gets has exactly one beat,
+ *                           taken when the thread asks for more; the first
+ *                           chunk (from _start, or the first _next of a
+ *                           combined parallel loop) is counted by the _next
+ *                           after it. A thread that gets no chunk has no beat.
+ *   GOMP_loop_end*          a CHUNK beat if a chunk is still open (never, in
+ *                           code gcc writes), then the barrier wait (not for
+ *                           _nowait).
+ *   GOMP_barrier*           a WORKSHARE beat (the closing barrier of a
+ *                           statically scheduled loop or of a single, or an
+ *                           explicit barrier: libgomp cannot tell them apart),
+ *                           then the barrier wait.
+ *   GOMP_sections_end*      a WORKSHARE beat, then the wait (not _nowait).
+ *   GOMP_single_copy_start  the wait of the threads that did not run it.
+ *   GOMP_critical*_start    a critical wait (the time to get the lock).
+ *   GOMP_ordered_start      an ordered wait.
+ *   GOMP_taskwait*,
+ *   GOMP_taskgroup_end      a taskwait wait (which includes running tasks).
+ *   GOMP_task               the task function is called through gomp_task_run,
+ *                           which records a TASK beat when it returns.
+ * Not interposed: statically scheduled loops with nowait (gcc calls nothing),
+ * GOMP_doacross_wait (variadic), taskloop, the pre-4.9 GOMP_parallel_start/end
+ * ABI, teams and target; they run as before, unrecorded.
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "autobeat.h"
+#include "internal.h"
+
+typedef unsigned long long ull;
+
+/* ------------------------------------------------------------------ */
+/* per-thread state                                                     */
+
+#define GOMP_CACHE 16u   /* construct ids by (kind, address), per thread */
+
+struct gomp_state {
+    int32_t  thread;      /* number in the outermost team */
+    uint32_t region;      /* construct id of the innermost region, 0 outside */
+    uint32_t loop;        /* construct id of the current loop */
+    uint32_t sections;    /* construct id of the current sections */
+    int64_t  first;       /* first iteration of the open chunk */
+    uint8_t  open;        /* a chunk is open: its beat comes at the next call */
+    uint8_t  known;       /* thread is valid */
+};
+
+struct gomp_tls {
+    struct gomp_state s;
+    uint32_t *counts;     /* beats per construct id (iter of non-chunk beats) */
+    uint32_t ncounts;
+    struct { uint64_t key; uint32_t id; } cache[GOMP_CACHE];
+};
+
+static __thread struct gomp_tls gomp_tls __attribute__((tls_model("initial-exec")));
+
+static int (*gomp_level_fn)(void);
+static int (*gomp_num_fn)(void);
+static int (*gomp_ancestor_fn)(int);
+
+static void gomp_after_fork_child(void)
+{
+    /* the child writes its own file: construct names again, through the table */
+    memset(gomp_tls.cache, 0, sizeof gomp_tls.cache);
+}
+
+static HBT_COLD void gomp_resolve_omp(void)
+{
+    static void *c1, *c2, *c3;
+    gomp_level_fn = (int (*)(void))hbt_real(&c1, "omp_get_level");
+    gomp_num_fn = (int (*)(void))hbt_real(&c2, "omp_get_thread_num");
+    gomp_ancestor_fn = (int (*)(int))hbt_real(&c3, "omp_get_ancestor_thread_num");
+    hbt_fork_child_add(gomp_after_fork_child);
+}
+
+/* The calling thread's number in the outermost team. */
+static int32_t gomp_thread_now(void)
+{
+    if (__builtin_expect(!gomp_num_fn, 0))
+        gomp_resolve_omp();
+    if (!gomp_num_fn)
+        return -1;
+    int level = gomp_level_fn ? gomp_level_fn() : 1;
+    if (level > 1 && gomp_ancestor_fn)
+        return gomp_ancestor_fn(1);
+    return gomp_num_fn();
+}
+
+static inline struct gomp_tls *gomp_self(void)
+{
+    struct gomp_tls *g = &gomp_tls;
+    if (__builtin_expect(!g->s.known, 0)) {
+        g->s.thread = gomp_thread_now();   /* outside any region we saw */
+        g->s.known = 1;
+    }
+    return g;
+}
+
+static inline uint32_t gomp_construct(struct gomp_tls *g, int kind, const void *addr)
+{
+    uint64_t key = ((uint64_t)(uintptr_t)addr << 4) | (uint64_t)kind;
+    unsigned h = (unsigned)((key >> 4) ^ (key >> 10)) & (GOMP_CACHE - 1);
+    if (__builtin_expect(g->cache[h].key == key, 1))
+        return g->cache[h].id;
+    uint32_t id = hbt_construct_id(kind, addr);
+    g->cache[h].key = key;
+    g->cache[h].id = id;
+    return id;
+}
+
+/* The thread's count of beats of construct id, after this one. */
+static inline int32_t gomp_count(struct gomp_tls *g, uint32_t id)
+{
+    if (__builtin_expect(id >= g->ncounts, 0)) {
+        uint32_t n = g->ncounts ? g->ncounts : 64;
+        while (n <= id)
+            n *= 2;
+        uint32_t *c = realloc(g->counts, n * sizeof *c);
+        if (!c)
+            return 0;
+        memset(c + g->ncounts, 0, (n - g->ncounts) * sizeof *c);
+        g->counts = c;
+        g->ncounts = n;
+    }
+    return (int32_t)++g->counts[id];
+}
+
+static inline int gomp_on(void)
+{
+    return hbt_auto_on(HBT_SRC_OPENMP);
+}
+
+/* The real entry, or what the dynamic linker would have said without us. */
+static HBT_COLD void gomp_missing(const char *name)
+{
+    static const char m[] = "hbtrace: symbol lookup error: undefined symbol: ";
+    ssize_t w = write(STDERR_FILENO, m, sizeof m - 1);
+    w = write(STDERR_FILENO, name, strlen(name));
+    w = write(STDERR_FILENO, "\n", 1);
+    (void)w;
+    _exit(127);
+}
+
+/* Inside the wrapper of `name`: fn_real, the next definition of name. */
+#define REAL(name)                                                                \
+    static void *real_##name;                                                     \
+    __typeof__(&name) fn_real = (__typeof__(&name))__atomic_load_n(&real_##name,  \
+                                                                   __ATOMIC_RELAXED); \
+    if (__builtin_expect(!fn_real, 0)) {                                          \
+        fn_real = (__typeof__(&name))hbt_real(&real_##name, #name);               \
+        if (!fn_real)                                                             \
+            gomp_missing(#name);                                                  \
+    }
+
+/* ------------------------------------------------------------------ */
+/* loops                                                                */
+
+/* A loop's _start returned: note the loop and the chunk, if any. */
+static inline void gomp_loop_started(const void *site, bool got, int64_t first)
+{
+    struct gomp_tls *g = gomp_self();
+    g->s.loop = gomp_construct(g, HBT_CK_LOOP, site);
+    g->s.open = got;
+    g->s.first = first;
+}
+
+/* Entering _next: the beat of the chunk the thread had. */
+static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
+{
+    if (g->s.open) {
+        if (__builtin_expect(!g->s.loop, 0))
+            g->s.loop = gomp_construct(g, HBT_CK_LOOP, site);
+        hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_CHUNK, g->s.thread, g->s.loop,
+                         (int32_t)g->s.first, 0);
+    }
+}
+
+#define LOOP_START(name, params, args, itype)                                     \
+    HBT_EXPORT bool name params                                                   \
+    {                                                                             \
+        REAL(name)                                               \
+        bool r = fn_real args;                                                    \
+        if (gomp_on())                                                            \
+            gomp_loop_started(__builtin_return_address(0), r, r ? (int64_t)*istart : 0); \
+        return r;                                                                 \
+    }
+
+#define LOOP_NEXT(name, itype)                                                    \
+    HBT_EXPORT bool name(itype *istart, itype *iend)                              \
+    {                                                                             \
+        REAL(name)                                    \
+        if (!gomp_on())                                                           \
+            return fn_real(istart, iend);                                         \
+        struct gomp_tls *g = gomp_self();                                         \
+        gomp_chunk_done(g, __builtin_return_address(0));                          \
+        bool r = fn_real(istart, iend);                                           \
+        g->s.open = r;                                                            \
+        g->s.first = r ? (int64_t)*istart : 0;                                    \
+        return r;                                                                 \
+    }
+
+#define L4 (long start, long end, long incr, long chunk, long *istart, long *iend)
+#define A4 (start, end, incr, chunk, istart, iend)
+#define L3 (long start, long end, long incr, long *istart, long *iend)
+#define A3 (start, end, incr, istart, iend)
+#define LG (long start, long end, long incr, long sched, long chunk, long *istart, long *iend, \
+            uintptr_t *reductions, void **mem)
+#define AG (start, end, incr, sched, chunk, istart, iend, reductions, mem)
+#define U4 (bool up, ull start, ull end, ull incr, ull chunk, ull *istart, ull *iend)
+#define B4 (up, start, end, incr, chunk, istart, iend)
+#define U3 (bool up, ull start, ull end, ull incr, ull *istart, ull *iend)
+#define B3 (up, start, end, incr, istart, iend)
+#define UG (bool up, ull start, ull end, ull incr, long sched, ull chunk, ull *istart, ull *iend, \
+            uintptr_t *reductions, void **mem)
+#define BG (up, start, end, incr, sched, chunk, istart, iend, reductions, mem)
+#define D4 (unsigned ncounts, long *counts, long chunk, long *istart, long *iend)
+#define E4 (ncounts, counts, chunk, istart, iend)
+#define D3 (unsigned ncounts, long *counts, long *istart, long *iend)
+#define E3 (ncounts, counts, istart, iend)
+#define DG (unsigned ncounts, long *counts, long sched, long chunk, long *istart, long *iend, \
+            uintptr_t *reductions, void **mem)
+#define EG (ncounts, counts, sched, chunk, istart, iend, reductions, mem)
+#define V4 (unsigned ncounts, ull *counts, ull chunk, ull *istart, ull *iend)
+#define V3 (unsigned ncounts, ull *counts, ull *istart, ull *iend)
+#define VG (unsigned ncounts, ull *counts, long sched, ull chunk, ull *istart, ull *iend, \
+            uintptr_t *reductions, void **mem)
+
+LOOP_START(GOMP_loop_static_start, L4, A4, long)
+LOOP_START(GOMP_loop_dynamic_start, L4, A4, long)
+LOOP_START(GOMP_loop_guided_start, L4, A4, long)
+LOOP_START(GOMP_loop_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_nonmonotonic_dynamic_start, L4, A4, long)
+LOOP_START(GOMP_loop_nonmonotonic_guided_start, L4, A4, long)
+LOOP_START(GOMP_loop_nonmonotonic_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_maybe_nonmonotonic_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_start, LG, AG, long)
+LOOP_START(GOMP_loop_ordered_static_start, L4, A4, long)
+LOOP_START(GOMP_loop_ordered_dynamic_start, L4, A4, long)
+LOOP_START(GOMP_loop_ordered_guided_start, L4, A4, long)
+LOOP_START(GOMP_loop_ordered_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_ordered_start, LG, AG, long)
+LOOP_START(GOMP_loop_doacross_static_start, D4, E4, long)
+LOOP_START(GOMP_loop_doacross_dynamic_start, D4, E4, long)
+LOOP_START(GOMP_loop_doacross_guided_start, D4, E4, long)
+LOOP_START(GOMP_loop_doacross_runtime_start, D3, E3, long)
+LOOP_START(GOMP_loop_doacross_start, DG, EG, long)
+LOOP_START(GOMP_loop_ull_static_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_dynamic_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_guided_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_nonmonotonic_dynamic_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_nonmonotonic_guided_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_nonmonotonic_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_maybe_nonmonotonic_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_start, UG, BG, ull)
+LOOP_START(GOMP_loop_ull_ordered_static_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_ordered_dynamic_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_ordered_guided_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_ordered_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_ordered_start, UG, BG, ull)
+LOOP_START(GOMP_loop_ull_doacross_static_start, V4, E4, ull)
+LOOP_START(GOMP_loop_ull_doacross_dynamic_start, V4, E4, ull)
+LOOP_START(GOMP_loop_ull_doacross_guided_start, V4, E4, ull)
+LOOP_START(GOMP_loop_ull_doacross_runtime_start, V3, E3, ull)
+LOOP_START(GOMP_loop_ull_doacross_start, VG, EG, ull)
+
+LOOP_NEXT(GOMP_loop_static_next, long)
+LOOP_NEXT(GOMP_loop_dynamic_next, long)
+LOOP_NEXT(GOMP_loop_guided_next, long)
+LOOP_NEXT(GOMP_loop_runtime_next, long)
+LOOP_NEXT(GOMP_loop_nonmonotonic_dynamic_next, long)
+LOOP_NEXT(GOMP_loop_nonmonotonic_guided_next, long)
+LOOP_NEXT(GOMP_loop_nonmonotonic_runtime_next, long)
+LOOP_NEXT(GOMP_loop_maybe_nonmonotonic_runtime_next, long)
+LOOP_NEXT(GOMP_loop_ordered_static_next, long)
+LOOP_NEXT(GOMP_loop_ordered_dynamic_next, long)
+LOOP_NEXT(GOMP_loop_ordered_guided_next, long)
+LOOP_NEXT(GOMP_loop_ordered_runtime_next, long)
+LOOP_NEXT(GOMP_loop_ull_static_next, ull)
+LOOP_NEXT(GOMP_loop_ull_dynamic_next, ull)
+LOOP_NEXT(GOMP_loop_ull_guided_next, ull)
+LOOP_NEXT(GOMP_loop_ull_runtime_next, ull)
+LOOP_NEXT(GOMP_loop_ull_nonmonotonic_dynamic_next, ull)
+LOOP_NEXT(GOMP_loop_ull_nonmonotonic_guided_next, ull)
+LOOP_NEXT(GOMP_loop_ull_nonmonotonic_runtime_next, ull)
+LOOP_NEXT(GOMP_loop_ull_maybe_nonmonotonic_runtime_next, ull)
+LOOP_NEXT(GOMP_loop_ull_ordered_static_next, ull)
+LOOP_NEXT(GOMP_loop_ull_ordered_dynamic_next, ull)
+LOOP_NEXT(GOMP_loop_ull_ordered_guided_next, ull)
+LOOP_NEXT(GOMP_loop_ull_ordered_runtime_next, ull)
+
+/* ------------------------------------------------------------------ */
+/* barriers and the ends of worksharing constructs                     */
+
+/* Around a call that may wait: the beat before it (ev: 0 none), the wait after. */
+static inline uint64_t gomp_arrive(struct gomp_tls *g, int ev, uint32_t id)
+{
+    uint64_t t0 = hbt_now_ns();
+    if (ev)
+        hbt_auto_beat_at(HBT_SRC_OPENMP, ev, g->s.thread, id, gomp_count(g, id), t0);
+    return t0;
+}
+
+static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_t t0)
+{
+    if (sync) {
+        uint64_t t1 = hbt_now_ns();
+        hbt_auto_wait_at(HBT_SRC_OPENMP, sync, g->s.thread, id, t1 - t0, t1);
+    }
+}
+
+/* `decl` is `type rv_ =` (RV) and `ret` is rv_, or both empty for a void function. */
+#define WAITING(type, name, params, args, decl, ret, before, ev, sync, idexpr)         \
+    HBT_EXPORT type name params                                                   \
+    {                                                                             \
+        REAL(name)                                                                \
+        if (!gomp_on())                                                           \
+            return fn_real args;                                                  \
+        struct gomp_tls *g = gomp_self();                                         \
+        const void *site = __builtin_return_address(0);                           \
+        (void)site;                                                               \
+        before;                                                                   \
+        uint32_t id = idexpr;                                                     \
+        uint64_t t0 = gomp_arrive(g, ev, id);                                     \
+        decl fn_real args;                                                        \
+        gomp_leave(g, sync, id, t0);                                              \
+        return ret;                                                               \
+    }
+
+#define CLOSE_CHUNK gomp_chunk_done(g, site); g->s.open = 0
+#define NOTHING     (void)0
+#define RV(type)    type rv_ =
+#define VOIDWAIT(name, params, args, before, ev, sync, idexpr)                    \
+    WAITING(void, name, params, args, , , before, ev, sync, idexpr)
+
+#define LOOP_ID     (g->s.loop ? g->s.loop : gomp_construct(g, HBT_CK_LOOP, site))
+#define SECTIONS_ID (g->s.sections ? g->s.sections : gomp_construct(g, HBT_CK_SECTIONS, site))
+
+VOIDWAIT(GOMP_loop_end, (void), (), CLOSE_CHUNK, 0, HBT_SYNC_BARRIER, LOOP_ID)
+VOIDWAIT(GOMP_loop_end_nowait, (void), (), CLOSE_CHUNK, 0, 0, LOOP_ID)
+WAITING(bool, GOMP_loop_end_cancel, (void), (), RV(bool), rv_, CLOSE_CHUNK, 0, HBT_SYNC_BARRIER,
+        LOOP_ID)
+VOIDWAIT(GOMP_barrier, (void), (), NOTHING, HBT_EV_WORKSHARE, HBT_SYNC_BARRIER,
+         gomp_construct(g, HBT_CK_BARRIER, site))
+WAITING(bool, GOMP_barrier_cancel, (void), (), RV(bool), rv_, NOTHING, HBT_EV_WORKSHARE,
+        HBT_SYNC_BARRIER, gomp_construct(g, HBT_CK_BARRIER, site))
+VOIDWAIT(GOMP_sections_end, (void), (), NOTHING, HBT_EV_WORKSHARE, HBT_SYNC_BARRIER,
+         SECTIONS_ID)
+VOIDWAIT(GOMP_sections_end_nowait, (void), (), NOTHING, HBT_EV_WORKSHARE, 0, SECTIONS_ID)
+WAITING(bool, GOMP_sections_end_cancel, (void), (), RV(bool), rv_, NOTHING, HBT_EV_WORKSHARE,
+        HBT_SYNC_BARRIER, SECTIONS_ID)
+WAITING(void *, GOMP_single_copy_start, (void), (), RV(void *), rv_, NOTHING, 0, HBT_SYNC_BARRIER,
+        gomp_construct(g, HBT_CK_SINGLE, site))
+VOIDWAIT(GOMP_critical_start, (void), (), NOTHING, 0, HBT_SYNC_CRITICAL,
+         gomp_construct(g, HBT_CK_CRITICAL, site))
+VOIDWAIT(GOMP_critical_name_start, (void **pptr), (pptr), NOTHING, 0, HBT_SYNC_CRITICAL,
+         gomp_construct(g, HBT_CK_CRITICAL, site))
+VOIDWAIT(GOMP_ordered_start, (void), (), NOTHING, 0, HBT_SYNC_ORDERED,
+         gomp_construct(g, HBT_CK_ORDERED, site))
+VOIDWAIT(GOMP_taskwait, (void), (), NOTHING, 0, HBT_SYNC_TASKWAIT,
+         gomp_construct(g, HBT_CK_TASK, site))
+VOIDWAIT(GOMP_taskwait_depend, (void **depend), (depend), NOTHING, 0, HBT_SYNC_TASKWAIT,
+         gomp_construct(g, HBT_CK_TASK, site))
+VOIDWAIT(GOMP_taskgroup_end, (void), (), NOTHING, 0, HBT_SYNC_TASKWAIT,
+         gomp_construct(g, HBT_CK_TASK, site))
+
+/* sections: the construct is the _start call site */
+#define SECTIONS_START(name, params, args)                                        \
+    HBT_EXPORT unsigned name params                                               \
+    {                                                                             \
+        REAL(name)                                           \
+        if (gomp_on()) {                                                          \
+            struct gomp_tls *g = gomp_self();                                     \
+            g->s.sections = gomp_construct(g, HBT_CK_SECTIONS, __builtin_return_address(0)); \
+        }                                                                         \
+        return fn_real args;                                                      \
+    }
+
+SECTIONS_START(GOMP_sections_start, (unsigned count), (count))
+SECTIONS_START(GOMP_sections2_start, (unsigned count, uintptr_t *reductions, void **mem),
+               (count, reductions, mem))
+
+/* ------------------------------------------------------------------ */
+/* parallel regions                                                     */
+
+struct gomp_region {
+    void (*fn)(void *);
+    void *data;
+    uint32_t id;          /* the region's construct (parallel, fn) */
+    uint32_t loop;        /* combined parallel loop: its construct */
+    uint32_t sections;    /* combined parallel sections: its construct */
+    const struct gomp_tls *master;
+    uint64_t master_done; /* when the master's fn returned */
+};
+
+/* fn(data) on every thread of the team, between its state and its beat. */
+static void gomp_region_run(void *arg)
+{
+    struct gomp_region *r = arg;
+    struct gomp_tls *g = &gomp_tls;
+    struct gomp_state saved = g->s;   /* a nested region on this thread */
+    g->s.thread = gomp_thread_now();
+    g->s.known = 1;
+    g->s.region = r->id;
+    g->s.loop = r->loop;
+    g->s.sections = r->sections;
+    g->s.open = 0;
+    r->fn(r->data);
+    uint64_t now = hbt_now_ns();
+    if (g->s.open)   /* a chunk of a combined loop left open (cancellation) */
+        gomp_chunk_done(g, (const void *)r->fn);
+    hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_IMPLICIT, g->s.thread, r->id, gomp_count(g, r->id), now);
+    if (g == r->master)
+        r->master_done = now;
+    g->s = saved;
+}
+
+static inline void gomp_region_init(struct gomp_region *r, void (*fn)(void *), void *data,
+                                    const void *site, int loop, int sections)
+{
+    struct gomp_tls *g = gomp_self();
+    r->fn = fn;
+    r->data = data;
+    r->id = gomp_construct(g, HBT_CK_PARALLEL, (const void *)fn);
+    r->loop = loop ? gomp_construct(g, HBT_CK_LOOP, site) : 0;
+    r->sections = sections ? gomp_construct(g, HBT_CK_SECTIONS, site) : 0;
+    r->master = g;
+    r->master_done = 0;
+}
+
+/* The master's time from its fn's return to the end of the region. */
+static inline void gomp_region_end(struct gomp_region *r)
+{
+    if (r->master_done) {
+        uint64_t t1 = hbt_now_ns();
+        hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_BARRIER, r->master->s.thread, r->id,
+                         t1 - r->master_done, t1);
+    }
+}
+
+/* decl, ret: as for WAITING */
+#define PARALLEL(type, name, params, args, decl, ret, loop, sections)             \
+    HBT_EXPORT type name params                                                   \
+    {                                                                             \
+        REAL(name)                                                                \
+        if (!gomp_on())                                                           \
+            return fn_real args;                                                  \
+        struct gomp_region region;                                                \
+        gomp_region_init(&region, fn, data, __builtin_return_address(0), loop, sections); \
+        fn = gomp_region_run;                                                     \
+        data = &region;                                                           \
+        decl fn_real args;                                                        \
+        gomp_region_end(&region);                                                 \
+        return ret;                                                               \
+    }
+
+#define PL4 (void (*fn)(void *), void *data, unsigned nthreads, long start, long end, long incr, \
+             long chunk, unsigned flags)
+#define PA4 (fn, data, nthreads, start, end, incr, chunk, flags)
+#define PL3 (void (*fn)(void *), void *data, unsigned nthreads, long start, long end, long incr, \
+             unsigned flags)
+#define PA3 (fn, data, nthreads, start, end, incr, flags)
+#define PVOID(name, params, args, loop, sections)                                 \
+    PARALLEL(void, name, params, args, , , loop, sections)
+
+PVOID(GOMP_parallel, (void (*fn)(void *), void *data, unsigned nthreads, unsigned flags),
+      (fn, data, nthreads, flags), 0, 0)
+PARALLEL(unsigned, GOMP_parallel_reductions,
+         (void (*fn)(void *), void *data, unsigned nthreads, unsigned flags),
+         (fn, data, nthreads, flags), RV(unsigned), rv_, 0, 0)
+PVOID(GOMP_parallel_sections,
+      (void (*fn)(void *), void *data, unsigned nthreads, unsigned count, unsigned flags),
+      (fn, data, nthreads, count, flags), 0, 1)
+PVOID(GOMP_parallel_loop_static, PL4, PA4, 1, 0)
+PVOID(GOMP_parallel_loop_dynamic, PL4, PA4, 1, 0)
+PVOID(GOMP_parallel_loop_guided, PL4, PA4, 1, 0)
+PVOID(GOMP_parallel_loop_nonmonotonic_dynamic, PL4, PA4, 1, 0)
+PVOID(GOMP_parallel_loop_nonmonotonic_guided, PL4, PA4, 1, 0)
+PVOID(GOMP_parallel_loop_runtime, PL3, PA3, 1, 0)
+PVOID(GOMP_parallel_loop_nonmonotonic_runtime, PL3, PA3, 1, 0)
+PVOID(GOMP_parallel_loop_maybe_nonmonotonic_runtime, PL3, PA3, 1, 0)
+
+/* ------------------------------------------------------------------ */
+/* explicit tasks                                                       */
+
+/*
+ * The task's function is replaced by gomp_task_run and its data by a header
+ * followed (at `offset`, aligned as the task asked) by the task's own data.
+ * libgomp copies data with the copy function it is given (it always is:
+ * gomp_task_copy), into a buffer of arg_size bytes, both for a deferred task
+ * and for one it runs at once; gomp_task_copy writes the header and then the
+ * task's data the way the program asked (its copy function, or memcpy).
+ */
+struct gomp_task_head {
+    void (*fn)(void *);
+    void (*cpyfn)(void *, void *);
+    void *data;           /* the program's data (source side only) */
+    long size;            /* the program's arg_size */
+    long offset;          /* of the program's data in the copy */
+    uint32_t id;
+    int32_t thread;       /* unused: the running thread records its own */
+};
+
+static void gomp_task_copy(void *dst, void *src)
+{
+    const struct gomp_task_head *h = src;
+    struct gomp_task_head *d = dst;
+    *d = *h;
+    d->data = NULL;
+    char *to = (char *)dst + h->offset;
+    if (h->cpyfn)
+        h->cpyfn(to, h->data);
+    else if (h->size > 0)
+        memcpy(to, h->data, (size_t)h->size);
+}
+
+static void gomp_task_run(void *arg)
+{
+    struct gomp_task_head *h = arg;
+    h->fn((char *)arg + h->offset);
+    struct gomp_tls *g = gomp_self();
+    hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_TASK, g->s.thread, h->id, gomp_count(g, h->id), 0);
+}
+
+HBT_EXPORT void GOMP_task(void (*fn)(void *), void *data, void (*cpyfn)(void *, void *),
+                          long arg_size, long arg_align, bool if_clause, unsigned flags,
+                          void **depend, int priority, void *detach)
+{
+    REAL(GOMP_task)
+    if (!gomp_on() || arg_align <= 0 || (arg_align & (arg_align - 1)) || arg_size < 0) {
+        fn_real(fn, data, cpyfn, arg_size, arg_align, if_clause, flags, depend, priority,
+                detach);
+        return;
+    }
+    struct gomp_tls *g = gomp_self();
+    long align = arg_align > (long)_Alignof(struct gomp_task_head)
+                     ? arg_align : (long)_Alignof(struct gomp_task_head);
+    long offset = ((long)sizeof(struct gomp_task_head) + align - 1) & ~(align - 1);
+    struct gomp_task_head h = {
+        .fn = fn, .cpyfn = cpyfn, .data = data, .size = arg_size, .offset = offset,
+        .id = gomp_construct(g, HBT_CK_TASK, (const void *)fn), .thread = g->s.thread,
+    };
+    fn_real(gomp_task_run, &h, gomp_task_copy, offset + arg_size, align, if_clause, flags,
+            depend, priority, detach);
+}
