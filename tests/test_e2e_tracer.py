@@ -28,9 +28,11 @@ def run_example(name, env, *args, timeout=120):
 
 
 def trace_of(env) -> tuple:
+    """The files and the trace of a run, with the beats an analysis uses (the programs' own,
+    beside which the tracer records OpenMP beats of its own)."""
     d = Path(env["HBTRACE_DIR"])
     files = sorted(d.glob("*.hbt"))
-    return files, read_heartbeats(d)
+    return files, read_heartbeats(d).with_beats("auto")
 
 
 def per_thread(tr):

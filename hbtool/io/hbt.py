@@ -326,10 +326,16 @@ def _monitor_frame(r, sel, t_ns, run, proc, path, warnings) -> pd.DataFrame:
 
 
 def _unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Undo the 32-bit wrap of per-thread sequence numbers (records are in thread order)."""
+    """Undo the 32-bit wrap of per-thread sequence numbers (records of a group in the order
+    written; groups may interleave)."""
     s = seq.astype(np.int64)
     if s.size == 0:
         return s
+    if (np.diff(group) != 0).sum() >= np.unique(group).size:  # interleaved: unwrap each group apart
+        order = np.argsort(group, kind="stable")
+        out = np.empty_like(s)
+        out[order] = _unwrap_seq(s[order], group[order])
+        return out
     d = np.diff(s)
     same = group[1:] == group[:-1]
     wrap = np.zeros(s.size, dtype=np.int64)
@@ -395,12 +401,12 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         proc = hdr["rank"] if hdr["rank"] >= 0 else process
         t_ns = r["t_ns"].astype(np.int64) - np.int64(hdr["start_mono_ns"]) + np.int64(offsets[i])
         kind = r["kind"]
-        # the program's own (API) beats; automatic ones (flags != 0, issue 15) are not decoded yet
-        isbeat = (kind == REC_BEAT) & (r["flags"] == 0)
+        isbeat = kind == REC_BEAT
         thread = np.where(r["thread"] >= 0, r["thread"], r["thread_slot"]).astype(np.int64)
-        seq = _unwrap_seq(r["seq"][isbeat], r["os_tid"][isbeat])
-        nb = int(isbeat.sum())
         source_code = (r["flags"] & 0xF).astype(np.int64)
+        # API beats and automatic beats count in sequences of their own, per OS thread
+        seq = _unwrap_seq(r["seq"][isbeat], r["os_tid"][isbeat].astype(np.int64) * 16 + source_code[isbeat])
+        nb = int(isbeat.sum())
         auto = source_code != 0
         constructs = (_construct_names(r, paths[i], warnings, p["meta"].get("exe"))
                       if (auto & (isbeat | (kind == REC_WAIT))).any() else {})

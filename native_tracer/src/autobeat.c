@@ -236,9 +236,9 @@ void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct,
     hbt_store(t, i, now,
               hbt_kindflags(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT))),
               seq, thread, (int32_t)construct, iter, 0);
-    /* no API beat from this thread: its automatic beats feed the monitor */
-    if (t->seq == 0 && t->beat)
-        hbt_beatline_update(t, now, seq);
+    /* automatic beats do not feed the online monitor: a thread's API beats, which may
+     * begin after its first automatic ones, are what the monitor judges, and two
+     * counters in one heart line would read as a thread gone backwards */
 }
 
 void hbt_auto_beat(int source, int event, int32_t thread, uint32_t construct, int32_t iter)
