@@ -16,6 +16,8 @@
  *   wrap_posix.list the libc wrappers (open/close/read/write/... and stdio)
  *   wrap_posix.h    and what they share -> build/wrap_posix.gen.c
  *   inject.c      the interference injector (Gaussian sleeps)
+ *   beats.c       heartbeats of the rank through libhbtrace when it is loaded
+ *                 too (blocking collectives, or HBTRACE_MPI_BEATS's functions)
  *
  * Concurrency model: everything is done by the thread that called MPI_Init
  * (the "main" thread, hbp_tls.main). Other threads pass through every
@@ -77,6 +79,7 @@ static inline uint16_t hbp_kind_of(uint32_t kindflags)
 struct hbp_tls {
     int depth;     /* >0: inside an intercepted call (or the profiler) */
     int main;      /* this is the thread that called MPI_Init */
+    int beating;   /* inside a call that beats (any thread): nested calls do not */
 };
 
 extern __thread struct hbp_tls hbp_tls
@@ -185,6 +188,25 @@ HBP_HIDDEN void hbp_file_close(int unlink_it);
 
 /* ---- runfile.c ---- */
 HBP_HIDDEN void hbp_run_finalize(int ok);   /* ok: this rank's file is complete */
+
+/* ---- beats.c (the tables: build/wrap_mpi.gen.c, by wrapper number) ---- */
+extern const unsigned hbp_wrap_count HBP_HIDDEN;
+extern const char *const hbp_wrap_name[] HBP_HIDDEN;
+extern const unsigned char hbp_wrap_collective[] HBP_HIDDEN;
+extern unsigned char hbp_beat_on[] HBP_HIDDEN;   /* 0, or the event of its beats */
+HBP_HIDDEN void hbp_beats_init(void);            /* after PMPI_Init* succeeded */
+HBP_HIDDEN int  hbp_beat_enter(void);
+HBP_HIDDEN void hbp_beat_done(unsigned i, const void *fn, uint64_t t0);
+
+/*
+ * Wrapper number i is about to call MPI: 1 if the call beats (then the wrapper
+ * calls hbp_beat_done after it). A function that does not beat pays one byte
+ * load; hbp_beat_on is all zero unless libhbtrace's hbtrace_mpi_beat was found.
+ */
+static inline int hbp_beat_want(unsigned i)
+{
+    return __builtin_expect(hbp_beat_on[i] != 0, 0) && hbp_beat_enter();
+}
 
 /* ---- inject.c ---- */
 HBP_HIDDEN void hbp_inject_config(void);
