@@ -206,6 +206,25 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                                corrected for the wrap of the kernel's
                                                per-interface counters */
 
+#define HBT_REC_WAIT          17u  /* the thread left a synchronisation it waited in
+                                      (automatic beats, issue 15; src/autobeat.h):
+                                      t_ns   = when it left,
+                                      seq    = the thread's beats so far,
+                                      thread = OpenMP thread number in the outermost
+                                               team (MPI: the rank's thread slot),
+                                      loop   = construct id (0 unknown),
+                                      iter   = the wait in ns, high 32 bits,
+                                      aux    = the wait in ns, low 32 bits,
+                                      flags  = source | sync kind << 4 */
+
+/* flags of automatic beats (HBT_REC_BEAT) and of HBT_REC_WAIT: bits 0..3 the source,
+ * bits 4..15 the event (beats) or the sync kind (waits). API beats have flags 0. */
+#define HBT_SRC_MASK           0xFu
+#define HBT_EV_SHIFT           4u
+#define HBT_BEATSRC_API        0u
+#define HBT_BEATSRC_OPENMP     1u
+#define HBT_BEATSRC_MPI        2u
+
 /* ends of a queue (loop of HBT_REC_QUEUE_SAMPLE) */
 #define HBT_QEND_PRODUCER      0u  /* the tail: pushes (the stage that writes into it) */
 #define HBT_QEND_CONSUMER      1u  /* the head: pops (the stage that reads from it) */
@@ -224,6 +243,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 /* name spaces (aux >> 24 of HBT_REC_NAME) and flags */
 #define HBT_NAME_QUEUE         1u
 #define HBT_NAME_PROBE         2u  /* text: "<file>:<line>\t<label>" */
+#define HBT_NAME_CONSTRUCT     3u  /* text: "<kind>\t<symbol>\t<object>+0x<offset>" */
 #define HBT_NAME_LAST          0x8000u
 
 /* statistics of HBT_REC_PROBE (flags) */

@@ -382,13 +382,29 @@ int hbt_put_plain(uint16_t kind, uint16_t flags, uint32_t seq, int32_t thread, i
                   int32_t iter, uint32_t aux, uint64_t t_ns, unsigned mode)
 {
     struct hbt_tls *t = &hbt_tls;
-    uint32_t i = t->next;
-    if (i >= t->limit) {
-        i = hbt_refill(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
-        if (i == HBT_NO_SLOT)
+    uint32_t i = hbt_take_slot(t, mode & ~(unsigned)(HBT_M_RESERVE | HBT_M_SIGNAL));
+    if (i == HBT_NO_SLOT)
+        return 0;
+    hbt_store(t, i, t_ns, hbt_kindflags(kind, flags), seq, thread, loop, iter, aux);
+    return 1;
+}
+
+int hbt_put_name(uint32_t space, uint32_t id, const char *text, size_t max, unsigned mode)
+{
+    size_t len = hbt_utf8_prefix(text, strlen(text), max);
+    uint32_t nfrag = (uint32_t)((len + 23) / 24);
+    if (nfrag == 0)
+        nfrag = 1;
+    for (uint32_t k = 0; k < nfrag; k++) {
+        union { char c[24]; struct { uint64_t t; uint32_t seq; int32_t thread, loop, iter; } f; } u;
+        memset(&u, 0, sizeof u);
+        size_t off = (size_t)k * 24, m = len - off < 24 ? len - off : 24;
+        memcpy(u.c, text + off, m);
+        uint16_t flags = (uint16_t)(k | (k + 1 == nfrag ? HBT_NAME_LAST : 0));
+        if (!hbt_put_plain(HBT_REC_NAME, flags, u.f.seq, u.f.thread, u.f.loop, u.f.iter,
+                           (space << 24) | (id & 0xFFFFFFu), u.f.t, mode))
             return 0;
     }
-    hbt_store(t, i, t_ns, hbt_kindflags(kind, flags), seq, thread, loop, iter, aux);
     return 1;
 }
 
@@ -441,6 +457,7 @@ void hbt_after_fork_child(void)
     t->next = 0;
     t->slots = NULL;
     t->seq = 0;
+    t->auto_seq = 0;
     t->registered = 0;
     t->chunk_seq = 0;
     t->end_recorded = 0;

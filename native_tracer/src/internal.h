@@ -32,6 +32,10 @@
  *   queue_registry.c   creation, names, destroy, exit, fork
  *   probe.c      the timing probes (hbtrace_probe.h)
  *   status.c     the machine-status sampler
+ *   autobeat.h   automatic beats and waits (issue 15), shared by:
+ *   autobeat.c     HBTRACE_BEATS, the construct table and its names, the
+ *                  beat and wait records, the MPI profiler's entry
+ *   gomp.c         the libgomp (GCC OpenMP) wrappers
  *
  * Concurrency model: each OS thread writes only into chunks it owns, through
  * its initial-exec TLS block (struct hbt_tls), and into its own line of the
@@ -149,6 +153,8 @@ struct hbt_tls {
     uint32_t ring_n;          /* threads registered when ring_slot was found */
     uint32_t ring_count;      /* ring checks done (rescan every 16th) */
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
+    uint32_t auto_seq;        /* automatic beats (autobeat.c) among seq: while
+                                 equal to seq the thread made no API beat */
 };
 
 extern __thread struct hbt_tls hbt_tls
@@ -278,6 +284,11 @@ HBT_HIDDEN int  hbt_lock_for_ms(long ms);
 HBT_HIDDEN void hbt_unlock(void);
 
 HBT_HIDDEN void hbt_register_quiet(struct hbt_tls *t);
+/* A name as NAME records of name space `space` (fragments of 24 bytes, the
+ * last with HBT_NAME_LAST), cut at max bytes on a UTF-8 boundary, through
+ * hbt_put_plain. 0 when a fragment could not be stored. */
+HBT_HIDDEN int  hbt_put_name(uint32_t space, uint32_t id, const char *text, size_t max,
+                             unsigned mode);
 
 /* ---- background.c: what the tracer's own threads share ---- */
 
@@ -424,6 +435,28 @@ static inline void hbt_store(struct hbt_tls *t, uint32_t i, uint64_t now,
     t->next = i + 1;
 }
 
+/* The slot the calling thread's next record goes to, taking a new chunk if
+ * needed; HBT_NO_SLOT when it cannot be stored. */
+static inline __attribute__((always_inline))
+uint32_t hbt_take_slot(struct hbt_tls *t, unsigned mode)
+{
+    uint32_t i = t->next;
+    if (__builtin_expect(i >= t->limit, 0))
+        i = hbt_refill(t, mode);
+    return i;
+}
+
+/* A beat's update of the thread's line of the heart table (below). */
+static inline __attribute__((always_inline))
+void hbt_beatline_update(struct hbt_tls *t, uint64_t now, uint32_t seq)
+{
+    struct hbt_beatline *b = t->beat;
+    __atomic_store_n(&b->t_ns, now, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->seq, seq + 1, __ATOMIC_RELEASE);
+    if (__builtin_expect(now >= t->next_check, 0))
+        hbt_mon_beat(t, now);
+}
+
 /*
  * The hot path: one beat of the calling thread. No lock, no system call
  * (clock_gettime(CLOCK_MONOTONIC) is served by the vDSO), writes only into
@@ -453,12 +486,9 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
             return;
         t->calls = 0;
     }
-    uint32_t i = t->next;
-    if (__builtin_expect(i >= t->limit, 0)) {
-        i = hbt_refill(t, HBT_MODE_BEAT);
-        if (i == HBT_NO_SLOT)
-            return;
-    }
+    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
+    if (i == HBT_NO_SLOT)
+        return;
     uint32_t seq = t->seq;
     t->seq = seq + 1;
     uint64_t now = hbt_now_ns();
@@ -468,11 +498,7 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
     else
         hbt_store(t, i, now, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
                   iter, 0);
-    struct hbt_beatline *b = t->beat;
-    __atomic_store_n(&b->t_ns, now, __ATOMIC_RELEASE);
-    __atomic_store_n(&b->seq, seq + 1, __ATOMIC_RELEASE);
-    if (__builtin_expect(now >= t->next_check, 0))
-        hbt_mon_beat(t, now);
+    hbt_beatline_update(t, now, seq);
 }
 
 #endif /* HBT_INTERNAL_H */

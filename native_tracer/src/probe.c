@@ -286,20 +286,7 @@ static void hbt_write_name(uint32_t id, const struct hbt_probe_site *s, unsigned
                      s->label ? s->label : "");
     if (n < 0)
         return;
-    size_t len = hbt_utf8_prefix(text, strlen(text), HBT_NAME_MAX);
-    uint32_t nfrag = (uint32_t)((len + 23) / 24);
-    if (nfrag == 0)
-        nfrag = 1;
-    for (uint32_t k = 0; k < nfrag; k++) {
-        union { char c[24]; struct { uint64_t t; uint32_t seq; int32_t thread, loop, iter; } f; } u;
-        memset(&u, 0, sizeof u);
-        size_t off = (size_t)k * 24, m = len - off < 24 ? len - off : 24;
-        memcpy(u.c, text + off, m);
-        uint16_t flags = (uint16_t)(k | (k + 1 == nfrag ? HBT_NAME_LAST : 0));
-        if (!hbt_put_plain(HBT_REC_NAME, flags, u.f.seq, u.f.thread, u.f.loop, u.f.iter,
-                           (HBT_NAME_PROBE << 24) | id, u.f.t, mode))
-            return;
-    }
+    hbt_put_name(HBT_NAME_PROBE, id, text, HBT_NAME_MAX, mode);
 }
 
 /* Make sure the current file has the name of probe `id` before any of its

@@ -1,0 +1,292 @@
+/*
+ * autobeat.c -- beats and waits recorded with no change to the program
+ * (issue 15): HBTRACE_BEATS, the construct table and its NAME records, the
+ * automatic BEAT and WAIT records, and the exported entry of the MPI
+ * profiler. The record layout is docs/formats.md's ("Automatic beats and
+ * waits"). Users: gomp.c (libgomp wrappers), ompt.c (LLVM's libomp),
+ * libhbprof (through hbtrace_mpi_beat).
+ *
+ * Hot paths (hbt_auto_on, hbt_auto_beat_at, hbt_auto_wait_at, the lookup of
+ * hbt_construct_id) take no lock and make no system call but the vDSO clock.
+ * An automatic beat counts among the thread's beats (seq), is not subject to
+ * the heart-rate divisor, and feeds the thread's line of the heart table only
+ * while the thread has made no API beat (auto_seq == seq), so that the
+ * online monitor judges a program that beats by itself from its own beats.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "autobeat.h"
+#include "internal.h"
+
+/* ------------------------------------------------------------------ */
+/* HBTRACE_BEATS                                                       */
+
+int hbt_auto_mask = -1;
+
+#define HBT_AUTO_ALL ((1 << HBT_SRC_API) | (1 << HBT_SRC_OPENMP) | (1 << HBT_SRC_MPI))
+
+static int hbt_auto_warned;
+
+/* Parse HBTRACE_BEATS (idempotent: racing threads compute the same mask;
+ * the warning is written once). Unset or empty: all. HBTRACE_DISABLE: none. */
+int hbt_auto_parse(void)
+{
+    int m;
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_BEATS);
+    if (hbt_env_flag(HBT_ENV_HBTRACE_DISABLE)) {
+        m = 0;
+    } else if (!v || !*v) {
+        m = HBT_AUTO_ALL;
+    } else {
+        m = 0;
+        const char *p = v;
+        while (*p) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            /* trim blanks around the word */
+            while (n && (*p == ' ' || *p == '\t')) {
+                p++;
+                n--;
+            }
+            while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+                n--;
+            if (n == 3 && strncmp(p, "api", 3) == 0)
+                m |= 1 << HBT_SRC_API;
+            else if (n == 6 && strncmp(p, "openmp", 6) == 0)
+                m |= 1 << HBT_SRC_OPENMP;
+            else if (n == 3 && strncmp(p, "mpi", 3) == 0)
+                m |= 1 << HBT_SRC_MPI;
+            else if (n == 3 && strncmp(p, "all", 3) == 0)
+                m |= HBT_AUTO_ALL;
+            else if ((n == 4 && strncmp(p, "none", 4) == 0) || n == 0)
+                ;
+            else if (!__atomic_exchange_n(&hbt_auto_warned, 1, __ATOMIC_ACQ_REL))
+                hbt_warn("hbtrace: %s=%s: unknown beat source '%.*s' ignored "
+                         "(known: api, openmp, mpi)",
+                         hbt_env_name(HBT_ENV_HBTRACE_BEATS), v, (int)(n > 64 ? 64 : n), p);
+            if (!e)
+                break;
+            p = e + 1;
+        }
+    }
+    __atomic_store_n(&hbt_auto_mask, m, __ATOMIC_RELAXED);
+    return m;
+}
+
+int hbt_auto_enabled(int source)
+{
+    if (source < 0 || source > 15)
+        return 0;
+    return hbt_auto_on(source);
+}
+
+/* ------------------------------------------------------------------ */
+/* the construct table                                                 */
+
+/*
+ * Open addressing on key = addr << 4 | kind (0 = empty), linear probing.
+ * An entry is claimed by a CAS of its key, then gets its id (published with
+ * release; a reader that finds the key with id 0 waits for it). `named`
+ * holds the file generation whose file has the entry's NAME records
+ * (| HBT_CT_WRITING while a thread writes them); a fork child starts a new
+ * file and so a new generation.
+ */
+#define HBT_CT_SIZE    8192u              /* a power of 2 */
+#define HBT_CT_MAX     6144u              /* ids: at most 3/4 of the table */
+#define HBT_CT_WRITING 0x80000000u
+#define HBT_CT_TEXT    256u               /* bytes of a construct name */
+
+struct hbt_ct_entry {
+    uint64_t key;
+    uint32_t id;
+    uint32_t named;
+};
+
+static struct hbt_ct_entry hbt_ct[HBT_CT_SIZE];
+static uint32_t hbt_ct_count;            /* ids handed out */
+static uint32_t hbt_ct_gen = 1;          /* file generation */
+static int hbt_ct_fork_added;
+static uint32_t hbt_ct_beats[HBT_CT_MAX + 1];   /* MPI beats per construct */
+
+static const char *const hbt_ck_names[] = {
+    [HBT_CK_PARALLEL] = "parallel", [HBT_CK_LOOP] = "loop",
+    [HBT_CK_SECTIONS] = "sections", [HBT_CK_SINGLE] = "single",
+    [HBT_CK_TASK] = "task",         [HBT_CK_BARRIER] = "barrier",
+    [HBT_CK_CRITICAL] = "critical", [HBT_CK_ORDERED] = "ordered",
+    [HBT_CK_COLLECTIVE] = "collective", [HBT_CK_CALL] = "call",
+};
+
+static void hbt_ct_after_fork_child(void)
+{
+    /* the child writes a file of its own: every name again, on first use */
+    __atomic_add_fetch(&hbt_ct_gen, 1, __ATOMIC_RELEASE);
+    if ((hbt_ct_gen & ~HBT_CT_WRITING) == 0)
+        hbt_ct_gen = 1;
+}
+
+/* "<kind>\t<symbol>\t<object>+0x<offset>" as NAME fragments of name space 3. */
+static void hbt_ct_write_name(uint32_t id, int kind, const void *addr, const char *symbol)
+{
+    char text[HBT_CT_TEXT + 64];
+    const char *kname = (kind > 0 && kind <= HBT_CK_CALL) ? hbt_ck_names[kind] : "?";
+    Dl_info info;
+    memset(&info, 0, sizeof info);
+    int have = addr && dladdr(addr, &info) != 0;
+    const char *sym = symbol ? symbol : (have && info.dli_sname ? info.dli_sname : "");
+    int n;
+    if (have && info.dli_fname) {
+        const char *obj = strrchr(info.dli_fname, '/');
+        obj = obj ? obj + 1 : info.dli_fname;
+        n = snprintf(text, sizeof text, "%s\t%s\t%s+0x%lx", kname, sym, obj,
+                     (unsigned long)((uintptr_t)addr - (uintptr_t)info.dli_fbase));
+    } else {
+        n = snprintf(text, sizeof text, "%s\t%s\t0x%lx", kname, sym, (unsigned long)(uintptr_t)addr);
+    }
+    if (n < 0)
+        return;
+    hbt_put_name(HBT_NAME_CONSTRUCT, id, text, HBT_CT_TEXT - 1, HBT_MODE_BEAT);
+}
+
+/* Make sure the current file has the entry's name before its first record. */
+static HBT_COLD void hbt_ct_name(struct hbt_ct_entry *e, uint32_t gen, int kind,
+                                 const void *addr, const char *symbol)
+{
+    for (int spins = 0; spins < 100000; spins++) {
+        uint32_t cur = __atomic_load_n(&e->named, __ATOMIC_ACQUIRE);
+        if (cur == gen)
+            return;
+        if (cur == (gen | HBT_CT_WRITING)) {
+            sched_yield();   /* another thread writes it: microseconds */
+            continue;
+        }
+        if (__atomic_compare_exchange_n(&e->named, &cur, gen | HBT_CT_WRITING, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            hbt_ct_write_name(e->id, kind, addr, symbol);
+            __atomic_store_n(&e->named, gen, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+}
+
+uint32_t hbt_construct_id_named(int kind, const void *addr, const char *symbol)
+{
+    if (kind <= 0 || kind > 15 || hbt_state() == HBT_OFF)
+        return 0;
+    uint64_t key = ((uint64_t)(uintptr_t)addr << 4) | (uint64_t)kind;
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    uint32_t gen = __atomic_load_n(&hbt_ct_gen, __ATOMIC_ACQUIRE);
+    for (uint32_t probe = 0, i = (uint32_t)(h >> 40) & (HBT_CT_SIZE - 1); probe < HBT_CT_SIZE;
+         probe++, i = (i + 1) & (HBT_CT_SIZE - 1)) {
+        struct hbt_ct_entry *e = &hbt_ct[i];
+        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+        if (k == 0) {
+            if (__atomic_load_n(&hbt_ct_count, __ATOMIC_RELAXED) >= HBT_CT_MAX)
+                return 0;   /* full */
+            if (!__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_ACQUIRE)) {
+                if (k != key)
+                    continue;   /* someone else's key took it: probe on */
+            } else {
+                uint32_t id = __atomic_add_fetch(&hbt_ct_count, 1, __ATOMIC_RELAXED);
+                if (!__atomic_exchange_n(&hbt_ct_fork_added, 1, __ATOMIC_ACQ_REL))
+                    hbt_fork_child_add(hbt_ct_after_fork_child);
+                __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
+            }
+        } else if (k != key) {
+            continue;
+        }
+        uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+        for (int spins = 0; id == 0 && spins < 100000; spins++) {
+            sched_yield();
+            id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+        }
+        if (id == 0 || id > HBT_CT_MAX)
+            return 0;
+        if (__builtin_expect(__atomic_load_n(&e->named, __ATOMIC_ACQUIRE) != gen, 0))
+            hbt_ct_name(e, gen, kind, addr, symbol);
+        return id;
+    }
+    return 0;
+}
+
+uint32_t hbt_construct_id(int kind, const void *addr)
+{
+    return hbt_construct_id_named(kind, addr, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* records                                                             */
+
+void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
+                      uint64_t now)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
+    if (i == HBT_NO_SLOT)
+        return;
+    uint32_t seq = t->seq;
+    t->seq = seq + 1;
+    if (!now)
+        now = hbt_now_ns();
+    hbt_store(t, i, now,
+              hbt_kindflags(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT))),
+              seq, thread, (int32_t)construct, iter, 0);
+    /* no API beat from this thread: its automatic beats feed the monitor */
+    if (t->auto_seq++ == seq && t->beat)
+        hbt_beatline_update(t, now, seq);
+}
+
+void hbt_auto_beat(int source, int event, int32_t thread, uint32_t construct, int32_t iter)
+{
+    if (hbt_auto_enabled(source))
+        hbt_auto_beat_at(source, event, thread, construct, iter, 0);
+}
+
+void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
+                      uint64_t wait_ns, uint64_t now)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
+    if (i == HBT_NO_SLOT)
+        return;
+    if (!now)
+        now = hbt_now_ns();
+    hbt_store(t, i, now,
+              hbt_kindflags(HBT_REC_WAIT, (uint16_t)((source & 0xF) | (sync << HBT_EV_SHIFT))),
+              t->seq, thread, (int32_t)construct, (int32_t)(uint32_t)(wait_ns >> 32),
+              (uint32_t)wait_ns);
+}
+
+void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns)
+{
+    if (hbt_auto_enabled(source))
+        hbt_auto_wait_at(source, sync, thread, construct, wait_ns, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* the MPI profiler's entry                                            */
+
+HBT_EXPORT void hbtrace_mpi_beat(int event, const void *fn, const char *fn_name,
+                                 uint64_t wait_ns)
+{
+    if (!hbt_auto_on(HBT_SRC_MPI))
+        return;
+    uint32_t slot;
+    if (!hbt_self_slot(&slot))
+        return;
+    int kind = event == HBT_EV_COLLECTIVE ? HBT_CK_COLLECTIVE : HBT_CK_CALL;
+    uint32_t id = hbt_construct_id_named(kind, fn, fn_name);
+    struct hbt_tls *t = &hbt_tls;
+    uint64_t now = hbt_now_ns();
+    (void)t;
+    /* iter: the process's count of this construct's beats (one thread of a
+     * rank calls MPI, as a rule: then it is that thread's count) */
+    uint32_t count = id ? __atomic_fetch_add(&hbt_ct_beats[id], 1, __ATOMIC_RELAXED) + 1 : 0;
+    hbt_auto_beat_at(HBT_SRC_MPI, event, (int32_t)slot, id, (int32_t)count, now);
+    if (wait_ns > 0)
+        hbt_auto_wait_at(HBT_SRC_MPI, HBT_SYNC_COLLECTIVE, (int32_t)slot, id, wait_ns, now);
+}

@@ -1,0 +1,73 @@
+/*
+ * autobeat.h -- beats and waits recorded with no change to the program (issue 15).
+ * The record layout is docs/formats.md's (see /work/contract-15.md until it lands there).
+ * Implemented in native_tracer/src/autobeat.c (helper "gomp"); used by gomp.c (libgomp
+ * wrappers), ompt.c (the OMPT tool for LLVM's libomp) and, through the exported entry
+ * at the bottom, by the MPI profiler libhbprof.
+ */
+#ifndef HBT_AUTOBEAT_H
+#define HBT_AUTOBEAT_H
+
+#include <stdint.h>
+
+enum hbt_source { HBT_SRC_API = 0, HBT_SRC_OPENMP = 1, HBT_SRC_MPI = 2 };
+enum hbt_omp_event { HBT_EV_CHUNK = 1, HBT_EV_WORKSHARE = 2, HBT_EV_TASK = 3, HBT_EV_IMPLICIT = 4 };
+enum hbt_mpi_event { HBT_EV_COLLECTIVE = 1, HBT_EV_CALL = 2 };
+enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL = 3,
+                HBT_SYNC_ORDERED = 4, HBT_SYNC_COLLECTIVE = 5 };
+enum hbt_construct_kind { HBT_CK_PARALLEL = 1, HBT_CK_LOOP, HBT_CK_SECTIONS, HBT_CK_SINGLE,
+                          HBT_CK_TASK, HBT_CK_BARRIER, HBT_CK_CRITICAL, HBT_CK_ORDERED,
+                          HBT_CK_COLLECTIVE, HBT_CK_CALL };
+
+/* 1 when beats of this source are to be recorded (HBTRACE_BEATS, default: all). Cheap:
+ * a load of a flag set once at start. */
+int hbt_auto_enabled(int source);
+
+/* The construct id (from 1) of (kind, addr), registering it and writing its name records
+ * (name space 3: "<kind>\t<symbol>\t<object>+0x<offset>") the first time; 0 when the
+ * table is full or tracing is off. Lock-free lookup on the hot path. */
+uint32_t hbt_construct_id(int kind, const void *addr);
+
+/* One automatic beat of the calling thread: a `beat` record with flags source | event << 4,
+ * thread = `thread`, loop = construct, iter = iter, aux 0. Same crash-safety as API beats.
+ * Does not feed the online monitor's heart line while the thread has made API beats. */
+void hbt_auto_beat(int source, int event, int32_t thread, uint32_t construct, int32_t iter);
+
+/* The calling thread left a synchronisation it waited in for wait_ns: a `wait` record. */
+void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns);
+
+/* Exported (default visibility) from libhbtrace.so for the MPI profiler, which finds it with
+ * dlsym(RTLD_DEFAULT, "hbtrace_mpi_beat") when both are loaded: one `mpi` beat of the
+ * calling thread for the function at fn (named fn_name), event HBT_EV_COLLECTIVE or
+ * HBT_EV_CALL; and one `wait` of sync kind HBT_SYNC_COLLECTIVE when wait_ns > 0. */
+void hbtrace_mpi_beat(int event, const void *fn, const char *fn_name, uint64_t wait_ns);
+
+/* ---- additions of the gomp helper (not in the contract), inside libhbtrace only ---- */
+
+/* The sources HBTRACE_BEATS enables, a bit per source; -1 until it is read (the first
+ * hbt_auto_enabled). Read with hbt_auto_on() on the hot path: one load and a test. */
+extern int hbt_auto_mask __attribute__((visibility("hidden")));
+__attribute__((visibility("hidden"))) int hbt_auto_parse(void);
+
+static inline int hbt_auto_on(int source)
+{
+    int m = __atomic_load_n(&hbt_auto_mask, __ATOMIC_RELAXED);
+    if (__builtin_expect(m < 0, 0))
+        m = hbt_auto_parse();
+    return (m >> source) & 1;
+}
+
+/* hbt_auto_beat and hbt_auto_wait at a clock value the caller already read
+ * (hb_mono_ns(); 0 = read the clock now). */
+__attribute__((visibility("hidden")))
+void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
+                      uint64_t now);
+__attribute__((visibility("hidden")))
+void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
+                      uint64_t wait_ns, uint64_t now);
+
+/* hbt_construct_id with the symbol given (NULL: dladdr's), for the MPI entry. */
+__attribute__((visibility("hidden")))
+uint32_t hbt_construct_id_named(int kind, const void *addr, const char *symbol);
+
+#endif
