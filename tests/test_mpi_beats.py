@@ -285,3 +285,34 @@ def test_without_libhbtrace_nothing_changes(program, tmp_path):
     assert r.returncode == bare.returncode == 0
     assert r.stdout == bare.stdout
     assert "HBTRACE_MPI_BEATS" not in r.stderr and not list((tmp_path / "p").glob("*.hbt"))
+
+
+# ---------------------------------------------------------------------------
+# the list is the one source of the collectives that beat
+
+GEN = TRACER / "mpi" / "tools" / "gen_wrappers.py"
+MPI_LIST = TRACER / "mpi" / "src" / "wrap_mpi.list"
+
+
+def test_the_beating_collectives_come_from_the_list(built):
+    marked = [line.split()[0] for line in MPI_LIST.read_text().splitlines()
+              if line.strip() and not line.startswith("#") and re.search(r"\sbeat=collective\s*$", line)]
+    assert sorted(marked) == sorted(COLLECTIVES)
+    gen = (TRACER / "mpi" / "build" / "wrap_mpi.gen.c").read_text()
+    table = re.search(r"hbp_wrap_collective\[\d+\] = \{(.*?)\};", gen, re.S).group(1)
+    on = [name for flag, name in re.findall(r"(\d),\s*/\* (MPI_\w+) \*/", table) if flag == "1"]
+    assert sorted(on) == sorted(COLLECTIVES)
+    names = re.search(r"hbp_wrap_name\[\d+\] = \{(.*?)\};", gen, re.S).group(1)
+    assert "MPI_Init" not in names and "MPI_Finalize" not in names and '"MPI_Sendrecv"' in names
+
+
+@pytest.mark.parametrize("line, message", [
+    ("MPI_Barrier  boundary  (MPI_Comm comm)  beat=sometimes\n", "beat= takes collective"),
+    ("MPI_Init  start  beat=collective\n", "beat= takes collective"),
+])
+def test_a_bad_beat_marker_fails_the_build(built, tmp_path, line, message):
+    lst, out = tmp_path / "bad.list", tmp_path / "out.c"
+    lst.write_text(line)
+    r = subprocess.run([sys.executable, str(GEN), "mpi", str(lst), "--header",
+                        str(TRACER / "mpi" / "build" / "mpi.h.i"), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode != 0 and not out.exists() and "bad.list:1: " in r.stderr and message in r.stderr

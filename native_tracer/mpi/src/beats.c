@@ -19,12 +19,10 @@
  */
 #include "internal.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -40,11 +38,13 @@ static const char *const tracer_env[] = {
 #undef HBT_ENV
 };
 
-/* autobeat.h's enum hbt_mpi_event */
-#define EV_COLLECTIVE 1
-#define EV_CALL       2
+/* libhbtrace's entry, its events (enum hbt_mpi_event) and their values */
+#include "../../src/autobeat.h"
+#define EV_COLLECTIVE HBT_EV_COLLECTIVE
+#define EV_CALL       HBT_EV_CALL
+_Static_assert(HBT_EV_COLLECTIVE > 0 && HBT_EV_CALL > 0 && HBT_EV_CALL < 256, "events fit hbp_beat_on");
 
-typedef void (*beat_fn)(int event, const void *fn, const char *fn_name, uint64_t wait_ns);
+typedef __typeof__(&hbtrace_mpi_beat) beat_fn;
 static beat_fn beat;
 
 static int tracer_flag(unsigned e)
@@ -66,17 +66,12 @@ static void beats_warn(const char *what)
         (void)!syscall(SYS_write, 2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
 
-/* the wrapper number of the function named by s[0..len) (MPI_ optional,
- * any case), or -1 */
+/* the wrapper number of the function named by s[0..len), or -1 */
 static int wrapped(const char *s, size_t len)
 {
-    if (len > 4 && strncasecmp(s, "MPI_", 4) == 0)
-        s += 4, len -= 4;
-    for (unsigned i = 0; i < hbp_wrap_count; i++) {
-        const char *n = hbp_wrap_name[i] + 4;
-        if (strlen(n) == len && strncasecmp(n, s, len) == 0)
+    for (unsigned i = 0; i < hbp_wrap_count; i++)
+        if (hbp_mpi_name_is(s, len, hbp_wrap_name[i] + 4))
             return (int)i;
-    }
     return -1;
 }
 
@@ -84,27 +79,18 @@ static int wrapped(const char *s, size_t len)
 static void beats_named(const char *spec)
 {
     char bad[256] = "";
-    size_t used = 0;
+    size_t used = 0, len;
     unsigned skipped = 0;
-    while (*spec) {
-        while (*spec == ',' || isspace((unsigned char)*spec))
-            spec++;
-        const char *e = spec;
-        while (*e && *e != ',' && !isspace((unsigned char)*e))
-            e++;
-        if (e == spec)
-            break;
-        int i = wrapped(spec, (size_t)(e - spec));
+    for (; (len = hbp_list_word(&spec)) > 0; spec += len) {
+        int i = wrapped(spec, len);
         if (i >= 0) {
             hbp_beat_on[i] = EV_CALL;
-        } else {
-            int w = snprintf(bad + used, sizeof bad - used, "%s'%.*s'", skipped ? ", " : "",
-                             (int)(e - spec), spec);
-            if (w > 0 && used + (size_t)w < sizeof bad)
-                used += (size_t)w;
-            skipped++;
+            continue;
         }
-        spec = e;
+        int w = snprintf(bad + used, sizeof bad - used, "%s'%.*s'", skipped ? ", " : "", (int)len, spec);
+        if (w > 0 && used + (size_t)w < sizeof bad)
+            used += (size_t)w;
+        skipped++;
     }
     if (skipped) {
         char msg[400];

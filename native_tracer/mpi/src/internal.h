@@ -156,6 +156,12 @@ HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
 HBP_HIDDEN void hbp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HBP_HIDDEN const char *hbp_getenv(enum hbprof_env e);
+/* The next word of a comma or space separated list: skips the separators,
+ * leaves *s at the word, returns its length (0: the list is over). */
+HBP_HIDDEN size_t hbp_list_word(const char **s);
+/* w[0..len) names the MPI function `name` (given without MPI_): any case,
+ * the MPI_ prefix optional */
+HBP_HIDDEN int  hbp_mpi_name_is(const char *w, size_t len, const char *name);
 HBP_HIDDEN int  hbp_env_flag(enum hbprof_env e);   /* set, not empty, not "0" */
 HBP_HIDDEN void hbp_fill_header(struct hbp_file_header *h, int run_file);
 HBP_HIDDEN void hbp_fill_metric_table(struct hbp_metric_entry *t, uint32_t comp_source);
