@@ -251,6 +251,15 @@ def test_a_beat_per_blocking_collective_per_rank(program, tmp_path, np_):
         assert (rec["wait_ns"] > 0).all()
 
 
+def test_beats_do_not_need_profiling(program, tmp_path):
+    """HBPROF_DISABLE turns the profile off, not the beats."""
+    r = run_preloaded(tmp_path, program, 2, {"HBPROF_DISABLE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert not list(tmp_path.glob("*.hbp"))
+    for rank, rec in mpi_records(tmp_path, 2).items():
+        assert by_function(rec, "collective") == expected(rank), rank
+
+
 def test_named_functions_beat_instead_of_collectives(program, tmp_path):
     r = run_preloaded(tmp_path, program, 2, {"HBTRACE_MPI_BEATS": "MPI_Sendrecv"})
     assert r.returncode == 0, r.stderr
