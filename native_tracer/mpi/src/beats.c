@@ -28,7 +28,7 @@
 
 /* the tracer's environment names, from its one list */
 enum {
-#define HBT_ENV(name, descr) HBP_TRACER_##name,
+#define HBT_ENV(name, descr) HBT_ENV_##name,
 #include "../../include/hbtrace_env.def"
 #undef HBT_ENV
 };
@@ -58,10 +58,10 @@ static void beats_warn(const char *what)
 {
     int rank = -1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank != 0 || tracer_flag(HBP_TRACER_HBTRACE_QUIET) || hbp_env_flag(HBPROF_QUIET))
+    if (rank != 0 || tracer_flag(HBT_ENV_HBTRACE_QUIET) || hbp_env_flag(HBPROF_QUIET))
         return;
     char msg[512];
-    int n = snprintf(msg, sizeof msg, "hbprof: %s: %s\n", tracer_env[HBP_TRACER_HBTRACE_MPI_BEATS], what);
+    int n = snprintf(msg, sizeof msg, "hbprof: %s: %s\n", tracer_env[HBT_ENV_HBTRACE_MPI_BEATS], what);
     if (n > 0)
         (void)!syscall(SYS_write, 2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
@@ -110,7 +110,7 @@ void hbp_beats_init(void)
     beat = (beat_fn)dlsym(RTLD_DEFAULT, "hbtrace_mpi_beat");
     if (!beat)
         return;   /* libhbtrace not loaded: no beats, no warning */
-    const char *spec = getenv(tracer_env[HBP_TRACER_HBTRACE_MPI_BEATS]);
+    const char *spec = getenv(tracer_env[HBT_ENV_HBTRACE_MPI_BEATS]);
     if (spec && *spec) {
         beats_named(spec);
         return;
