@@ -26,6 +26,7 @@ TRACER_ENV: dict[str, str] = {
     'HBTRACE_STATUS': 'status sampler period in seconds, 0.1 to 3600, 1 = once a second; 0 or unset: no status sampling',
     'HBTRACE_STATUS_NET_DEV': 'file the status sampler reads instead of /proc/net/dev, for tests; default /proc/net/dev',
     'HBTRACE_BEATS': "comma list of the beat sources to record: api, openmp, mpi (also all, none); an unknown word is warned about once and ignored; API beats, the program's own calls, are recorded whatever it says; default: all",
+    'HBTRACE_MPI_BEATS': 'comma list of MPI functions (MPI_Sendrecv,MPI_Waitall) that make a heartbeat on every call, instead of every blocking collective; needs libhbprof too (hbtool record --mpi); default: the blocking collectives',
 }
 
 HBTRACE_DIR = 'HBTRACE_DIR'
@@ -45,6 +46,7 @@ HBTRACE_PROBE_CLOCK = 'HBTRACE_PROBE_CLOCK'
 HBTRACE_STATUS = 'HBTRACE_STATUS'
 HBTRACE_STATUS_NET_DEV = 'HBTRACE_STATUS_NET_DEV'
 HBTRACE_BEATS = 'HBTRACE_BEATS'
+HBTRACE_MPI_BEATS = 'HBTRACE_MPI_BEATS'
 
 #: native_tracer/mpi/include/hbprof_env.def: variable -> what it does and its default
 PROFILER_ENV: dict[str, str] = {

@@ -173,6 +173,27 @@ static const struct { unsigned code; const char *name; } colls[] = {
 #undef HBP_COLL_ROW
 };
 
+size_t hbp_list_word(const char **s)
+{
+    const char *p = *s;
+    while (*p == ',' || isspace((unsigned char)*p))
+        p++;
+    const char *e = p;
+    while (*e && *e != ',' && !isspace((unsigned char)*e))
+        e++;
+    *s = p;
+    return (size_t)(e - p);
+}
+
+int hbp_mpi_name_is(const char *w, size_t len, const char *name)
+{
+    if (len > 4 && strncasecmp(w, "MPI_", 4) == 0) {
+        w += 4;
+        len -= 4;
+    }
+    return strlen(name) == len && strncasecmp(name, w, len) == 0;
+}
+
 static uint32_t parse_boundaries(void)
 {
     const char *s = hbp_getenv(HBPROF_BOUNDARIES);
@@ -180,30 +201,17 @@ static uint32_t parse_boundaries(void)
         return HBP_BOUNDARY_DEFAULT;
     uint32_t mask = 0;
     char bad[128] = "";
-    while (*s) {
-        while (*s == ',' || isspace((unsigned char)*s))
-            s++;
-        const char *e = s;
-        while (*e && *e != ',' && !isspace((unsigned char)*e))
-            e++;
-        if (e == s)
-            break;
-        const char *w = s;
-        size_t len = (size_t)(e - s);
-        if (len > 4 && strncasecmp(w, "MPI_", 4) == 0) {
-            w += 4;
-            len -= 4;
-        }
+    size_t len;
+    for (; (len = hbp_list_word(&s)) > 0; s += len) {
         int found = 0;
         for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
-            if (strlen(colls[i].name) == len && strncasecmp(colls[i].name, w, len) == 0) {
+            if (hbp_mpi_name_is(s, len, colls[i].name)) {
                 mask |= 1u << colls[i].code;
                 found = 1;
             }
         }
         if (!found && !bad[0])
-            snprintf(bad, sizeof bad, "%.*s", (int)(e - s), s);
-        s = e;
+            snprintf(bad, sizeof bad, "%.*s", (int)len, s);
     }
     if (bad[0])
         hbp_warn("%s: unknown collective '%s' skipped", hbprof_env_name(HBPROF_BOUNDARIES), bad);

@@ -16,6 +16,8 @@
  *   wrap_posix.list the libc wrappers (open/close/read/write/... and stdio)
  *   wrap_posix.h    and what they share -> build/wrap_posix.gen.c
  *   inject.c      the interference injector (Gaussian sleeps)
+ *   beats.c       heartbeats of the rank through libhbtrace when it is loaded
+ *                 too (blocking collectives, or HBTRACE_MPI_BEATS's functions)
  *
  * Concurrency model: everything is done by the thread that called MPI_Init
  * (the "main" thread, hbp_tls.main). Other threads pass through every
@@ -77,6 +79,7 @@ static inline uint16_t hbp_kind_of(uint32_t kindflags)
 struct hbp_tls {
     int depth;     /* >0: inside an intercepted call (or the profiler) */
     int main;      /* this is the thread that called MPI_Init */
+    int beating;   /* inside a call that beats (any thread): nested calls do not */
 };
 
 extern __thread struct hbp_tls hbp_tls
@@ -153,6 +156,12 @@ HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
 HBP_HIDDEN void hbp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HBP_HIDDEN const char *hbp_getenv(enum hbprof_env e);
+/* The next word of a comma or space separated list: skips the separators,
+ * leaves *s at the word, returns its length (0: the list is over). */
+HBP_HIDDEN size_t hbp_list_word(const char **s);
+/* w[0..len) names the MPI function `name` (given without MPI_): any case,
+ * the MPI_ prefix optional */
+HBP_HIDDEN int  hbp_mpi_name_is(const char *w, size_t len, const char *name);
 HBP_HIDDEN int  hbp_env_flag(enum hbprof_env e);   /* set, not empty, not "0" */
 HBP_HIDDEN void hbp_fill_header(struct hbp_file_header *h, int run_file);
 HBP_HIDDEN void hbp_fill_metric_table(struct hbp_metric_entry *t, uint32_t comp_source);
@@ -185,6 +194,25 @@ HBP_HIDDEN void hbp_file_close(int unlink_it);
 
 /* ---- runfile.c ---- */
 HBP_HIDDEN void hbp_run_finalize(int ok);   /* ok: this rank's file is complete */
+
+/* ---- beats.c (the tables: build/wrap_mpi.gen.c, by wrapper number) ---- */
+extern const unsigned hbp_wrap_count HBP_HIDDEN;
+extern const char *const hbp_wrap_name[] HBP_HIDDEN;
+extern const unsigned char hbp_wrap_collective[] HBP_HIDDEN;
+extern unsigned char hbp_beat_on[] HBP_HIDDEN;   /* 0, or the event of its beats */
+HBP_HIDDEN void hbp_beats_init(void);            /* after PMPI_Init* succeeded */
+HBP_HIDDEN int  hbp_beat_enter(void);
+HBP_HIDDEN void hbp_beat_done(unsigned i, const void *fn, uint64_t t0);
+
+/*
+ * Wrapper number i is about to call MPI: 1 if the call beats (then the wrapper
+ * calls hbp_beat_done after it). A function that does not beat pays one byte
+ * load; hbp_beat_on is all zero unless libhbtrace's hbtrace_mpi_beat was found.
+ */
+static inline int hbp_beat_want(unsigned i)
+{
+    return __builtin_expect(hbp_beat_on[i] != 0, 0) && hbp_beat_enter();
+}
 
 /* ---- inject.c ---- */
 HBP_HIDDEN void hbp_inject_config(void);

@@ -11,7 +11,8 @@
  *  - a call counts once, whether it succeeds or not; bytes count only when
  *    it returned MPI_SUCCESS, as count x MPI_Type_size of the arguments that
  *    are significant on this rank (a receive counts what it posted);
- *  - Wait/Test/Iprobe families, Comm_dup/split/create and the like are
+ *  - Wait/Test/Iprobe families, Comm_dup/split/create and the like, and the
+ *    blocking neighbourhood collectives (MPI_Neighbor_*) are
  *    intercepted for time only: they are outside the computation metric and
  *    can be delayed, but count in no metric (polling counts depend on timing);
  *  - persistent requests: MPI_Start counts one nonblocking call, Startall

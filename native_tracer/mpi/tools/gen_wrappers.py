@@ -18,6 +18,11 @@ posix: every line names a libc function, the metric it counts in and its
 prototype (the compiler compares it with the libc headers, since the
 generated file declares each prototype before its definition).
 
+mpi, heartbeats: `beat=collective` on a line marks a blocking collective.
+Every MPI wrapper but start/finalize gets a number; the generated file ends
+with the tables beats.c reads (hbp_wrap_name, hbp_wrap_collective): the
+functions HBTRACE_MPI_BEATS may name, and the ones that beat by default.
+
 The output says at its top that it is generated, and depends only on the
 list and the header text (no timestamps, no paths of the build machine).
 Standard library only.
@@ -260,7 +265,8 @@ MPI_CLASSES = {
     "io_read": _io("HBP_M_MPIIO_READ", "HBP_M_MPIIO_READ_BYTES"),
     "io_write": _io("HBP_M_MPIIO_WRITE", "HBP_M_MPIIO_WRITE_BYTES"),
 }
-MPI_KEYS = {"calls", "sent", "received", "bytes"}
+MPI_KEYS = {"calls", "sent", "received", "bytes", "beat"}
+BEAT_KINDS = {"collective"}         # beat=: the values it takes
 RESERVED = {"rc", "r"}
 
 
@@ -271,7 +277,7 @@ def check_mpi(e: Entry, protos: dict[str, Prototype | None]) -> Prototype:
     cls = MPI_CLASSES.get(e.cls)
     if cls is None:
         raise ListError(f"{e.name}: unknown class '{e.cls}' (known: {', '.join(MPI_CLASSES)})")
-    bad = set(e.fields) - cls.keys
+    bad = set(e.fields) - cls.keys - {"beat"}
     if bad:
         raise ListError(f"{e.name}: class {e.cls} takes no {', '.join(sorted(bad))}=")
     h, ph = protos.get(e.name), protos.get("P" + e.name)
@@ -287,6 +293,9 @@ def check_mpi(e: Entry, protos: dict[str, Prototype | None]) -> Prototype:
         raise ListError(f"{e.name}: mpi.h declares {e.name} as {h.signature()} and P{e.name} as "
                         f"{ph.signature()}; only non-variadic int functions with an identical PMPI_ twin "
                         f"can be wrapped")
+    if "beat" in e.fields and (e.fields["beat"] not in BEAT_KINDS or cls.family is None):
+        raise ListError(f"{e.name}: beat= takes {', '.join(sorted(BEAT_KINDS))}, on a class other than "
+                        f"start and finalize")
     if e.ret not in (None, "int"):
         raise ListError(f"{e.name}: an MPI function returns int, the list says {e.ret}")
     if e.params is None:
@@ -313,31 +322,56 @@ def gated(expr: str | None) -> str:
     return f"(rc == MPI_SUCCESS ? (uint64_t)({expr}) : 0u)" if expr else "0u"
 
 
-def emit_mpi(e: Entry, proto: Prototype) -> str:
+def emit_mpi(e: Entry, proto: Prototype, index: int | None) -> str:
+    """The wrapper of e; index: its number in the beat tables (None: start, finalize)."""
     cls = MPI_CLASSES[e.cls]
     params = ", ".join(p.decl(p.name) for p in proto.params) or "void"
     args = ", ".join(p.name for p in proto.params)
     real = f"P{e.name}({args})"
     head = f"HBP_EXPORT int {e.name}({params})\n{{\n"
     if e.cls == "start":
-        return head + f"    int rc = {real};\n    if (rc == MPI_SUCCESS)\n        hbp_start();\n    return rc;\n}}\n"
+        return head + f"    int rc = {real};\n    if (rc == MPI_SUCCESS) {{\n        hbp_beats_init();\n" \
+                      f"        hbp_start();\n    }}\n    return rc;\n}}\n"
     if e.cls == "finalize":
         return head + f"    hbp_finalize();   /* collective: every participating rank must join */\n" \
                       f"    return {real};\n}}\n"
-    body = f"    if (!hbp_enter({cls.family}))\n        return {real};\n    int rc = {real};\n"
+    # the beat (when on) is taken before the counting, inside the profiled call, so that
+    # the tracer's work counts as MPI time and never as computation or I/O
+    body = (f"    int beat = hbp_beat_want({index});\n"
+            f"    int on = hbp_enter({cls.family});\n"
+            f"    uint64_t t0 = beat ? hbp_now_ns() : 0;\n"
+            f"    int rc = {real};\n"
+            f"    if (beat)\n        hbp_beat_done({index}, (const void *)&{e.name}, t0);\n"
+            f"    if (on) {{\n")
     if cls.call:
         calls = e.fields.get("calls")
-        body += "    " + cls.call.format(
+        body += "        " + cls.call.format(
             calls=f"(uint64_t)({calls})" if calls else "1u", sent=gated(e.fields.get("sent")),
             received=gated(e.fields.get("received")), bytes=gated(e.fields.get("bytes")),
             code="HBP_COLL_" + e.name[4:].upper()) + "\n"
-    return head + body + "    hbp_leave();\n    return rc;\n}\n"
+    return head + body + "        hbp_leave();\n    }\n    return rc;\n}\n"
+
+
+def beat_tables(beating: list[Entry]) -> str:
+    """The tables of beats.c: every function that can beat, by wrapper number."""
+    names = "".join(f'    "{e.name}",\n' for e in beating)
+    coll = "".join(f"    {int(e.fields.get('beat') == 'collective')},   /* {e.name} */\n" for e in beating)
+    return (f"\n/* the functions HBTRACE_MPI_BEATS may name, by wrapper number */\n"
+            f"const unsigned hbp_wrap_count = {len(beating)};\n"
+            f"const char *const hbp_wrap_name[{len(beating)}] = {{\n{names}}};\n"
+            f"/* 1: a blocking collective (beat=collective in the list), beats by default */\n"
+            f"const unsigned char hbp_wrap_collective[{len(beating)}] = {{\n{coll}}};\n"
+            f"unsigned char hbp_beat_on[{len(beating)}];\n")
 
 
 def generate_mpi(list_path: Path, header_text: str) -> str:
     protos = header_prototypes(header_text, "P?MPI_")
-    return render(list_path, parse_list(list_path, MPI_KEYS), lambda e: emit_mpi(e, check_mpi(e, protos)),
+    entries = parse_list(list_path, MPI_KEYS)
+    beating = [e for e in entries if MPI_CLASSES.get(e.cls, MPI_CLASSES["time"]).family is not None]
+    index = {e.name: i for i, e in enumerate(beating)}
+    text = render(list_path, entries, lambda e: emit_mpi(e, check_mpi(e, protos), index.get(e.name)),
                   "wrap_mpi.h", " and the installed mpi.h")
+    return text + beat_tables(beating)
 
 
 # ---------------------------------------------------------------------------
