@@ -275,7 +275,8 @@ def test_cli_text_json_csv(capsys):
     code, out, _ = run_cli(capsys, "behavior", SAMPLES / "pi-condwait", "--format", "json")
     doc = json.loads(out)
     th = {t["thread"]: t for t in doc["threads"]}
-    assert set(th) == {0, 1, 2, 3}
+    assert set(th) == {0, 1, 2, 3, 4}  # 4: the main thread, which made no beats
+    assert th[4]["beats"] == 0 and [iv["behavior"] for iv in th[4]["intervals"]] == ["exited"]
     for t in doc["threads"]:
         assert t["run"] == "pi-condwait"
         for iv in t["intervals"]:

@@ -267,3 +267,20 @@ def test_unwritable_trace_dir_warns_once_and_program_runs(tracer_built, tmp_path
     assert r.returncode == 0
     warn = [line for line in r.stderr.splitlines() if "hbtrace" in line]
     assert len(warn) == 1 and "tracing disabled" in warn[0]
+
+
+def test_a_trace_of_lifecycle_records_only_shows_its_threads_and_their_fate(tracer_built, tmp_path):
+    code = ("import threading, os\n"
+            "ts = [threading.Thread(target=sum, args=([1],)) for _ in range(3)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n")
+    out = tmp_path / "t"
+    assert run_hbtool("record", "-o", out, "--", sys.executable, "-c", code).returncode == 0
+    info = run_hbtool("info", out).stdout.splitlines()
+    assert info[0].endswith(", 1 process, 4 threads (0 with beats), 0 beats, clock CLOCK_MONOTONIC")
+    ended = [line.split(None, 7)[7] for line in info[3:]]
+    assert ended == ["called exit(0)", "returned", "returned", "returned"]
+    beh = run_hbtool("behavior", out)
+    assert beh.returncode == 0, beh.stderr
+    lines = beh.stdout.splitlines()
+    assert lines[:2] == ["4 threads; found: nothing unusual; 4 exited normally", "beats: none"]
+    assert sum(line == f"  thread {k}: no beats" for k in range(4) for line in lines) == 4

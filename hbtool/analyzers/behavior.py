@@ -479,8 +479,10 @@ def monitor_summary(trace: HeartbeatTrace, s: BehaviorSettings) -> list[dict]:
 # --------------------------------------------------------------------------- entry point
 
 
-def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None = None) -> list[dict]:
-    """Every thread's behavior timeline (dicts; times in ns, see hbtool.cli.behavior for output)."""
+def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None = None,
+                       beatless: bool = False) -> list[dict]:
+    """Every thread's behavior timeline (dicts; times in ns, see hbtool.cli.behavior for output);
+    beatless: also the threads that made no beats, with only their end."""
     s = settings or BehaviorSettings()
     prepared = prepare(trace, s)
     teams: dict[tuple, list[ThreadBeats]] = {}
@@ -498,6 +500,31 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
         row = thread_timeline(tb, trace, teams[key], s, lifecycle, reports, monitored, run_end, pend)
         _attach_online(row, reports, s)
         rows.append(row)
+    if beatless:
+        rows += beatless_timelines(trace)
+    order = {r: k for k, r in enumerate(trace.runs)}
+    return sorted(rows, key=lambda r: (order.get(r["run"], len(order)), r["process"], r["thread"]))
+
+
+def beatless_timelines(trace: HeartbeatTrace) -> list[dict]:
+    """Threads that made no beats but left lifecycle records: only their end is known."""
+    from .summary import summarize_threads
+
+    summary = summarize_threads(trace, beatless=True)
+    if not len(summary):
+        return []
+    rows = []
+    for r in summary[summary["beats"] == 0].itertuples():
+        start, end = int(round(r.first_s * 1e9)), int(round(r.last_s * 1e9))
+        if r.ending == "no_end_record" or r.ending == "unknown":
+            what = "ended"
+        else:
+            what = "failed" if r.abnormal or r.ending == "cancelled" else "exited"
+        rows.append({"run": r.run, "process": int(r.process), "thread": int(r.thread),
+                     "os_tid": r.os_tids[-1] if r.os_tids else -1, "beats": 0, "usual_interval_s": float("nan"),
+                     "intervals": [_interval(what, end, end, None, None, r.ended) | {"online": None}],
+                     "online": [], "notes": [f"no beats: alive from {start / 1e9:.3f} s to {end / 1e9:.3f} s, "
+                                             f"what it did meanwhile is not known"]})
     return rows
 
 
@@ -512,6 +539,7 @@ class BehaviorReport:
 
 
 def timeline(trace: HeartbeatTrace, settings: BehaviorSettings | None = None) -> BehaviorReport:
-    """The whole offline method in one call: timelines beside the online monitor's reports."""
+    """The whole offline method in one call: timelines beside the online monitor's reports,
+    every thread the trace knows (those that made no beats with only their end)."""
     s = settings or BehaviorSettings()
-    return BehaviorReport(behavior_timelines(trace, s), monitor_summary(trace, s), s)
+    return BehaviorReport(behavior_timelines(trace, s, beatless=True), monitor_summary(trace, s), s)

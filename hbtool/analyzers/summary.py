@@ -128,6 +128,9 @@ def summarize_threads(trace: HeartbeatTrace, beatless: bool = False) -> pd.DataF
         extra = _beatless(trace, s)
         if len(extra):
             s = pd.concat([s, extra], ignore_index=True) if len(s) else extra
+            order = {r: k for k, r in enumerate(trace.runs)}
+            s = s.assign(_run=s["run"].astype(str).map(order)).sort_values(
+                ["_run", "process", "thread"], kind="stable").drop(columns="_run").reset_index(drop=True)
     return s
 
 

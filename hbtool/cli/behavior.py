@@ -64,7 +64,12 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, beats, fmt):
                     ("min_busy_s", min_wait), ("window_s", window)):
         if v is not None:
             setattr(s, name, v)
-    trace = read_all(paths, beats=beats)
+    # a trace of lifecycle records only is shown too: its threads and how they ended
+    trace = read_all(paths, beats=beats, need_beats=beats != "auto")
+    if not len(trace.beats) and not len(trace.events):
+        from ..errors import HbtoolError
+
+        raise HbtoolError(f"{', '.join(map(str, paths))}: the trace holds no heartbeats and no lifecycle records")
     report = timeline(trace, s)
     rows, monitors = report.threads, report.monitors
     threads = []
@@ -131,7 +136,8 @@ def _text(threads, monitors, trace) -> str:
                 head += "  online monitor: none in this trace"
             out.append(head)
         usual = t["usual_interval_s"]
-        out.append(f"  thread {t['thread']}: {t['beats']} beats, usual interval {_fmt_dt(usual)}")
+        out.append(f"  thread {t['thread']}: " + (f"{t['beats']} beats, usual interval {_fmt_dt(usual)}"
+                                                  if t["beats"] else "no beats"))
         for iv in t["intervals"]:
             line = f"    {_fmt_t(iv['start_s']):>9} - {_fmt_t(iv['end_s']) + ' s':<11} {iv['behavior']:<20} {iv['detail']}"
             on = iv["online"]
