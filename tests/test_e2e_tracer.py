@@ -284,3 +284,40 @@ def test_a_trace_of_lifecycle_records_only_shows_its_threads_and_their_fate(trac
     lines = beh.stdout.splitlines()
     assert lines[:2] == ["4 threads; found: nothing unusual; 4 exited normally", "beats: none"]
     assert sum(line == f"  thread {k}: no beats" for k in range(4) for line in lines) == 4
+
+
+def test_a_statically_linked_program_runs_and_record_says_it_cannot_be_traced(tmp_path):
+    src = tmp_path / "st.c"
+    src.write_text('#include <stdio.h>\nint main(void) { puts("static hello"); return 3; }\n')
+    exe = tmp_path / "st"
+    subprocess.run(["gcc", "-static", str(src), "-o", str(exe)], check=True)
+    r = run_hbtool("record", "-o", tmp_path / "t", "--", exe)
+    assert r.returncode == 3 and r.stdout == "static hello\n"
+    assert r.stderr.splitlines() == [
+        f"hbtool: warning: {exe} is statically linked: the tracer cannot be loaded into it, so nothing will be "
+        f"recorded (link it dynamically to trace it)",
+        f"hbtool: no trace written to {tmp_path / 't'}/: the tracer cannot be loaded into a statically linked "
+        f"program; the program exited with status 3",
+    ]
+
+
+def test_sigkill_in_the_middle_of_a_parallel_region_leaves_a_readable_trace(tracer_built, tmp_path):
+    env = dict(os.environ, LD_PRELOAD=str(TRACER / "lib" / "libhbtrace.so"), HBTRACE_DIR=str(tmp_path / "t"),
+               OMP_NUM_THREADS="2")
+    proc = subprocess.Popen([str(EXAMPLES / "heat_omp"), "--threads", "2", "--steps", "100000", "--size", "128"],
+                            env=env, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the trace holds openmp beats of both threads
+            files = list((tmp_path / "t").glob("*.hbt"))
+            if files and len(read_heartbeats(tmp_path / "t").beats.groupby("thread")) == 2:
+                break
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    tr = read_heartbeats(tmp_path / "t")
+    assert set(tr.beats["source"]) == {"openmp"} and tr.beats.groupby("thread").size().min() > 0
+    s = summarize_threads(tr)
+    assert set(s["ending"]) == {"no_end_record"}
+    assert not [w for w in tr.warnings if "skipped" in w]

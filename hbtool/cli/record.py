@@ -93,6 +93,10 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_
         env[names.HBTRACE_STATUS] = f"{status_period:g}"
     if beat_sources is not None:
         env[names.HBTRACE_BEATS] = beat_sources
+    static = _statically_linked(command[0])
+    if static:
+        click.echo(f"hbtool: warning: {command[0]} is statically linked: the tracer cannot be loaded into it, "
+                   f"so nothing will be recorded (link it dynamically to trace it)", err=True)
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as exc:
@@ -112,10 +116,34 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
     if not quiet:
-        _summary(outdir, rc)
+        _summary(outdir, rc, static)
     if created:
         _remove_if_empty(outdir)
     return 128 - rc if rc < 0 else rc
+
+
+def _statically_linked(program: str) -> bool:
+    """True when `program` is an ELF executable with no program interpreter: the dynamic
+    loader never runs, so LD_PRELOAD cannot load the tracer (static and static-pie)."""
+    import shutil
+
+    path = shutil.which(program) if "/" not in program else program
+    if not path:
+        return False
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                return False  # a script: its interpreter is what runs
+            fh.seek(0)
+            elf = ELFFile(fh)
+            if elf["e_type"] not in ("ET_EXEC", "ET_DYN"):
+                return False
+            return not any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
+    except (OSError, ELFError, ValueError, ImportError):
+        return False
 
 
 #: what a recording writes into its folder (the MPI injector's truth goes beside its profile)
@@ -163,7 +191,7 @@ def _check_inject(spec: str) -> None:
         raise click.UsageError(f"--inject '{spec}': mean and deviation must be >= 0 and PROB in [0, 1]")
 
 
-def _summary(outdir: Path, rc: int) -> None:
+def _summary(outdir: Path, rc: int, static: bool = False) -> None:
     """One line on what was written, counted as 'hbtool info' counts it."""
     import re
 
@@ -182,8 +210,9 @@ def _summary(outdir: Path, rc: int) -> None:
         click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}", err=True)
     files = sorted(outdir.glob("*.hbt"))
     if not files:
-        click.echo(f"hbtool: no trace written to {outdir}/: the program made no heartbeats and started no "
-                   f"threads{how}", err=True)
+        why = ("the tracer cannot be loaded into a statically linked program" if static else
+               "the program made no heartbeats and started no threads")
+        click.echo(f"hbtool: no trace written to {outdir}/: {why}{how}", err=True)
         sys.stderr.flush()
         return
     try:
