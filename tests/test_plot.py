@@ -234,3 +234,12 @@ def test_every_status_panel_has_a_legend_with_units(capsys, figures, tmp_path, m
 
 def test_every_behavior_has_a_colour():
     assert set(plotting.BEHAVIOR_COLORS) == set(OFFLINE_BEHAVIORS)
+
+
+def test_each_panel_says_which_beats_it_draws(capsys, figures, tmp_path):
+    tr = make_trace(threads=3, beats=200)
+    tr.beats["source"] = "openmp"
+    src = tmp_path / "auto.parquet"
+    write_heartbeats(tr, str(src))
+    fig, _ = plot(capsys, figures, tmp_path, src)
+    assert fig.axes[0].get_title(loc="left").splitlines()[1].startswith("openmp beats; ")

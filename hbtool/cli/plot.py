@@ -76,6 +76,9 @@ def plot(paths, out, window, behavior, status, beats):
     window = window or config.HEART_RATE_WINDOW
     summary = summarize_threads(trace)
     statuses, notes = _diagnosis(trace, summary)
+    for run, meta in trace.runs.items():  # which beats each panel draws
+        used = "/".join(sorted(set((meta.get("beats") or {}).values()))) or "none"
+        notes[run] = f"{used} beats" + (f"; {notes[run]}" if notes.get(run) else "")
     timelines = None
     if behavior:
         from ..analyzers.behavior import behavior_timelines
