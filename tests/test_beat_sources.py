@@ -100,3 +100,18 @@ def test_info_shows_the_time_each_thread_waited(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "info", p)
     assert out.splitlines()[2].split() == ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s",
                                            "beats/s", "wait_s", "waiting", "%", "ended"]
+
+
+def test_behavior_names_the_construct_a_thread_waited_in():
+    from hbtool.analyzers.behavior import behavior_timelines
+
+    rng = np.random.default_rng(2)
+    d = np.r_[0.002 * (1 + 0.05 * rng.standard_normal(300)), [0.6], 0.002 * (1 + 0.05 * rng.standard_normal(300))]
+    t_ns = (0.01 + np.r_[0.0, np.cumsum(d)]) * 1e9
+    b = pd.DataFrame({"run": "r", "process": 0, "thread": 0, "seq": np.arange(len(t_ns)),
+                      "t_ns": t_ns.astype(np.int64), "source": "openmp",
+                      "construct": ["loop resid._omp_fn.3"] * 301 + ["loop psinv._omp_fn.1"] * 301})
+    b["t"] = b["t_ns"] / 1e9
+    (row,) = behavior_timelines(HeartbeatTrace(beats=b, runs={"r": {"lifecycle": False}}))
+    cw = [iv for iv in row["intervals"] if iv["behavior"] == "conditional-waiting"]
+    assert [iv["detail"] for iv in cw] == ["no beats for 0.600 s, then beats resumed (in loop psinv._omp_fn.1)"]

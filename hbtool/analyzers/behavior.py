@@ -70,6 +70,7 @@ class ThreadBeats:
     os_tids: list[int]
     t_ns: np.ndarray          # beat times
     x: np.ndarray             # log of normalised intervals (len n-1)
+    construct: np.ndarray = field(default=None)  # per beat, its construct ("" for API beats)
     gap: np.ndarray = field(default=None)      # conditional-waiting intervals (bool, n-1)
     level: np.ndarray = field(default=None)    # running median of x, gaps left out (n-1)
     ref: float = float("nan")                  # usual level (log seconds)
@@ -126,7 +127,8 @@ def prepare(trace: HeartbeatTrace, s: BehaviorSettings) -> list[ThreadBeats]:
             d = d / k
         x = np.log(np.maximum(d, 1.0) * 1e-9)
         tids = [int(v) for v in pd.unique(g["os_tid"]) if v > 0]
-        tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x)
+        construct = g["construct"].astype(str).to_numpy()[order]
+        tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct)
         _find_gaps(tb, s)
         out.append(tb)
     return out
@@ -298,6 +300,16 @@ def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings)
     return bool(((on >= t0 - slack) & (on <= t1)).any())
 
 
+def _where(tb: ThreadBeats, a: int, b: int) -> str:
+    """' in loop resid._omp_fn.3': the construct most of beats a..b-1 belong to (automatic
+    beats), or ""."""
+    if tb.construct is None:
+        return ""
+    names, counts = np.unique(tb.construct[a:b], return_counts=True)
+    top = names[np.argmax(counts)] if len(names) else ""
+    return f" (in {top})" if top else ""
+
+
 def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBeats], s: BehaviorSettings,
                     lifecycle: bool, reports: pd.DataFrame, monitored: bool, run_end: int, pend: dict) -> dict:
     """One thread's intervals. `reports`: the online monitor's reports for it; `monitored`:
@@ -308,12 +320,13 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     # episodes inside the beats: (first interval index, end index, behavior, detail, start, end)
     episodes = []
     for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None):
-        episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual", int(t[a]), int(t[b])))
+        episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual{_where(tb, a, b + 1)}",
+                         int(t[a]), int(t[b])))
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
         end = int(t[i + 1] - local * 1e9)
         episodes.append((i, i + 1, "conditional-waiting",
-                         f"no beats for {(t[i + 1] - t[i]) / 1e9:.3f} s, then beats resumed",
+                         f"no beats for {(t[i + 1] - t[i]) / 1e9:.3f} s, then beats resumed{_where(tb, i + 1, i + 2)}",
                          int(t[i]), max(end, int(t[i]))))
     episodes.sort(key=lambda e: e[4])
     intervals = []
