@@ -190,10 +190,46 @@ def test_diagnose_bad_model_one_line_exit_2(tmp_path, content):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("hbtool: error:")
 
 
-def test_reference_and_model_are_exclusive(capsys, tmp_path):
-    code, _, err = run_cli(capsys, "diagnose", "--reference", SAMPLES / "jacobi-normal", "--model", tmp_path / "x",
-                           SAMPLES / "pi-shutdown")
-    assert code == 2 and "not both" in err
+def test_a_model_trained_against_a_reference_keeps_it_and_diagnose_uses_it(capsys, tmp_path):
+    model = tmp_path / "m.json"
+    code, _, err = run_cli(capsys, "train", "--reference", SAMPLES / "jacobi-normal", "-o", model,
+                           "--normal", SAMPLES / "jacobi-normal", "--memoryleak", SAMPLES / "jacobi-leak")
+    assert code == 0, err
+    doc = json.loads(model.read_text())
+    assert sorted(doc["reference"]) == ["0", "1", "2", "3"] and len(doc["reference"]["0"]) == 1000
+    code, out, _ = run_cli(capsys, "diagnose", "--model", model, "--format", "json", SAMPLES / "jacobi-leak")
+    stored = json.loads(out)
+    assert code == 0 and stored["reference"] == "model"
+    assert {t["compared_with"] for t in stored["threads"]} == {f"model reference thread {k}" for k in range(4)}
+    # the same as giving the reference with the model
+    code, out, _ = run_cli(capsys, "diagnose", "--model", model, "--reference", SAMPLES / "jacobi-normal",
+                           "--format", "json", SAMPLES / "jacobi-leak")
+    given = json.loads(out)
+    assert code == 0
+    assert [(t["status"], t["GTR"]) for t in given["threads"]] == [(t["status"], t["GTR"]) for t in stored["threads"]]
+    code, out, _ = run_cli(capsys, "diagnose", "--model", model, SAMPLES / "jacobi-leak")
+    assert out.splitlines()[1].endswith(f"compared with the reference stored in the model (trace {SAMPLES / 'jacobi-normal'})")
+
+
+def test_a_damaged_stored_reference_is_one_line_exit_2(capsys, tmp_path):
+    model = tmp_path / "m.json"
+    run_cli(capsys, "train", "--reference", SAMPLES / "pi-normal", "-o", model, "--normal", SAMPLES / "pi-normal")
+    doc = json.loads(model.read_text())
+    doc["reference"]["1"] = doc["reference"]["1"][::-1]
+    model.write_text(json.dumps(doc))
+    code, out, err = run_cli(capsys, "diagnose", "--model", model, SAMPLES / "pi-normal")
+    assert (code, out) == (2, "")
+    assert err == f"hbtool: error: {model}: the stored reference is damaged (thread 1: times go backwards): train the model again\n"
+
+
+def test_stopping_short_inside_the_progress_range_is_not_called_normal():
+    from hbtool.analyzers.hsa import classify_row, default_model
+
+    m = default_model()
+    row = {"na_reason": "", "died": False, "ended": "", "beats": 97, "GTR": 0.5, "LTR": 1.0, "GHR": 1.0, "LHR": 1.0,
+           "DTW": 10.0, "LB": 1.0, "LTRmax": 1.0, "progress": 0.97}
+    assert classify_row(row, m)[0] == "shutdown"  # Algorithm 1: GTR below its range
+    assert classify_row({**row, "beats": 100, "progress": 1.0}, m)[0] == "normal"  # it did all its work, sooner
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +249,17 @@ def test_dataset_layout_and_labels(tiny_dataset):
     assert sorted(labels["threads"].values()) == ["memoryleak", "normal", "normal", "normal"]
     process_stop = json.loads((tiny_dataset / "pi_pthread" / "shutdown" / "run000" / "labels.json").read_text())
     assert set(process_stop["threads"].values()) == {"shutdown"} and process_stop["mode"] == "exit"
+
+
+def test_evaluate_says_which_folders_it_passed_over(capsys, tiny_dataset):
+    (tiny_dataset / "pi_pthread" / "busywait").mkdir(exist_ok=True)
+    try:
+        code, _, err = run_cli(capsys, "evaluate", "--format", "json", tiny_dataset)
+    finally:
+        (tiny_dataset / "pi_pthread" / "busywait").rmdir()
+    assert code == 0
+    assert (f"hbtool: warning: {tiny_dataset}: 1 folder passed over: pi_pthread/busywait (a label folder is named "
+            f"normal, memoryleak or shutdown)") in err.splitlines()
 
 
 def test_evaluate_tiny_dataset(capsys, tiny_dataset):

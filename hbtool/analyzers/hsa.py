@@ -111,7 +111,10 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
         # a stretch of the run much slower than the reference, not explained by an early end
         why = "; ".join(_describe(f, row[f], rg[f]) for f in outside_ranges(row, rg))
         return "memoryleak", f"slowed down: at its slowest it took {peak:.2f}x the reference's time: {why}"
-    done = "progress" in rg and np.isfinite(prog) and _inside(prog, rg["progress"])
+    # it did all its work: as many beats as the reference (or the model's count), not merely
+    # enough to stay inside the progress range (that would override Algorithm 1's
+    # GTR-below-minimum -> shutdown rule for a thread that stopped a few beats short)
+    done = np.isfinite(prog) and prog >= 1.0
     if done and mintime is not None and np.isfinite(gtr) and gtr < mintime and not (row["GHR"] < (rg["GHR"][0] or 0)):
         # it did all its work, sooner than the reference: not a shutdown, not a leak
         why = "; ".join(_describe(f, row[f], rg[f]) for f in outside_ranges(row, rg))
@@ -293,9 +296,12 @@ class Diagnosis:
 def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
              reference: HeartbeatTrace | None = None) -> Diagnosis:
     """The status of every thread of `trace`: its features against a reference (the
-    thread of the same number in `reference`, else its team's median thread), checked
-    against `model`'s normal ranges (default: the built-in ranges)."""
+    thread of the same number in `reference`, else in the reference `model` was trained
+    against, else its team's median thread), checked against `model`'s normal ranges
+    (default: the built-in ranges)."""
     model = model or default_model()
+    if reference is None:
+        reference = model.reference_trace()  # the one the model was trained against, if it keeps one
     stages = {}
     t = time.perf_counter()
     table = features_table(trace, model.settings, reference=reference)
@@ -313,4 +319,21 @@ def train_from_traces(labelled, reference: HeartbeatTrace | None = None, levels=
     yields); returns the model and the features table it was trained on."""
     table = labelled_table(labelled, reference=reference)
     model = train(table, table["label"].to_numpy(dtype=object), levels=levels, default_level=default_level)
+    if reference is not None:
+        model.reference = stored_reference(reference)
+        model.training["reference_stored"] = model.reference is not None
     return model, table
+
+
+def stored_reference(reference: HeartbeatTrace) -> dict[int, list[int]] | None:
+    """What a model keeps of a reference trace: per thread number (the first run and process
+    holding it, as features_table picks it), its beat times; None past MAX_REFERENCE_BEATS."""
+    from ..model.hsa import MAX_REFERENCE_BEATS
+
+    out: dict[int, list[int]] = {}
+    for (_, _, thread), g in reference.threads():
+        if int(thread) not in out:
+            out[int(thread)] = g["t_ns"].astype("int64").clip(lower=0).sort_values().tolist()
+    if sum(len(t) for t in out.values()) > MAX_REFERENCE_BEATS:
+        return None
+    return out or None

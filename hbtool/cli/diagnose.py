@@ -28,7 +28,8 @@ STATUS_LEGEND = {
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="TRACE...")
-@click.option("--reference", "ref", metavar="REF", help="Compare against this trace's threads (same number, else its median thread).")
+@click.option("--reference", "ref", metavar="REF",
+              help="Compare against this trace's threads (same number, else its median thread); with --model too.")
 @click.option("--model", "model_path", metavar="MODEL", type=click.Path(dir_okay=False),
               help="Normal ranges learned by 'hbtool train'.")
 @click.option("--timings", is_flag=True, help="Print the time spent in each stage on stderr.")
@@ -37,8 +38,9 @@ STATUS_LEGEND = {
 def diagnose(paths, ref, model_path, timings, beats, fmt):
     """The status of every thread: normal, memoryleak, shutdown (or unknown, and why).
 
-    Each thread is compared with a reference: REF's thread of the same number, or, with
-    no --reference, the run's own median thread. Its features are checked against the
+    Each thread is compared with a reference: REF's thread of the same number; else the
+    reference MODEL was trained against (train --reference), which it keeps; else the
+    run's own median thread. Its features are checked against the
     normal ranges of MODEL (or built-in default ranges, docs/methods.md), and the report
     says which ranges a thread falls outside of. Exit status 0 whatever is found.
 
@@ -47,8 +49,6 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
       hbtool diagnose sample_traces/jacobi-leak
       hbtool diagnose trace.xlsx --model model.json --format json | jq '.threads[] | select(.status != "normal")'
     """
-    if ref and model_path:
-        raise click.UsageError("give --reference or --model, not both")
     stages = {}
     t0 = time.perf_counter()
     from ..analyzers.hsa import DECIMALS, default_model, diagnose as diagnose_trace
@@ -58,6 +58,12 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
     stages["start-up (imports)"] = time.perf_counter() - t0
     t = time.perf_counter()
     model = read_model(model_path) if model_path else default_model()
+    trained_ref = model.training.get("reference", "")
+    if not ref and model.reference is None and str(trained_ref).startswith("trace "):
+        from ..errors import HbtoolError
+
+        raise HbtoolError(f"{model_path}: the model was trained against the reference {trained_ref}, too large to "
+                          f"keep in it: give that trace with --reference")
     trace = read_all(paths, beats=beats)
     reference = read_all([ref], "reference", beats=beats) if ref else None
     stages["read"] = time.perf_counter() - t
@@ -65,14 +71,16 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
     stages.update(result.stages)
     t = time.perf_counter()
     src = (f"model {model_path} (level {model.level:g})" if model_path else "built-in default ranges (no --model)")
-    ref_text = f"reference trace {ref}" if ref else "each run's own median thread"
+    ref_text = (f"reference trace {ref}" if ref else
+                f"the reference stored in the model ({trained_ref})" if model.reference else
+                "each run's own median thread")
     counts = result.counts()
     preamble = [beats_line(trace), f"ranges: {src}; compared with {ref_text}",
                 "found: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no threads"), ""]
     extra = {"ranges": {"source": model_path or "default", "level": model.level,
                         "values": {k: list(v) for k, v in model.ranges.items()},
                         "expected_beats": model.expected_beats},
-             "reference": ref or "team-median", "references": result.references}
+             "reference": ref or ("model" if model.reference else "team-median"), "references": result.references}
     rows = result.threads()
     for r in rows:
         r["compared_with"] = compared_with(r)

@@ -29,8 +29,11 @@ def evaluate(dataset, repeats, train_fraction, seed, fmt):
     from ..io.dataset import find_runs
     from .progress import progress
 
-    runs = find_runs(dataset)
-    warnings: list[str] = []
+    skipped: list[str] = []
+    runs = find_runs(dataset, skipped)
+    warnings: list[str] = [f"{dataset}: {len(skipped)} folder{'s' if len(skipped) != 1 else ''} passed over: "
+                           f"{', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''} (a label folder is "
+                           f"named normal, memoryleak or shutdown)"] if skipped else []
 
     def labelled(bar):
         for lr in bar:

@@ -26,7 +26,9 @@ class LabelledRun:
     thread_labels: dict[int, str]
 
 
-def find_runs(root: str | Path) -> list[LabelledRun]:
+def find_runs(root: str | Path, skipped: list[str] | None = None) -> list[LabelledRun]:
+    """Every run of a data set; the folders it passes over (a label it does not know) are
+    appended to `skipped`."""
     root = Path(root)
     if not root.is_dir():
         raise HbtoolError(f"{root}: not a directory (expected DATASET_DIR/<benchmark>/<label>/<run>/)")
@@ -35,6 +37,8 @@ def find_runs(root: str | Path) -> list[LabelledRun]:
         for label_dir in sorted(p for p in bench.iterdir() if p.is_dir()):
             label = label_dir.name.lower()
             if label not in LABELS:
+                if skipped is not None:
+                    skipped.append(f"{bench.name}/{label_dir.name}")
                 continue
             for run in sorted(p for p in label_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 runs.append(LabelledRun(bench.name, label, run, thread_labels(run)))

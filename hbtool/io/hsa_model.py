@@ -9,9 +9,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import HbtoolError
-from ..model.hsa import FEATURES, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
+from ..model.hsa import FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
-MAX_MODEL_BYTES = 1 << 20
+MAX_MODEL_BYTES = 8 << 20  # room for a stored reference of MAX_REFERENCE_BEATS beats
 
 
 class ModelFormatError(HbtoolError):
@@ -31,6 +31,8 @@ def model_document(model: HsaModel) -> dict:
         "ranges": {k: [lo, hi] for k, (lo, hi) in model.ranges.items()},
         "settings": model.settings.to_dict(),
         "training": model.training,
+        "reference": ({str(k): [int(x) for x in t] for k, t in sorted(model.reference.items())}
+                      if model.reference else None),
     }
 
 
@@ -91,6 +93,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
                 raise ValueError(f"{name}={v!r}")
     except (TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc
+    reference = _reference(doc.get("reference"), path)
     level = doc.get("level")
     margin = doc.get("margin")
     return HsaModel(
@@ -101,4 +104,30 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         expected_beats=_num(doc.get("expected_beats"), "expected_beats", path),
         lifecycle_rule=bool(doc.get("lifecycle_rule", True)),
         training=doc.get("training", {}) if isinstance(doc.get("training"), dict) else {},
+        reference=reference,
     )
+
+
+def _reference(doc, path) -> dict[int, list[int]] | None:
+    """The stored reference: {"<thread>": [t_ns, ...]} with non-decreasing times, capped."""
+    if doc is None:
+        return None
+    bad = f"{path}: the stored reference is damaged"
+    if not isinstance(doc, dict) or len(doc) > 100_000:
+        raise ModelFormatError(f"{bad} (not an object of threads): train the model again")
+    out, total = {}, 0
+    for k, times in doc.items():
+        try:
+            thread = int(k)
+        except ValueError:
+            raise ModelFormatError(f"{bad} (thread {k!r} is not a number): train the model again") from None
+        if not isinstance(times, list) or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**62
+                                                  for x in times):
+            raise ModelFormatError(f"{bad} (thread {k}: times are not whole nanoseconds): train the model again")
+        if any(b < a for a, b in zip(times, times[1:])):
+            raise ModelFormatError(f"{bad} (thread {k}: times go backwards): train the model again")
+        total += len(times)
+        if total > MAX_REFERENCE_BEATS:
+            raise ModelFormatError(f"{bad} (more than {MAX_REFERENCE_BEATS} beats): train the model again")
+        out[thread] = times
+    return out or None

@@ -43,6 +43,8 @@ UPPER_ONLY = ("DTW", "LB", "LTRmax")
 LOWER_ONLY = ("progress",)
 MODEL_FORMAT = "hbtool-hsa-model"
 MODEL_VERSION = 1
+#: most beats of a reference trace a model stores (about 12 bytes each in its JSON)
+MAX_REFERENCE_BEATS = 200_000
 
 
 @dataclass
@@ -58,3 +60,22 @@ class HsaModel:
     expected_beats: float | None = None
     lifecycle_rule: bool = True
     training: dict = field(default_factory=dict)
+    #: the reference the features were trained against, when it was a trace (train
+    #: --reference): thread number -> its beat times (ns since its run started); diagnose
+    #: compares with it when it is given no reference of its own
+    reference: dict[int, list[int]] | None = None
+
+    def reference_trace(self):
+        """The stored reference as a HeartbeatTrace (run "model reference"), or None."""
+        if not self.reference:
+            return None
+        import numpy as np
+        import pandas as pd
+
+        from .heartbeats import HeartbeatTrace
+
+        rows = [pd.DataFrame({"run": "model reference", "process": 0, "thread": k, "seq": np.arange(len(t)),
+                              "t_ns": np.asarray(t, dtype=np.int64)}) for k, t in sorted(self.reference.items())]
+        beats = pd.concat(rows, ignore_index=True)
+        beats["t"] = beats["t_ns"] / 1e9
+        return HeartbeatTrace(beats=beats, runs={"model reference": {"lifecycle": False}})
