@@ -294,3 +294,17 @@ def test_train_takes_thread_labels_from_the_examples_truth_files(capsys, tmp_pat
     # jacobi-leak: thread 1 leaks, 3 normal; pi-shutdown: thread 3 stops, 3 normal;
     # matmul-exit1: the whole process went down, 4 shutdown
     assert seq == {"normal": 8 + 3 + 3, "memoryleak": 1, "shutdown": 1 + 4}
+
+
+def test_two_threads_compared_with_each_other_are_warned_about(capsys, tmp_path):
+    from conftest import make_trace
+    from hbtool.io import write_heartbeats
+
+    for n, warned in ((2, True), (3, False)):
+        p = tmp_path / f"t{n}.csv"
+        write_heartbeats(make_trace(threads=n, beats=80), str(p))
+        code, _, err = run_cli(capsys, "diagnose", p)
+        assert code == 0
+        assert (f"hbtool: warning: t{n}: 2 threads, each compared with the other: the median of two is one of them, "
+                f"so a sick thread can be the reference; give --reference (a normal run) or a model trained with one"
+                in err.splitlines()) is warned

@@ -7,7 +7,7 @@ import time
 import click
 
 from .hsa_common import beats_line, beats_option
-from .output import emit, output_options
+from .output import emit, output_options, warn
 
 #: the text table's columns (process only when a run has several); csv has every field json has
 COLUMNS = ["run", "process", "thread", "status", "beats", "GTR", "GHR", "DTW", "progress", "compared_with", "reason"]
@@ -75,6 +75,13 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
                 f"the reference stored in the model ({trained_ref})" if model.reference else
                 "each run's own median thread")
     counts = result.counts()
+    if not ref and not model.reference:
+        pairs = sorted({(r, p) for (r, p), n in result.table.groupby(["run", "process"], observed=True).size().items()
+                        if n == 2})
+        if pairs:
+            where = ", ".join(f"{r}" + (f" process {p}" if p else "") for r, p in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
+            warn([f"{where}: 2 threads, each compared with the other: the median of two is one of them, so a sick "
+                  f"thread can be the reference; give --reference (a normal run) or a model trained with one"])
     preamble = [beats_line(trace), f"ranges: {src}; compared with {ref_text}",
                 "found: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no threads"), ""]
     extra = {"ranges": {"source": model_path or "default", "level": model.level,
