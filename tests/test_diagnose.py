@@ -305,6 +305,6 @@ def test_two_threads_compared_with_each_other_are_warned_about(capsys, tmp_path)
         write_heartbeats(make_trace(threads=n, beats=80), str(p))
         code, _, err = run_cli(capsys, "diagnose", p)
         assert code == 0
-        assert (f"hbtool: warning: t{n}: 2 threads, each compared with the other: the median of two is one of them, "
+        assert (f"hbtool: warning: r: 2 threads, each compared with the other: the median of two is one of them, "
                 f"so a sick thread can be the reference; give --reference (a normal run) or a model trained with one"
                 in err.splitlines()) is warned
