@@ -310,7 +310,9 @@ def test_sigkill_in_the_middle_of_a_parallel_region_leaves_a_readable_trace(trac
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # until the trace holds openmp beats of both threads
             files = list((tmp_path / "t").glob("*.hbt"))
-            if files and len(read_heartbeats(tmp_path / "t").beats.groupby("thread")) == 2:
+            # the tracer creates the file, then writes its header: a poll may come in between
+            if files and files[0].read_bytes()[:8] == b"HBTRACE\0" and \
+                    len(read_heartbeats(tmp_path / "t").beats.groupby("thread")) == 2:
                 break
             time.sleep(0.05)
     finally:

@@ -317,7 +317,9 @@ def test_sigkill_leaves_samples_up_to_the_kill(tmp_path, traced_env):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             files = list((tmp_path / "trace").glob("*.hbt"))
-            if files and np.sum(read_trace(files[0])["rec"]["kind"] == QUEUE_SAMPLE) >= 400:
+            # the tracer creates the file, then writes its header: a poll may come in between
+            if files and files[0].read_bytes()[:8] == b"HBTRACE\0" and \
+                    np.sum(read_trace(files[0])["rec"]["kind"] == QUEUE_SAMPLE) >= 400:
                 break
             time.sleep(0.05)
         killed_at = time.monotonic_ns()   # CLOCK_MONOTONIC, the trace clock
