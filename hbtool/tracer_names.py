@@ -27,6 +27,15 @@ TRACER_ENV: dict[str, str] = {
     'HBTRACE_STATUS_NET_DEV': 'file the status sampler reads instead of /proc/net/dev, for tests; default /proc/net/dev',
     'HBTRACE_BEATS': "comma list of the beat sources to record: api, openmp, mpi (also all, none); an unknown word is warned about once and ignored; API beats, the program's own calls, are recorded whatever it says; default: all",
     'HBTRACE_MPI_BEATS': 'comma list of MPI functions (MPI_Sendrecv,MPI_Waitall) that make a heartbeat on every call, instead of every blocking collective; needs libhbprof too (hbtool record --mpi); default: the blocking collectives',
+    'HBTRACE_INJECT': 'thread fault to inject (docs/inject.md): leak, stop, slow, busy, cond, exit or segv; needs HBTRACE_INJECT_AT or HBTRACE_INJECT_BEAT; default: none',
+    'HBTRACE_INJECT_THREAD': 'thread number of the victim, as its beats record it, or random (drawn from the seed among the threads that beat); default random',
+    'HBTRACE_INJECT_AT': "moment of the fault: the victim's first beat at or after SECONDS since the tracer started, or LO-HI to draw it from the seed; unset: HBTRACE_INJECT_BEAT says it",
+    'HBTRACE_INJECT_BEAT': "moment of the fault: the victim's B-th beat (from 1, beats of every source), or LO-HI to draw it from the seed; unset: HBTRACE_INJECT_AT says it",
+    'HBTRACE_INJECT_SEED': 'seed of the random choices of the thread injector (thread, moment); default 1',
+    'HBTRACE_INJECT_BYTES': 'leak: bytes allocated, touched and never freed per unit of work of the victim; default 1048576',
+    'HBTRACE_INJECT_SLOW': 'slow: each unit of work of the victim takes this many times as long, above 1, at most 1000; default 3',
+    'HBTRACE_INJECT_WAIT_MS': 'busy: milliseconds the victim spins; cond: milliseconds it waits on a condition nobody signals; default 1000',
+    'HBTRACE_INJECT_TRUTH': 'file the injector writes its ground truth to (JSON, docs/inject.md); default inject-truth.json in the trace directory',
 }
 
 HBTRACE_DIR = 'HBTRACE_DIR'
@@ -47,6 +56,15 @@ HBTRACE_STATUS = 'HBTRACE_STATUS'
 HBTRACE_STATUS_NET_DEV = 'HBTRACE_STATUS_NET_DEV'
 HBTRACE_BEATS = 'HBTRACE_BEATS'
 HBTRACE_MPI_BEATS = 'HBTRACE_MPI_BEATS'
+HBTRACE_INJECT = 'HBTRACE_INJECT'
+HBTRACE_INJECT_THREAD = 'HBTRACE_INJECT_THREAD'
+HBTRACE_INJECT_AT = 'HBTRACE_INJECT_AT'
+HBTRACE_INJECT_BEAT = 'HBTRACE_INJECT_BEAT'
+HBTRACE_INJECT_SEED = 'HBTRACE_INJECT_SEED'
+HBTRACE_INJECT_BYTES = 'HBTRACE_INJECT_BYTES'
+HBTRACE_INJECT_SLOW = 'HBTRACE_INJECT_SLOW'
+HBTRACE_INJECT_WAIT_MS = 'HBTRACE_INJECT_WAIT_MS'
+HBTRACE_INJECT_TRUTH = 'HBTRACE_INJECT_TRUTH'
 
 #: native_tracer/mpi/include/hbprof_env.def: variable -> what it does and its default
 PROFILER_ENV: dict[str, str] = {

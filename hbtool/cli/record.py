@@ -31,10 +31,30 @@ def _default_dir(program: str) -> str:
 @click.option("--mpi", "mpi", is_flag=True,
               help="Also load the PMPI segment profiler (libhbprof): one profile per MPI run, for "
                    "'hbtool interference'. Use it around mpirun: hbtool record --mpi -- mpirun -np 4 ./prog")
-@click.option("--inject", metavar="MEAN_US,SD_US,PROB", default=None,
-              help="With --mpi: delay MPI, POSIX I/O and MPI-IO calls by a Gaussian delay (mean and standard "
-                   "deviation in microseconds) with probability PROB; the truth goes beside the profile.")
-@click.option("--inject-seed", type=click.IntRange(0), default=None, help="Seed of the injector (default 1).")
+@click.option("--inject", metavar="KIND | MEAN_US,SD_US,PROB", default=None,
+              help="Inject a fault. KIND (leak, stop, slow, busy, cond, exit, segv) is a fault of one thread "
+                   "(docs/inject.md), with --thread and one of --at or --beat; its truth goes to "
+                   "inject-truth.json in the trace folder. Three numbers MEAN_US,SD_US,PROB are the MPI delay "
+                   "injector instead (implies --mpi): MPI, POSIX I/O and MPI-IO calls delayed by a Gaussian "
+                   "delay with probability PROB; its truth goes beside the profile.")
+@click.option("--thread", "inject_thread", metavar="N|random", default=None,
+              help="Thread fault: the victim's thread number as its beats record it (OpenMP: its number in the "
+                   "outermost team), or random, drawn from --inject-seed (default random).")
+@click.option("--at", "inject_at", metavar="SECONDS|LO-HI", default=None,
+              help="Thread fault: at the victim's first beat at or after SECONDS since the tracer started "
+                   "(LO-HI: drawn from the seed).")
+@click.option("--beat", "inject_beat", metavar="B|LO-HI", default=None,
+              help="Thread fault: at the victim's B-th beat, counting beats of every source from 1 "
+                   "(LO-HI: drawn from the seed).")
+@click.option("--inject-seed", type=click.IntRange(0), default=None,
+              help="Seed of the injector's random choices (default 1).")
+@click.option("--inject-bytes", type=click.IntRange(0), default=None, metavar="BYTES",
+              help="leak: bytes allocated and never freed per unit of work of the victim (default 1048576).")
+@click.option("--inject-slow", type=click.FloatRange(1, 1000, min_open=True), default=None, metavar="FACTOR",
+              help="slow: each unit of work of the victim takes FACTOR times as long (default 3).")
+@click.option("--inject-wait-ms", type=click.IntRange(0, 86400000), default=None, metavar="MS",
+              help="busy: how long the victim spins; cond: how long it waits on a condition nobody signals "
+                   "(default 1000).")
 @click.option("--inject-calls", default=None, metavar="LIST",
               help="Families of calls to delay: any of mpi,posix,mpiio (default all).")
 @click.option("--status", "status_period", is_flag=False, flag_value=1.0, default=None,
@@ -42,7 +62,8 @@ def _default_dir(program: str) -> str:
               help="Also sample the machine's status (CPU, memory, swap, network) every SECONDS (default 1), "
                    "for 'hbtool status'.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
-def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_calls, status_period, command):
+def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, inject_at, inject_beat, inject_seed,
+           inject_bytes, inject_slow, inject_wait_ms, inject_calls, status_period, command):
     """Run PROGRAM under the heartbeat tracer and say where the trace went.
 
     With no change to the program, every thread's start and end and the
@@ -60,10 +81,16 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_
     from ..tracer import profiler_library, tracer_paths
 
     lib = tracer_paths().library
-    if (inject or inject_seed is not None or inject_calls) and not mpi:
-        mpi = True
-    if inject:
-        _check_inject(inject)
+    fault = _check_thread_fault(inject, inject_thread, inject_at, inject_beat, inject_bytes, inject_slow,
+                                inject_wait_ms, inject_calls)
+    if fault:
+        thread_env, inject = fault, None
+    else:
+        thread_env = {}
+        if (inject or inject_seed is not None or inject_calls) and not mpi:
+            mpi = True
+        if inject:
+            _check_inject(inject)
     if beat_sources is not None:
         words = [w.strip() for w in beat_sources.split(",") if w.strip()]
         bad = [w for w in words if w not in ("api", "openmp", "mpi", "none")]
@@ -85,8 +112,14 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_
         env[names.HBPROF_DIR] = str(outdir.resolve())
     if inject:
         env[names.HBPROF_INJECT] = inject
-    if inject_seed is not None:
+    if inject_seed is not None and not thread_env:
         env[names.HBPROF_INJECT_SEED] = str(inject_seed)
+    for key in [k for k in env if k.startswith("HBTRACE_INJECT") and k != names.HBTRACE_INJECT_TRUTH]:
+        del env[key]  # the fault is what this command line says, nothing inherited
+    if thread_env:
+        env.update(thread_env)
+        if inject_seed is not None:
+            env[names.HBTRACE_INJECT_SEED] = str(inject_seed)
     if inject_calls:
         env[names.HBPROF_INJECT_CALLS] = inject_calls
     if status_period is not None:
@@ -117,6 +150,8 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_seed, inject_
         signal.signal(signal.SIGTERM, old_term)
     if not quiet:
         _summary(outdir, rc, static)
+        if thread_env:
+            _fault_summary(outdir, thread_env[names.HBTRACE_INJECT])
     if created:
         _remove_if_empty(outdir)
     return 128 - rc if rc < 0 else rc
@@ -147,7 +182,10 @@ def _statically_linked(program: str) -> bool:
 
 
 #: what a recording writes into its folder (the MPI injector's truth goes beside its profile)
-TRACE_PATTERNS = ("*.hbt", "*.hbp", "*.hbp.inject.csv")
+TRACE_PATTERNS = ("*.hbt", "*.hbp", "*.hbp.inject.csv", "inject-truth.json")
+
+#: the thread faults of --inject KIND (native_tracer/src/inject.c, docs/inject.md)
+THREAD_FAULTS = ("leak", "stop", "slow", "busy", "cond", "exit", "segv")
 
 
 def _prepare_dir(outdir: Path, force: bool) -> bool:
@@ -179,6 +217,89 @@ def _remove_if_empty(outdir: Path) -> None:
         pass  # it holds something: keep it
 
 
+def _check_range(option: str, value: str, integer: bool) -> None:
+    """B or LO-HI (beats: integers from 1; seconds: numbers >= 0), else a usage error."""
+    import math
+
+    what = "B or LO-HI, beats counted from 1" if integer else "SECONDS or LO-HI, seconds >= 0"
+    parts = value.split("-")
+    try:
+        if len(parts) > 2 or not all(p.strip() == p and p for p in parts):
+            raise ValueError
+        nums = [int(p) if integer else float(p) for p in parts]
+    except ValueError:
+        raise click.UsageError(f"{option} '{value}': expected {what}") from None
+    if (integer and min(nums) < 1) or not all(math.isfinite(v) and v >= 0 for v in nums) or nums[-1] < nums[0]:
+        raise click.UsageError(f"{option} '{value}': expected {what} (LO <= HI)")
+
+
+def _check_thread_fault(inject, thread, at, beat, nbytes, slow, wait_ms, calls) -> dict[str, str]:
+    """The environment of a thread fault (--inject KIND), {} when --inject is not one; usage errors
+    for the options that do not go together."""
+    from .. import tracer_names as names
+
+    thread_opts = {"--thread": thread, "--at": at, "--beat": beat, "--inject-bytes": nbytes,
+                   "--inject-slow": slow, "--inject-wait-ms": wait_ms}
+    if inject not in THREAD_FAULTS:
+        if inject:
+            _check_inject(inject)  # neither a fault nor three numbers: say what is expected
+        given = [k for k, v in thread_opts.items() if v is not None]
+        if given:
+            raise click.UsageError(f"{given[0]} goes with a thread fault, --inject KIND "
+                                   f"(KIND: {', '.join(THREAD_FAULTS)})")
+        return {}
+    if calls:
+        raise click.UsageError("--inject-calls goes with the MPI delay (--inject MEAN_US,SD_US,PROB), "
+                               f"not with the thread fault '{inject}'")
+    if (at is None) == (beat is None):
+        raise click.UsageError(f"--inject {inject} needs exactly one of --at SECONDS and --beat B")
+    for option, value, kinds in (("--inject-bytes", nbytes, ("leak",)), ("--inject-slow", slow, ("slow",)),
+                                 ("--inject-wait-ms", wait_ms, ("busy", "cond"))):
+        if value is not None and inject not in kinds:
+            raise click.UsageError(f"{option} goes with --inject {' or '.join(kinds)}, not {inject}")
+    if thread is not None and thread != "random" and not (thread.isdigit() and int(thread) < 1024):
+        raise click.UsageError(f"--thread '{thread}': expected a thread number below 1024 or random")
+    env = {names.HBTRACE_INJECT: inject, names.HBTRACE_INJECT_THREAD: thread or "random"}
+    if at is not None:
+        _check_range("--at", at, integer=False)
+        env[names.HBTRACE_INJECT_AT] = at
+    else:
+        _check_range("--beat", beat, integer=True)
+        env[names.HBTRACE_INJECT_BEAT] = beat
+    if nbytes is not None:
+        env[names.HBTRACE_INJECT_BYTES] = str(nbytes)
+    if slow is not None:
+        env[names.HBTRACE_INJECT_SLOW] = f"{slow:g}"
+    if wait_ms is not None:
+        env[names.HBTRACE_INJECT_WAIT_MS] = str(wait_ms)
+    return env
+
+
+def _fault_summary(outdir: Path, kind: str) -> None:
+    """One line: what the thread injector did, and where its truth went."""
+    import json
+
+    path = outdir / "inject-truth.json"
+    try:
+        truth = json.loads(path.read_text())
+    except (OSError, ValueError):
+        click.echo(f"hbtool: {kind} was not injected: no truth file {path} (the program made no beat)", err=True)
+        sys.stderr.flush()
+        return
+    if truth.get("fired"):
+        at = truth.get("fired_at") or {}
+        click.echo(f"hbtool: injected {kind} into thread {truth.get('thread')} at its beat {at.get('beat')} "
+                   f"({at.get('trace_s', 0):.3f} s); truth: {path}", err=True)
+    else:
+        planned = truth.get("planned") or {}
+        when = (f"beat {planned['beat']}" if planned.get("beat") is not None
+                else f"{planned.get('at_s', 0):.3f} s")
+        click.echo(f"hbtool: {kind} was not injected: the run ended before {when} of thread "
+                   f"{truth.get('thread') if truth.get('thread') is not None else '(not chosen yet)'}; "
+                   f"truth: {path}", err=True)
+    sys.stderr.flush()
+
+
 def _check_inject(spec: str) -> None:
     import math
 
@@ -186,7 +307,8 @@ def _check_inject(spec: str) -> None:
     try:
         mean, sd, prob = (float(x) for x in parts)
     except ValueError:
-        raise click.UsageError(f"--inject '{spec}': expected MEAN_US,SD_US,PROB, e.g. 500,100,0.05") from None
+        raise click.UsageError(f"--inject '{spec}': expected MEAN_US,SD_US,PROB (the MPI delay, e.g. 500,100,0.05) "
+                               f"or a thread fault: {', '.join(THREAD_FAULTS)}") from None
     if not all(math.isfinite(v) for v in (mean, sd, prob)) or mean < 0 or sd < 0 or not 0 <= prob <= 1:
         raise click.UsageError(f"--inject '{spec}': mean and deviation must be >= 0 and PROB in [0, 1]")
 

@@ -236,6 +236,8 @@ void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct,
     hbt_store(t, i, now,
               hbt_kindflags(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT))),
               seq, thread, (int32_t)construct, iter, 0);
+    if (__builtin_expect(hbt_inject_armed, 0))
+        hbt_inject_point(source, thread, now);
     /* automatic beats do not feed the online monitor: a thread's API beats, which may
      * begin after its first automatic ones, are what the monitor judges, and two
      * counters in one heart line would read as a thread gone backwards */
@@ -260,6 +262,8 @@ void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
               hbt_kindflags(HBT_REC_WAIT, (uint16_t)((source & 0xF) | (sync << HBT_EV_SHIFT))),
               t->auto_seq, thread, (int32_t)construct, (int32_t)(uint32_t)(wait_ns >> 32),
               (uint32_t)wait_ns);
+    if (__builtin_expect(hbt_inject_armed, 0))
+        hbt_inject_waited(now);
 }
 
 void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns)

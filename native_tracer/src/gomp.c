@@ -218,6 +218,7 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
             return fn_real(istart, iend);                                         \
         struct gomp_tls *g = gomp_self();                                         \
         gomp_chunk_done(g, __builtin_return_address(0));                          \
+        if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, #name)) { g->s.open = 0; return false; } \
         bool r = fn_real(istart, iend);                                           \
         g->s.open = r;                                                            \
         g->s.first = r ? (int64_t)*istart : 0;                                    \
@@ -430,6 +431,7 @@ static void gomp_region_run(void *arg)
     g->s.loop = r->loop;
     g->s.sections = r->sections;
     g->s.open = 0;
+    if (__builtin_expect(hbt_inject_armed, 0)) hbt_inject_waited(0);   /* a unit of work starts */
     r->fn(r->data);
     uint64_t now = hbt_now_ns();
     if (g->s.open)   /* a chunk of a combined loop left open (cancellation) */

@@ -39,6 +39,10 @@
  *   ompt.c         the OMPT tool for LLVM's libomp (clang), and its
  *                  wrappers of libomp's loop dispatcher; ompt_abi.h the
  *                  OMPT declarations it uses
+ *   inject.h     the thread fault injector (docs/inject.md), in inject.c:
+ *                HBTRACE_INJECT*, the faults, the truth file; its hooks are
+ *                one line each behind hbt_inject_armed (the beat paths here
+ *                and in autobeat.c, gomp.c's loop _next, process exit)
  *
  * Concurrency model: each OS thread writes only into chunks it owns, through
  * its initial-exec TLS block (struct hbt_tls), and into its own line of the
@@ -60,6 +64,7 @@
 
 #include "clock.h"
 #include "hbtrace_format.h"
+#include "inject.h"
 
 #define HBT_EXPORT __attribute__((visibility("default")))
 #define HBT_HIDDEN __attribute__((visibility("hidden")))
@@ -502,6 +507,8 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
         hbt_store(t, i, now, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
                   iter, 0);
     hbt_beatline_update(t, now, seq);
+    if (__builtin_expect(hbt_inject_armed, 0))
+        hbt_inject_point(0 /* api */, tagged ? t->beat_thread : thread, now);
 }
 
 #endif /* HBT_INTERNAL_H */

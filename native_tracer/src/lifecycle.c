@@ -139,6 +139,8 @@ static void hbt_process_exit(int status, uint16_t how)
      * unlink) its parent's file */
     if (hbt_state() != HBT_ON || getpid() != hbt_g.pid)
         return;
+    if (hbt_inject_armed)
+        hbt_inject_at_exit(status);   /* the injector's truth, final */
     /* the pre-faulter runs the exit handlers only when it outlived every
      * program thread without being told (see prefault.c): it is no program
      * thread and records nothing. The monitor thread runs them when it

@@ -259,6 +259,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             f->region_ra = NULL;
             f->loop = 0;
             f->dynamic = 0;
+            if (__builtin_expect(hbt_inject_armed, 0)) hbt_inject_waited(0);   /* a unit of work starts */
             if (index == 0) {
                 /* the primary thread names the region for the team */
                 f->region_ra = o->pending_ra;

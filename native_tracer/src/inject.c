@@ -1,0 +1,646 @@
+/*
+ * inject.c -- the thread fault injector (docs/inject.md): one fault in one
+ * thread of an unmodified program, loaded with the tracer, its ground truth
+ * written beside the trace.
+ *
+ * HBTRACE_INJECT names the kind; HBTRACE_INJECT_THREAD the victim (a thread
+ * number as its beats record it, or random); HBTRACE_INJECT_BEAT or _AT the
+ * moment (a fixed value or a LO-HI range drawn from HBTRACE_INJECT_SEED).
+ * Every beat of every source goes through hbt_inject_point while the
+ * injector is armed (the API's hot path in internal.h, automatic beats in
+ * autobeat.c): it counts the beats of each thread number, chooses the
+ * victim when the moment comes, fires the fault in the victim's own OS
+ * thread at its beat, and afterwards applies the per-unit effects (leak,
+ * slow) at each of its beats. stop makes libgomp's GOMP_loop_*_next return
+ * false for the victim (gomp.c calls hbt_inject_skip_chunk), or ends an
+ * API-beating thread outside OpenMP with pthread_exit.
+ *
+ * The truth file is written (temporary file, rename) when the injector
+ * first sees a beat, when the fault fires, and at exit; a process that never
+ * beats writes none. A fork child does not inherit the injection.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "autobeat.h"
+#include "internal.h"
+
+int hbt_inject_armed;
+
+enum { K_NONE, K_LEAK, K_STOP, K_SLOW, K_BUSY, K_COND, K_EXIT, K_SEGV, K_COUNT };
+static const char *const inj_kinds[K_COUNT] = {
+    [K_NONE] = "none", [K_LEAK] = "leak", [K_STOP] = "stop", [K_SLOW] = "slow",
+    [K_BUSY] = "busy", [K_COND] = "cond", [K_EXIT] = "exit", [K_SEGV] = "segv",
+};
+
+enum { F_NO = 0, F_FIRING = 1, F_DONE = 2 };          /* inj.fired */
+enum { S_NONE = 0, S_OPENMP = 1, S_PTHREAD_EXIT = 2 }; /* how stop acts */
+
+#define INJ_THREADS 1024u   /* thread numbers 0..1023 can be chosen */
+
+/* beats per thread number, one cache line each (only armed runs touch them) */
+static struct { uint32_t n; char pad[60]; } inj_count[INJ_THREADS] __attribute__((aligned(64)));
+static uint64_t inj_seen[INJ_THREADS / 64];   /* thread numbers that beat */
+
+static struct {
+    int kind;
+    int32_t thread_req;       /* -1: random */
+    int by_beat;              /* moment: 1 the victim's beat, 0 a time */
+    uint64_t beat;            /* planned beat (from 1) */
+    double at_s;              /* planned seconds since the tracer started */
+    uint64_t seed;
+    uint64_t r_thread;        /* the draw that chooses the victim */
+    uint64_t bytes;
+    double slow;
+    uint64_t wait_ms;
+    char spec_thread[64], spec_moment[64];
+    char truth[4096];
+
+    int32_t victim;           /* atomic: -1 until chosen */
+    uint32_t population;      /* threads it was chosen among (0: given) */
+    int population_team;      /* 1: the outermost OpenMP team, 0: the numbers seen */
+    int fired;                /* atomic: F_* */
+    uint64_t fired_ns, fired_beat, start_ns;
+    int fired_source;
+    long fired_tid;
+    int stop_how;
+    int beaten;               /* atomic: this process made a beat */
+    uint64_t units, leaked, skipped, delay_ns;   /* atomic: effects so far */
+    pthread_mutex_t lock;     /* the truth file */
+} inj = { .victim = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* the start of the calling thread's current unit of work (slow) */
+static __thread uint64_t inj_last;
+
+/* ------------------------------------------------------------------ */
+/* configuration                                                       */
+
+static uint64_t inj_splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int inj_u64(const char *s, uint64_t *v)
+{
+    char *end;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return 0;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || *end)
+        return 0;
+    *v = x;
+    return 1;
+}
+
+static int inj_double(const char *s, double *v)
+{
+    char *end;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return 0;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || *end || !(x >= 0) || x > 1e9)
+        return 0;
+    *v = x;
+    return 1;
+}
+
+/* "A" or "LO-HI" (LO <= HI): *lo, *hi */
+static int inj_range(const char *v, int integer, double *lo, double *hi)
+{
+    char buf[64];
+    if (!v || strlen(v) >= sizeof buf)
+        return 0;
+    strcpy(buf, v);
+    char *dash = strchr(buf, '-');
+    if (dash)
+        *dash = '\0';
+    const char *a = buf, *b = dash ? dash + 1 : buf;
+    if (integer) {
+        uint64_t x, y;
+        if (!inj_u64(a, &x) || !inj_u64(b, &y) || x < 1 || y < x || y > (1ull << 40))
+            return 0;
+        *lo = (double)x;
+        *hi = (double)y;
+    } else {
+        if (!inj_double(a, lo) || !inj_double(b, hi) || *hi < *lo)
+            return 0;
+    }
+    return 1;
+}
+
+static HBT_COLD void inj_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static HBT_COLD void inj_refuse(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    hbt_warn("hbtrace: %s: nothing is injected", msg);
+}
+
+static void inj_after_fork_child(void)
+{
+    /* the child is another process: the fault and its truth are the parent's */
+    __atomic_store_n(&hbt_inject_armed, 0, __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void inj_config(void)
+{
+    const char *k = hbt_getenv(HBT_ENV_HBTRACE_INJECT);
+    if (!k || !*k || hbt_env_flag(HBT_ENV_HBTRACE_DISABLE))
+        return;
+    int kind = K_NONE;
+    for (int i = 1; i < K_COUNT; i++)
+        if (strcmp(k, inj_kinds[i]) == 0)
+            kind = i;
+    const char *en = hbt_env_name(HBT_ENV_HBTRACE_INJECT);
+    if (kind == K_NONE) {
+        inj_refuse("%s=%.64s: unknown kind (known: leak, stop, slow, busy, cond, exit, segv)", en, k);
+        return;
+    }
+    inj.kind = kind;
+
+    const char *th = hbt_getenv(HBT_ENV_HBTRACE_INJECT_THREAD);
+    uint64_t x;
+    if (!th || !*th || strcmp(th, "random") == 0) {
+        inj.thread_req = -1;
+        snprintf(inj.spec_thread, sizeof inj.spec_thread, "random");
+    } else if (inj_u64(th, &x) && x < INJ_THREADS) {
+        inj.thread_req = (int32_t)x;
+        snprintf(inj.spec_thread, sizeof inj.spec_thread, "%" PRIu64, x);
+    } else {
+        inj_refuse("%s=%.64s: expected a thread number below %u or random",
+                   hbt_env_name(HBT_ENV_HBTRACE_INJECT_THREAD), th, INJ_THREADS);
+        return;
+    }
+
+    const char *seed = hbt_getenv(HBT_ENV_HBTRACE_INJECT_SEED);
+    inj.seed = 1;
+    if (seed && *seed && !inj_u64(seed, &inj.seed)) {
+        inj_refuse("%s=%.64s: expected a number", hbt_env_name(HBT_ENV_HBTRACE_INJECT_SEED), seed);
+        return;
+    }
+    uint64_t state = inj.seed;
+    uint64_t r_moment = inj_splitmix(&state);
+    inj.r_thread = inj_splitmix(&state);
+
+    const char *at = hbt_getenv(HBT_ENV_HBTRACE_INJECT_AT);
+    const char *bt = hbt_getenv(HBT_ENV_HBTRACE_INJECT_BEAT);
+    if (at && !*at)
+        at = NULL;
+    if (bt && !*bt)
+        bt = NULL;
+    if (!at == !bt) {
+        inj_refuse("%s needs exactly one of %s and %s", en, hbt_env_name(HBT_ENV_HBTRACE_INJECT_AT),
+                   hbt_env_name(HBT_ENV_HBTRACE_INJECT_BEAT));
+        return;
+    }
+    double lo, hi;
+    if (bt) {
+        if (!inj_range(bt, 1, &lo, &hi)) {
+            inj_refuse("%s=%.64s: expected a beat B >= 1 or a range LO-HI",
+                       hbt_env_name(HBT_ENV_HBTRACE_INJECT_BEAT), bt);
+            return;
+        }
+        uint64_t l = (uint64_t)lo, h = (uint64_t)hi;
+        inj.by_beat = 1;
+        inj.beat = l + r_moment % (h - l + 1);
+        snprintf(inj.spec_moment, sizeof inj.spec_moment, "%s", bt);
+    } else {
+        if (!inj_range(at, 0, &lo, &hi)) {
+            inj_refuse("%s=%.64s: expected SECONDS >= 0 or a range LO-HI",
+                       hbt_env_name(HBT_ENV_HBTRACE_INJECT_AT), at);
+            return;
+        }
+        inj.at_s = lo + (hi - lo) * ((double)(r_moment >> 11) * 0x1.0p-53);
+        snprintf(inj.spec_moment, sizeof inj.spec_moment, "%s", at);
+    }
+
+    const char *v = hbt_getenv(HBT_ENV_HBTRACE_INJECT_BYTES);
+    inj.bytes = 1048576;
+    if (v && *v && (!inj_u64(v, &inj.bytes) || inj.bytes > (1ull << 40))) {
+        inj_refuse("%s=%.64s: expected a number of bytes", hbt_env_name(HBT_ENV_HBTRACE_INJECT_BYTES), v);
+        return;
+    }
+    v = hbt_getenv(HBT_ENV_HBTRACE_INJECT_SLOW);
+    inj.slow = 3;
+    if (v && *v && (!inj_double(v, &inj.slow) || inj.slow <= 1 || inj.slow > 1000)) {
+        inj_refuse("%s=%.64s: expected a factor above 1, at most 1000",
+                   hbt_env_name(HBT_ENV_HBTRACE_INJECT_SLOW), v);
+        return;
+    }
+    v = hbt_getenv(HBT_ENV_HBTRACE_INJECT_WAIT_MS);
+    inj.wait_ms = 1000;
+    if (v && *v && (!inj_u64(v, &inj.wait_ms) || inj.wait_ms > 86400000ull)) {
+        inj_refuse("%s=%.64s: expected milliseconds", hbt_env_name(HBT_ENV_HBTRACE_INJECT_WAIT_MS), v);
+        return;
+    }
+    v = hbt_getenv(HBT_ENV_HBTRACE_INJECT_TRUTH);
+    if (v && *v) {
+        if (strlen(v) >= sizeof inj.truth - 16) {
+            inj_refuse("%s: path too long", hbt_env_name(HBT_ENV_HBTRACE_INJECT_TRUTH));
+            return;
+        }
+        strcpy(inj.truth, v);
+    }
+    inj.victim = inj.thread_req;
+    __atomic_store_n(&hbt_inject_armed, 1, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------------ */
+/* the truth file                                                      */
+
+struct inj_buf {
+    char *p;
+    size_t n, cap;
+};
+
+static void inj_put(struct inj_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void inj_put(struct inj_buf *b, const char *fmt, ...)
+{
+    if (b->n >= b->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        b->n = b->n + (size_t)k < b->cap ? b->n + (size_t)k : b->cap;
+}
+
+static void inj_put_str(struct inj_buf *b, const char *s)
+{
+    inj_put(b, "\"");
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            inj_put(b, "\\%c", c);
+        else if (c < 0x20)
+            inj_put(b, "\\u%04x", c);
+        else
+            inj_put(b, "%c", c);
+    }
+    inj_put(b, "\"");
+}
+
+static const char *inj_source_name(int source)
+{
+    return source == HBT_SRC_API ? "api" : source == HBT_SRC_OPENMP ? "openmp"
+         : source == HBT_SRC_MPI ? "mpi" : "?";
+}
+
+static uint64_t inj_start_ns(void)
+{
+    uint64_t s = __atomic_load_n(&inj.start_ns, __ATOMIC_ACQUIRE);
+    if (s)
+        return s;
+    if (hbt_state() == HBT_ON && hbt_g.hdr)
+        s = hbt_g.hdr->start_mono_ns;
+    if (!s)
+        s = hbt_now_ns();
+    uint64_t zero = 0;
+    __atomic_compare_exchange_n(&inj.start_ns, &zero, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&inj.start_ns, __ATOMIC_ACQUIRE);
+}
+
+/* Write the truth (under inj.lock). final: the process is exiting with status. */
+static void inj_write_truth(int final, int status)
+{
+    char path[4096 + 32];
+    if (inj.truth[0])
+        snprintf(path, sizeof path, "%s", inj.truth);
+    else if (hbt_state() == HBT_ON && hbt_g.dir[0])
+        snprintf(path, sizeof path, "%s/inject-truth.json", hbt_g.dir);
+    else
+        snprintf(path, sizeof path, "inject-truth.json");
+    static char text[8192];
+    struct inj_buf b = { text, 0, sizeof text };
+    int fired = __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) != F_NO;
+    int32_t victim = __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE);
+    uint64_t start = inj_start_ns();
+
+    inj_put(&b, "{\n  \"format\": \"hbtool-inject-truth\",\n  \"version\": 1,\n");
+    inj_put(&b, "  \"kind\": \"%s\",\n  \"pid\": %ld,\n  \"trace\": ", inj_kinds[inj.kind], (long)getpid());
+    inj_put_str(&b, hbt_state() == HBT_ON ? hbt_g.path : "");
+    inj_put(&b, ",\n  \"seed\": %" PRIu64 ",\n  \"thread_requested\": ", inj.seed);
+    if (inj.thread_req >= 0)
+        inj_put(&b, "%d", (int)inj.thread_req);
+    else
+        inj_put_str(&b, inj.spec_thread);
+    inj_put(&b, ",\n  \"moment_requested\": {\"%s\": ", inj.by_beat ? "beat" : "at_s");
+    inj_put_str(&b, inj.spec_moment);
+    inj_put(&b, "},\n");
+    if (victim >= 0)
+        inj_put(&b, "  \"thread\": %d,\n", (int)victim);
+    else
+        inj_put(&b, "  \"thread\": null,\n");
+    if (inj.population)
+        inj_put(&b, "  \"chosen_among\": {\"threads\": %u, \"from\": \"%s\"},\n", inj.population,
+                inj.population_team ? "openmp-team" : "threads-seen");
+    else
+        inj_put(&b, "  \"chosen_among\": null,\n");
+    if (inj.by_beat)
+        inj_put(&b, "  \"planned\": {\"beat\": %" PRIu64 ", \"at_s\": null},\n", inj.beat);
+    else
+        inj_put(&b, "  \"planned\": {\"beat\": null, \"at_s\": %.9f},\n", inj.at_s);
+    inj_put(&b, "  \"fired\": %s,\n", fired ? "true" : "false");
+    if (fired) {
+        inj_put(&b, "  \"fired_at\": {\"mono_ns\": %" PRIu64 ", \"trace_ns\": %" PRId64
+                ", \"trace_s\": %.9f, \"beat\": %" PRIu64 ", \"source\": \"%s\", \"os_tid\": %ld},\n",
+                inj.fired_ns, (int64_t)(inj.fired_ns - start), (double)(int64_t)(inj.fired_ns - start) * 1e-9,
+                inj.fired_beat, inj_source_name(inj.fired_source), inj.fired_tid);
+    } else {
+        inj_put(&b, "  \"fired_at\": null,\n");
+    }
+    inj_put(&b, "  \"params\": {\"bytes\": %" PRIu64 ", \"slow\": %.17g, \"wait_ms\": %" PRIu64 "},\n",
+            inj.bytes, inj.slow, inj.wait_ms);
+    const char *how = inj.stop_how == S_OPENMP ? "\"openmp-chunks\""
+                    : inj.stop_how == S_PTHREAD_EXIT ? "\"pthread_exit\"" : "null";
+    inj_put(&b, "  \"effect\": {\"units\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
+            ", \"chunks_skipped\": %" PRIu64 ", \"delay_ns\": %" PRIu64 ", \"stop\": %s},\n",
+            __atomic_load_n(&inj.units, __ATOMIC_RELAXED), __atomic_load_n(&inj.leaked, __ATOMIC_RELAXED),
+            __atomic_load_n(&inj.skipped, __ATOMIC_RELAXED), __atomic_load_n(&inj.delay_ns, __ATOMIC_RELAXED),
+            how);
+    inj_put(&b, "  \"start_mono_ns\": %" PRIu64 ",\n", start);
+    if (final)
+        inj_put(&b, "  \"final\": true,\n  \"exit_status\": %d\n}\n", status);
+    else
+        inj_put(&b, "  \"final\": false,\n  \"exit_status\": null\n}\n");
+
+    char tmp[4096 + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        hbt_warn("hbtrace: cannot write the injector's truth %s: %s", tmp, strerror(errno));
+        return;
+    }
+    size_t off = 0;
+    while (off < b.n) {
+        ssize_t w = write(fd, text + off, b.n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    if (close(fd) != 0 || off != b.n || rename(tmp, path) != 0) {
+        hbt_warn("hbtrace: cannot write the injector's truth %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+static void inj_truth(int final, int status)
+{
+    pthread_mutex_lock(&inj.lock);
+    inj_write_truth(final, status);
+    pthread_mutex_unlock(&inj.lock);
+}
+
+void hbt_inject_at_exit(int status)
+{
+    if (!__atomic_load_n(&hbt_inject_armed, __ATOMIC_ACQUIRE)
+        || !__atomic_load_n(&inj.beaten, __ATOMIC_ACQUIRE))
+        return;
+    /* a thread that is firing right now holds the lock: do not wait for it long */
+    for (int i = 0; i < 200; i++) {
+        if (pthread_mutex_trylock(&inj.lock) == 0) {
+            inj_write_truth(1, status);
+            pthread_mutex_unlock(&inj.lock);
+            return;
+        }
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* the faults                                                          */
+
+static int (*inj_omp_level)(void);
+static int (*inj_omp_team_size)(int);
+
+static void inj_resolve_omp(void)
+{
+    if (!inj_omp_level) {
+        inj_omp_team_size = (int (*)(int))dlsym(RTLD_DEFAULT, "omp_get_team_size");
+        inj_omp_level = (int (*)(void))dlsym(RTLD_DEFAULT, "omp_get_level");
+    }
+}
+
+static int inj_in_parallel(void)
+{
+    inj_resolve_omp();
+    return inj_omp_level && inj_omp_level() > 0;
+}
+
+/* Burn the CPU until `until` (CLOCK_MONOTONIC ns). */
+static void inj_spin_until(uint64_t until)
+{
+    volatile uint64_t sink = 0;
+    while (hbt_now_ns() < until)
+        for (int i = 0; i < 1000; i++)
+            sink += (uint64_t)i;
+}
+
+static void inj_leak(void)
+{
+    if (!inj.bytes)
+        return;
+    char *p = malloc(inj.bytes);
+    if (!p)
+        return;
+    memset(p, 0xA5, inj.bytes);   /* touched: resident, not just reserved */
+    __asm__ volatile("" : : "r"(p) : "memory");
+    __atomic_add_fetch(&inj.leaked, inj.bytes, __ATOMIC_RELAXED);
+}
+
+/* A unit of work of the victim ended at now, after the fault fired. */
+static void inj_unit(uint64_t now)
+{
+    __atomic_add_fetch(&inj.units, 1, __ATOMIC_RELAXED);
+    if (inj.kind == K_LEAK) {
+        inj_leak();
+    } else if (inj.kind == K_SLOW && inj_last && now > inj_last) {
+        uint64_t unit = now - inj_last;
+        if (unit > 10000000000ull)
+            unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
+        uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+        inj_spin_until(now + delay);
+        __atomic_add_fetch(&inj.delay_ns, delay, __ATOMIC_RELAXED);
+    }
+}
+
+static void inj_block_on_cond(uint64_t ms)
+{
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c;
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&c, &a);
+    pthread_condattr_destroy(&a);
+    uint64_t until = hbt_now_ns() + ms * 1000000ull;
+    struct timespec ts = { (time_t)(until / 1000000000ull), (long)(until % 1000000000ull) };
+    pthread_mutex_lock(&m);
+    while (hbt_now_ns() < until)   /* spurious wake-ups wait again */
+        if (pthread_cond_timedwait(&c, &m, &ts) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&m);
+    pthread_cond_destroy(&c);
+}
+
+/* Fire the fault in the calling thread (the victim's), at its beat number `beat`. */
+static HBT_COLD void inj_fire(int source, uint64_t beat, uint64_t now)
+{
+    inj.fired_ns = now;
+    inj.fired_beat = beat;
+    inj.fired_source = source;
+    inj.fired_tid = (long)syscall(SYS_gettid);
+    if (inj.kind == K_STOP)
+        inj.stop_how = source == HBT_SRC_OPENMP || inj_in_parallel() ? S_OPENMP : S_PTHREAD_EXIT;
+    __atomic_store_n(&inj.fired, F_DONE, __ATOMIC_RELEASE);
+    inj_truth(0, 0);
+    switch (inj.kind) {
+    case K_LEAK:
+    case K_SLOW:
+        inj_unit(now);
+        break;
+    case K_BUSY:
+        inj_spin_until(now + inj.wait_ms * 1000000ull);
+        __atomic_add_fetch(&inj.delay_ns, hbt_now_ns() - now, __ATOMIC_RELAXED);
+        break;
+    case K_COND:
+        inj_block_on_cond(inj.wait_ms);
+        __atomic_add_fetch(&inj.delay_ns, hbt_now_ns() - now, __ATOMIC_RELAXED);
+        break;
+    case K_EXIT:
+        exit(1);
+    case K_SEGV:
+        raise(SIGSEGV);
+        break;   /* the program's own handler returned: the thread goes on */
+    case K_STOP:
+        if (inj.stop_how == S_PTHREAD_EXIT)
+            pthread_exit(NULL);
+        break;
+    }
+}
+
+/* The victim among the thread numbers: the outermost OpenMP team when the
+ * calling thread is in a parallel region, else the numbers that beat so far. */
+static HBT_COLD void inj_choose(void)
+{
+    uint32_t n = 0;
+    int team = 0;
+    if (inj_in_parallel() && inj_omp_team_size) {
+        int s = inj_omp_team_size(1);
+        if (s > 0 && (uint32_t)s <= INJ_THREADS) {
+            n = (uint32_t)s;
+            team = 1;
+        }
+    }
+    int32_t chosen = -1;
+    if (team) {
+        chosen = (int32_t)(inj.r_thread % n);
+    } else {
+        for (uint32_t w = 0; w < INJ_THREADS / 64; w++)
+            n += (uint32_t)__builtin_popcountll(__atomic_load_n(&inj_seen[w], __ATOMIC_RELAXED));
+        if (!n)
+            return;
+        uint64_t k = inj.r_thread % n;
+        for (uint32_t i = 0; i < INJ_THREADS; i++)
+            if ((__atomic_load_n(&inj_seen[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1) {
+                if (k-- == 0) {
+                    chosen = (int32_t)i;
+                    break;
+                }
+            }
+    }
+    int32_t none = -1;
+    pthread_mutex_lock(&inj.lock);
+    if (__atomic_compare_exchange_n(&inj.victim, &none, chosen, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        inj.population = n;
+        inj.population_team = team;
+    }
+    pthread_mutex_unlock(&inj.lock);
+}
+
+static inline int inj_moment(uint64_t count, uint64_t now)
+{
+    if (inj.by_beat)
+        return count >= inj.beat;
+    return now >= inj_start_ns() + (uint64_t)(inj.at_s * 1e9);
+}
+
+void hbt_inject_point(int source, int32_t thread, uint64_t now)
+{
+    if (!__atomic_load_n(&hbt_inject_armed, __ATOMIC_ACQUIRE) || thread < 0
+        || (uint32_t)thread >= INJ_THREADS)
+        return;
+    if (!now)
+        now = hbt_now_ns();
+    if (__builtin_expect(!__atomic_load_n(&inj.beaten, __ATOMIC_RELAXED), 0)) {
+        if (!__atomic_exchange_n(&inj.beaten, 1, __ATOMIC_ACQ_REL)) {
+            hbt_fork_child_add(inj_after_fork_child);
+            inj_truth(0, 0);   /* the plan, before anything happens */
+        }
+    }
+    uint64_t count = __atomic_add_fetch(&inj_count[thread].n, 1, __ATOMIC_RELAXED);
+    uint64_t bit = 1ull << (thread % 64);
+    if (!(__atomic_load_n(&inj_seen[thread / 64], __ATOMIC_RELAXED) & bit))
+        __atomic_or_fetch(&inj_seen[thread / 64], bit, __ATOMIC_RELAXED);
+
+    int fired = __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE);
+    int32_t victim = __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE);
+    if (fired == F_DONE) {
+        if (thread == victim)
+            inj_unit(now);
+    } else if (fired == F_NO) {
+        if (victim < 0 && inj_moment(count, now)) {
+            inj_choose();
+            victim = __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE);
+        }
+        if (thread == victim && inj_moment(count, now)) {
+            int no = F_NO;
+            if (__atomic_compare_exchange_n(&inj.fired, &no, F_FIRING, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                inj_fire(source, count, now);
+        }
+    }
+    inj_last = hbt_now_ns();
+}
+
+void hbt_inject_waited(uint64_t now)
+{
+    inj_last = now ? now : hbt_now_ns();
+}
+
+int hbt_inject_skip_chunk(int32_t thread, const char *entry)
+{
+    if (inj.kind != K_STOP || __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) != F_DONE
+        || inj.stop_how != S_OPENMP || thread != __atomic_load_n(&inj.victim, __ATOMIC_RELAXED))
+        return 0;
+    /* an ordered loop's threads hand the turn on to each other inside _next */
+    if (strstr(entry, "ordered"))
+        return 0;
+    __atomic_add_fetch(&inj.skipped, 1, __ATOMIC_RELAXED);
+    return 1;
+}

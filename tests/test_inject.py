@@ -1,0 +1,343 @@
+"""The thread fault injector (native_tracer/src/inject.c, docs/inject.md): every kind on a plain
+OpenMP program built with gcc -fopenmp (heat_omp: dynamic loops, automatic beats) and on a pthread
+program with API beats (pi_pthread), through `hbtool record --inject KIND`.
+
+Bounds come from what the run itself measured (its own beat intervals, the truth file's counts),
+or from lower bounds the injector guarantees by construction (a wait of W ms leaves a gap of at
+least W ms), never from absolute speeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, TRACER, run_hbtool
+
+HEAT = [str(EXAMPLES / "heat_omp"), "--threads", "2", "--size", "256", "--steps", "40"]
+PI = [str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "150", "--work", "40000"]
+PI_BEATS = 150
+
+
+@pytest.fixture(autouse=True)
+def _built(tracer_built):
+    return tracer_built
+
+
+def record(tmp_path: Path, name: str, program: list[str], *options: str):
+    out = tmp_path / name
+    r = run_hbtool("record", "-o", out, *options, "--", *program)
+    truth_path = out / "inject-truth.json"
+    truth = json.loads(truth_path.read_text()) if truth_path.exists() else None
+    return r, out, truth
+
+
+def beats(out: Path):
+    from hbtool.io import read_heartbeats
+
+    trace = read_heartbeats([out])
+    return trace.beats.sort_values(["thread", "t_ns"]).reset_index(drop=True), trace.events
+
+
+def chunk_beats(b):
+    return b[b["construct"].astype(str).str.startswith("loop")]
+
+
+def heat_line(text: str) -> str:
+    m = re.search(r"heat_omp: .* heat \S+", text)
+    assert m, text
+    return m.group(0)
+
+
+PI_LINE = re.compile(r"^pi_pthread checksum \d+\.\d+ elapsed_s \d+\.\d+$", re.M)
+
+
+def fired_ok(truth: dict, kind: str, thread: int, final: bool = True):
+    assert truth is not None
+    assert truth["format"] == "hbtool-inject-truth" and truth["version"] == 1
+    assert truth["kind"] == kind and truth["fired"] is True and truth["thread"] == thread, truth
+    assert truth["fired_at"]["beat"] >= 1 and truth["fired_at"]["mono_ns"] > truth["start_mono_ns"]
+    assert truth["final"] is final
+
+
+# ----------------------------------------------------------------------------------------------
+# nothing requested, nothing changes
+
+
+def test_no_injection_changes_nothing(tmp_path):
+    plain = subprocess.run(HEAT, capture_output=True, text=True, timeout=120)
+    r, out, truth = record(tmp_path, "heat", HEAT)
+    assert r.returncode == 0 == plain.returncode
+    assert heat_line(r.stdout) == heat_line(plain.stdout)
+    assert truth is None and not list(out.glob("inject-truth*"))
+    assert "injected" not in r.stderr
+    r, out, truth = record(tmp_path, "pi", PI)
+    assert r.returncode == 0 and PI_LINE.search(r.stdout) and truth is None
+
+
+# ----------------------------------------------------------------------------------------------
+# stop
+
+
+def test_stop_openmp_skips_the_victims_chunks_and_the_output_stays_right(tmp_path):
+    plain = subprocess.run(HEAT, capture_output=True, text=True, timeout=120)
+    r, out, truth = record(tmp_path, "stop", HEAT, "--inject", "stop", "--thread", "1", "--beat", "20")
+    assert r.returncode == 0, r.stderr
+    assert heat_line(r.stdout) == heat_line(plain.stdout)  # the others did the victim's chunks
+    fired_ok(truth, "stop", 1)
+    assert truth["fired_at"]["beat"] == 20 and truth["fired_at"]["source"] == "openmp"
+    assert truth["effect"]["stop"] == "openmp-chunks" and truth["effect"]["chunks_skipped"] > 0
+    assert "injected stop into thread 1 at its beat 20" in r.stderr
+    b, _ = beats(out)
+    t0 = truth["fired_at"]["trace_ns"]
+    v = b[b.thread == 1]
+    assert int(v.iloc[19]["t_ns"]) == t0  # the 20th beat is the moment
+    chunks = chunk_beats(b)
+    after_v = chunks[(chunks.thread == 1) & (chunks.t_ns > t0)]
+    after_o = chunks[(chunks.thread == 0) & (chunks.t_ns > t0)]
+    regions_after = int(((b.thread == 0) & (b.t_ns > t0) & ~b["construct"].astype(str).str.startswith("loop")).sum())
+    # at most the one chunk each loop's _start hands the victim; the other thread does the rest
+    assert len(after_v) <= regions_after + 1
+    assert len(after_o) > 4 * max(len(after_v), 1)
+    assert int(chunks[chunks.thread == 0]["t_ns"].max()) > t0
+
+
+def test_stop_pthread_ends_the_victim_the_others_complete(tmp_path):
+    r, out, truth = record(tmp_path, "stop", PI, "--inject", "stop", "--thread", "1", "--beat", "30")
+    assert r.returncode == 0, r.stderr
+    assert PI_LINE.search(r.stdout)
+    fired_ok(truth, "stop", 1)
+    assert truth["effect"]["stop"] == "pthread_exit" and truth["fired_at"]["source"] == "api"
+    b, ev = beats(out)
+    assert (b.thread == 1).sum() == 30 and (b.thread == 0).sum() == PI_BEATS
+    end = ev[(ev.kind == "thread_end") & (ev.os_tid == truth["fired_at"]["os_tid"])]
+    assert len(end) == 1 and int(end.iloc[0]["detail"]) == 1  # HBT_END_PTHREAD_EXIT
+
+
+# ----------------------------------------------------------------------------------------------
+# leak
+
+
+def _maxrss_kib(cmd: list[str], env: dict) -> int:
+    """The program's peak resident memory (KiB). A child of this (large) Python process starts
+    with its parent's peak, so the figure is trusted only above that baseline: the callers size
+    the leak well past it."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    assert p.returncode == 0
+    return usage.ru_maxrss
+
+
+@pytest.mark.parametrize("program,thread", [(HEAT, 0), (PI, 1)], ids=["openmp", "pthread"])
+def test_leak_grows_the_resident_memory_by_what_the_truth_says(tmp_path, program, thread):
+    lib = str(TRACER / "lib" / "libhbtrace.so")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("HBTRACE_INJECT")}
+    base.update(LD_PRELOAD=lib, HBTRACE_DIR=str(tmp_path / "normal"))
+    normal = _maxrss_kib(program, base)
+    b, _ = beats(tmp_path / "normal")
+    victim_beats = int((b.thread == thread).sum())
+    # the leak: three times the baseline peak over half the victim's usual beats after beat 10
+    per_unit = -(-3 * normal * 1024 // max(1, (victim_beats - 10) // 2))
+    env = dict(base, HBTRACE_DIR=str(tmp_path / "leak"), HBTRACE_INJECT="leak", HBTRACE_INJECT_THREAD=str(thread),
+               HBTRACE_INJECT_BEAT="10", HBTRACE_INJECT_BYTES=str(per_unit))
+    leaky = _maxrss_kib(program, env)
+    truth = json.loads((tmp_path / "leak" / "inject-truth.json").read_text())
+    fired_ok(truth, "leak", thread)
+    eff = truth["effect"]
+    assert eff["units"] >= 1 and eff["leaked_bytes"] == eff["units"] * per_unit
+    assert eff["leaked_bytes"] >= 1.5 * normal * 1024  # past the baseline, so the peak below is the leak's
+    # every leaked byte was written and never freed: all of it was resident at once
+    assert leaky * 1024 >= 0.9 * eff["leaked_bytes"] and leaky > normal, (leaky, normal, eff)
+    b, _ = beats(tmp_path / "leak")
+    assert int((b.thread == thread).sum()) - truth["fired_at"]["beat"] + 1 == eff["units"]
+
+
+# ----------------------------------------------------------------------------------------------
+# slow, busy, cond
+
+
+def intervals(t_ns) -> np.ndarray:
+    return np.diff(np.asarray(t_ns, dtype=np.int64))
+
+
+def test_slow_pthread_spaces_the_victims_beats_by_the_factor(tmp_path):
+    r, out, truth = record(tmp_path, "slow", PI, "--inject", "slow", "--thread", "0", "--beat", "40",
+                           "--inject-slow", "4")
+    assert r.returncode == 0, r.stderr
+    fired_ok(truth, "slow", 0)
+    b, _ = beats(out)
+    v = b[b.thread == 0]["t_ns"].to_numpy()
+    k = truth["fired_at"]["beat"]
+    before, after = np.median(intervals(v[:k])), np.median(intervals(v[k - 1:]))
+    assert after >= 0.6 * 4 * before, (before, after)
+    assert truth["effect"]["delay_ns"] > 0
+
+
+def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
+    r, out, truth = record(tmp_path, "slow", HEAT, "--inject", "slow", "--thread", "1", "--beat", "20",
+                           "--inject-slow", "4")
+    assert r.returncode == 0, r.stderr
+    fired_ok(truth, "slow", 1)
+    b, _ = beats(out)
+    t0 = truth["fired_at"]["trace_ns"]
+
+    def chunk_gaps(thread, after):
+        c = b[b.thread == thread]
+        t = c["t_ns"].to_numpy()
+        is_chunk = c["construct"].astype(str).str.startswith("loop").to_numpy()
+        # consecutive chunk beats of one loop (no region end between them)
+        ok = is_chunk[1:] & is_chunk[:-1] & ((t[:-1] > t0) if after else (t[1:] <= t0))
+        return np.diff(t)[ok]
+
+    before, after = chunk_gaps(1, False), chunk_gaps(1, True)
+    assert len(before) >= 5 and len(after) >= 5
+    assert np.median(after) >= 0.6 * 4 * np.median(before), (np.median(before), np.median(after))
+
+
+def _gap_at_fire(b, thread, k):
+    t = b[b.thread == thread]["t_ns"].to_numpy()
+    gaps = intervals(t)
+    return gaps[k - 1], np.median(np.delete(gaps, k - 1))
+
+
+@pytest.mark.parametrize("kind", ["busy", "cond"])
+def test_busy_and_cond_leave_a_gap_in_the_victims_beats(tmp_path, kind):
+    # the wait: long against this run's own beat interval (a normal run measures it)
+    r, out, _ = record(tmp_path, "normal", PI)
+    b, _ = beats(out)
+    median = float(np.median(intervals(b[b.thread == 1]["t_ns"])))
+    wait_ms = max(100, int(20 * median / 1e6))
+    r, out, truth = record(tmp_path, kind, PI, "--inject", kind, "--thread", "1", "--beat", "50",
+                           "--inject-wait-ms", str(wait_ms))
+    assert r.returncode == 0, r.stderr
+    assert PI_LINE.search(r.stdout)
+    fired_ok(truth, kind, 1)
+    assert truth["params"]["wait_ms"] == wait_ms and truth["effect"]["delay_ns"] >= wait_ms * 1e6
+    b, _ = beats(out)
+    assert (b.thread == 1).sum() == PI_BEATS  # it went on after the wait
+    gap, usual = _gap_at_fire(b, 1, 50)
+    assert gap >= wait_ms * 1e6 and gap >= 5 * usual
+
+
+@pytest.mark.parametrize("kind", ["busy", "cond"])
+def test_busy_and_cond_openmp(tmp_path, kind):
+    r, out, truth = record(tmp_path, kind, HEAT, "--inject", kind, "--thread", "1", "--beat", "20",
+                           "--inject-wait-ms", "300")
+    assert r.returncode == 0, r.stderr
+    fired_ok(truth, kind, 1)
+    b, _ = beats(out)
+    gap, usual = _gap_at_fire(b, 1, 20)
+    assert gap >= 300e6 and gap >= 5 * usual
+
+
+# ----------------------------------------------------------------------------------------------
+# exit, segv
+
+
+@pytest.mark.parametrize("program,thread", [(HEAT, 1), (PI, 0)], ids=["openmp", "pthread"])
+def test_exit_ends_the_process_with_status_1(tmp_path, program, thread):
+    r, out, truth = record(tmp_path, "exit", program, "--inject", "exit", "--thread", str(thread), "--beat", "15")
+    assert r.returncode == 1, r.stderr
+    fired_ok(truth, "exit", thread)
+    assert truth["exit_status"] == 1
+    b, ev = beats(out)
+    pe = ev[ev.kind == "process_exit"]
+    assert len(pe) == 1 and int(pe.iloc[0]["detail"]) == 1
+    assert (b.thread == thread).sum() == 15
+    assert "exited with status 1" in r.stderr
+
+
+@pytest.mark.parametrize("program,thread", [(HEAT, 0), (PI, 1)], ids=["openmp", "pthread"])
+def test_segv_kills_the_process_and_is_recorded(tmp_path, program, thread):
+    r, out, truth = record(tmp_path, "segv", program, "--inject", "segv", "--thread", str(thread), "--beat", "15")
+    assert r.returncode == 139, r.stderr
+    fired_ok(truth, "segv", thread, final=False)
+    _, ev = beats(out)
+    sig = ev[ev.kind == "signal"]
+    assert len(sig) == 1 and int(sig.iloc[0]["detail"]) == 11
+    assert int(sig.iloc[0]["os_tid"]) == truth["fired_at"]["os_tid"]
+
+
+# ----------------------------------------------------------------------------------------------
+# random choices, a moment never reached, the command line
+
+
+@pytest.mark.parametrize("program", [HEAT, PI], ids=["openmp", "pthread"])
+def test_seeded_random_choice_is_reproducible(tmp_path, program):
+    got = []
+    for i in range(2):
+        r, out, truth = record(tmp_path, f"r{i}", program, "--inject", "slow", "--thread", "random",
+                               "--beat", "5-25", "--inject-seed", "11", "--inject-slow", "1.5")
+        assert r.returncode == 0, r.stderr
+        assert truth["fired"] and truth["thread_requested"] == "random"
+        assert truth["chosen_among"]["threads"] == 2
+        got.append((truth["thread"], truth["planned"]["beat"], truth["fired_at"]["beat"]))
+    assert got[0] == got[1]
+    assert 5 <= got[0][1] <= 25 and got[0][2] >= got[0][1]
+    chosen = {record(tmp_path, f"s{s}", program, "--inject", "slow", "--beat", "5-25", "--inject-seed", str(s),
+                     "--inject-slow", "1.5")[2]["planned"]["beat"] for s in range(1, 6)}
+    assert len(chosen) > 1  # the seed does choose
+
+
+def test_a_moment_never_reached_is_fired_false(tmp_path):
+    r, out, truth = record(tmp_path, "late", PI, "--inject", "leak", "--thread", "0", "--beat", "100000")
+    assert r.returncode == 0
+    assert truth["fired"] is False and truth["fired_at"] is None and truth["final"] is True
+    assert truth["exit_status"] == 0 and truth["planned"]["beat"] == 100000
+    assert "leak was not injected" in r.stderr
+
+
+def test_at_seconds_fires_at_the_first_beat_after_it(tmp_path):
+    r, out, truth = record(tmp_path, "at", HEAT, "--inject", "leak", "--thread", "1", "--at", "0.02",
+                           "--inject-bytes", "4096")
+    assert r.returncode == 0
+    fired_ok(truth, "leak", 1)
+    b, _ = beats(out)
+    v = b[b.thread == 1]["t_ns"].to_numpy()
+    k = truth["fired_at"]["beat"]
+    assert v[k - 1] == truth["fired_at"]["trace_ns"] and v[k - 1] >= 0.02e9
+    assert k == 1 or v[k - 2] < 0.02e9
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--inject", "leak"], "needs exactly one of --at SECONDS and --beat B"),
+    (["--inject", "leak", "--at", "1", "--beat", "3"], "needs exactly one of"),
+    (["--inject", "leak", "--beat", "0"], "--beat '0'"),
+    (["--inject", "leak", "--beat", "9-3"], "LO <= HI"),
+    (["--inject", "slow", "--at", "x"], "--at 'x'"),
+    (["--inject", "stop", "--beat", "3", "--thread", "two"], "--thread 'two'"),
+    (["--inject", "stop", "--beat", "3", "--inject-bytes", "10"], "--inject-bytes goes with --inject leak"),
+    (["--inject", "leak", "--beat", "3", "--inject-wait-ms", "10"], "--inject-wait-ms goes with"),
+    (["--inject", "leak", "--beat", "3", "--inject-calls", "mpi"], "--inject-calls goes with the MPI delay"),
+    (["--thread", "1"], "--thread goes with a thread fault"),
+    (["--inject", "500,100,0.1", "--beat", "3"], "--beat goes with a thread fault"),
+    (["--inject", "crash", "--beat", "3"], "expected MEAN_US,SD_US,PROB"),
+])
+def test_record_refuses_bad_combinations_in_one_line(tmp_path, args, msg):
+    r = run_hbtool("record", "-o", tmp_path / "o", *args, "--", "true")
+    assert r.returncode == 2, r.stderr
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_help_says_which_inject_is_which():
+    r = run_hbtool("record", "--help")
+    text = " ".join(r.stdout.split())
+    assert "leak, stop, slow, busy, cond, exit, segv" in text and "MEAN_US,SD_US,PROB" in text
+    assert "--thread" in text and "--beat" in text and "--at" in text
+
+
+def test_the_library_refuses_bad_variables_and_injects_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBTRACE_INJECT")}
+    env.update(LD_PRELOAD=str(TRACER / "lib" / "libhbtrace.so"), HBTRACE_DIR=str(tmp_path),
+               HBTRACE_INJECT="stop", HBTRACE_INJECT_BEAT="3", HBTRACE_INJECT_AT="1")
+    r = subprocess.run(PI, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "nothing is injected" in r.stderr
+    assert not (tmp_path / "inject-truth.json").exists()
