@@ -115,3 +115,11 @@ def test_behavior_names_the_construct_a_thread_waited_in():
     (row,) = behavior_timelines(HeartbeatTrace(beats=b, runs={"r": {"lifecycle": False}}))
     cw = [iv for iv in row["intervals"] if iv["behavior"] == "conditional-waiting"]
     assert [iv["detail"] for iv in cw] == ["no beats for 0.600 s, then beats resumed (in loop psinv._omp_fn.1)"]
+
+
+def test_json_says_which_beats_were_analysed(tmp_path, capsys):
+    p = tmp_path / "mixed.parquet"
+    write_heartbeats(_mixed(), str(p))
+    for cmd in ("diagnose", "behavior"):
+        code, out, _ = run_cli(capsys, cmd, "--format", "json", p)
+        assert code == 0 and json.loads(out)["beats"] == {"r": {"0": "api", "1": "openmp"}}

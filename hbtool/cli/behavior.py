@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..analyzers.behavior import FINDINGS
-from .hsa_common import beats_line, beats_option
+from .hsa_common import beats_line, beats_option, beats_used
 from .output import emit, output_options
 
 CSV_COLUMNS = ["run", "process", "thread", "behavior", "start_s", "end_s", "duration_s", "first_beat",
@@ -85,7 +85,8 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, beats, fmt):
     settings = {"slow_factor": s.slow_factor, "gap_factor": s.gap_factor, "min_wait_s": s.min_wait_s,
                 "window_s": s.window_s, "min_slow_beats": s.min_slow_beats, "min_busy_s": s.min_busy_s}
     if fmt == "json":
-        emit(fmt, threads, [], key="threads", extra={"settings": settings, "monitors": monitors})
+        emit(fmt, threads, [], key="threads", extra={"settings": settings, "monitors": monitors,
+                                                      "beats": beats_used(trace)})
     elif fmt == "csv":
         flat = []
         for t in threads:

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from .hsa_common import beats_line, beats_option
+from .hsa_common import beats_line, beats_option, beats_used
 from .output import emit, output_options, warn
 
 #: the text table's columns (process only when a run has several); csv has every field json has
@@ -87,7 +87,8 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
     extra = {"ranges": {"source": model_path or "default", "level": model.level,
                         "values": {k: list(v) for k, v in model.ranges.items()},
                         "expected_beats": model.expected_beats},
-             "reference": ref or ("model" if model.reference else "team-median"), "references": result.references}
+             "reference": ref or ("model" if model.reference else "team-median"), "references": result.references,
+             "beats": beats_used(trace)}
     rows = result.threads()
     for r in rows:
         r["compared_with"] = compared_with(r)

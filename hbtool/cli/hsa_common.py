@@ -81,3 +81,9 @@ def threads_phrase(summary) -> str:
     n = len(summary)
     beating = int((summary["beats"] > 0).sum()) if n else 0
     return f"{n} thread{'s' if n != 1 else ''}" + (f" ({beating} with beats)" if beating != n else "")
+
+
+def beats_used(trace) -> dict[str, dict[str, str]]:
+    """For json: run -> {process: the source of the beats analysed}."""
+    return {run: {str(p): src for p, src in sorted((meta.get("beats") or {}).items())}
+            for run, meta in trace.runs.items()}
