@@ -8,15 +8,17 @@ Prints, for NPB MG and LU (gcc -fopenmp, unmodified; class A, or W with --quick)
   and HBTRACE_BEATS=none (no automatic beats), and with the tracer's default (openmp beats on);
   each median and the ratios;
 - trace bytes per beat (records, and the trace file as written) of the last default run;
+- what the beats and waits counted in that trace can cost at most, at the measured cost of one
+  intercepted event (below): a bound that this machine's noise cannot blur;
 
-and the cost of one intercepted event, a chunk of a dynamically scheduled loop
+and, measured first, the cost of one intercepted event, a chunk of a dynamically scheduled loop
 (GOMP_loop_*_next, one thread, schedule(dynamic,1), 2,000,000 chunks): the extra time per chunk
 with beats on as a ratio to one clock_gettime(CLOCK_MONOTONIC) measured in the same process,
 median of interleaved rounds; with --lib-before OLD.so, the same for another build of
 libhbtrace.so side by side in the same rounds (before/after a change of the chunk path).
 
-    python benchmarks/bench_openmp_beats.py            # class A: ~9 min on 2 cores (LU A ~25 s a run)
-    python benchmarks/bench_openmp_beats.py --quick    # class W: ~1 min
+    python benchmarks/bench_openmp_beats.py            # class A: ~4 min on a quiet 2-core machine (LU A ~14 s a run), 15 min loaded
+    python benchmarks/bench_openmp_beats.py --quick    # class W: ~40 s
     python benchmarks/bench_openmp_beats.py --micro-only --lib-before /tmp/libhbtrace-main.so
 
 Runs use LD_PRELOAD and HBTRACE_* directly, as `hbtool record` sets them, so that Python's start
@@ -92,8 +94,8 @@ VARIANTS = [("no tracer", False, None), ("tracer, HBTRACE_BEATS=none", True, "no
             ("tracer, default (openmp beats)", True, None)]
 
 
-def overhead(tmp: Path, kernel: str, klass: str, rounds: int, threads: int) -> None:
-    from test_openmp_beats import BEAT, SRC_OPENMP, build_npb, records
+def overhead(tmp: Path, kernel: str, klass: str, rounds: int, threads: int, per_event_ns: float) -> None:
+    from test_openmp_beats import BEAT, SRC_OPENMP, WAIT, build_npb, records
 
     exe = build_npb(tmp / kernel, kernel, klass)
     times: dict = {name: [] for name, _, _ in VARIANTS}
@@ -117,12 +119,19 @@ def overhead(tmp: Path, kernel: str, klass: str, rounds: int, threads: int) -> N
     rec = records(f)
     nbeats = int(((rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP)).sum())
     nrec = len(rec["kind"])
+    nwait = int(((rec["kind"] == WAIT) & ((rec["flags"] & 0xF) == SRC_OPENMP)).sum())
     print(f"  trace: {nbeats} openmp beats, {nrec} records in all (beats, waits, names, lifecycle): "
           f"{nrec * 32 / nbeats:.1f} bytes of records per beat; file {f.stat().st_size} bytes, "
           f"{f.stat().st_size / nbeats:.1f} per beat")
+    # what the beats can cost at most, from what was counted: every beat and wait at the
+    # measured cost of one intercepted event, all on one thread's critical path
+    cost = (nbeats + nwait) * per_event_ns * 1e-9
+    print(f"  expected from the counts: {nbeats + nwait} beats and waits x {per_event_ns:.1f} ns = {cost * 1e3:.3f} ms, "
+          f"{100 * cost / off:.4f} % of the run (at most: the threads record in parallel)")
 
 
-def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_000) -> None:
+def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_000) -> float:
+    """Prints the cost per event of each library; returns the last one's, ns."""
     src = tmp / "micro.c"
     src.write_text(MICRO)
     exe = tmp / "micro"
@@ -149,6 +158,7 @@ def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_0
         print(f"  {label:8s}: {off:.1f} ns per chunk with beats none, {on:.1f} ns with openmp beats: "
               f"+{on - off:.1f} ns per event = {(on - off) / clock:.2f}x one clock read ({clock:.1f} ns); "
               f"per round: {' '.join(f'{x:.2f}' for x in ratios)}")
+    return on - off
 
 
 def main() -> None:
@@ -167,11 +177,11 @@ def main() -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        libs = ([("before", a.lib_before.resolve())] if a.lib_before else []) + [("this", LIB)]
+        per_event = micro(tmp, max(a.rounds, 5), libs)
         if not a.micro_only:
             for kernel in a.kernels.split(","):
-                overhead(tmp, kernel.strip().upper(), klass, a.rounds, a.threads)
-        libs = ([("before", a.lib_before.resolve())] if a.lib_before else []) + [("this", LIB)]
-        micro(tmp, max(a.rounds, 5), libs)
+                overhead(tmp, kernel.strip().upper(), klass, a.rounds, a.threads, per_event)
     print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
           f"took {time.perf_counter() - t0:.0f} s")
 
