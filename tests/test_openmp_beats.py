@@ -302,6 +302,78 @@ def test_a_program_without_openmp_is_untouched(infra, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
+# a libgomp with entry points the tracer does not know: warn once, record what we can
+
+
+def test_unknown_entry_points_are_those_neither_wrapped_nor_known(infra):
+    # the wrapped ones are the GOMP_ functions the program exports (the tracer's objects,
+    # -rdynamic); known-harmless ones and the plugin interface are not reported; each name once
+    names = ["GOMP_parallel", "GOMP_loop_dynamic_next", "GOMP_atomic_start", "GOMP_single_start",
+             "GOMP_target_ext", "GOMP_PLUGIN_malloc", "GOMP_future_b", "GOMP_future_a", "GOMP_future_b",
+             "omp_get_thread_num", "GOMP_taskloop"]
+    r = subprocess.run([str(infra), "gomp_known", *names], capture_output=True, text=True, timeout=60)
+    w = r.stdout.split()
+    assert r.returncode == 0 and w[0] == "ours" and int(w[1]) >= 90, r.stdout
+    assert w[2:] == ["unknown", "2", "GOMP_future_a", "GOMP_future_b"]
+
+
+def _libgomp_path() -> str:
+    return subprocess.run(["gcc", "-print-file-name=libgomp.so.1"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_every_entry_point_of_the_installed_libgomp_is_known(infra):
+    r = subprocess.run([str(infra), "gomp_check", _libgomp_path()], capture_output=True, text=True, timeout=60)
+    w = r.stdout.split()
+    assert r.returncode == 0 and w[0] == "object" and w[1].startswith("libgomp.so"), r.stdout
+    assert int(w[3]) > 100  # its dynamic symbol table was read
+    assert w[4:] == ["unknown", "0"], r.stdout
+
+
+@pytest.fixture(scope="module")
+def fake_libgomp(tracer_built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("fakegomp")
+    lib = d / "libgomp.so.1"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-fvisibility=hidden", "-Wl,-soname,libgomp.so.1",
+                    str(PROGRAMS / "fake_libgomp.c"), "-o", str(lib)], check=True)
+    (d / "libgomp.so").symlink_to("libgomp.so.1")
+    obj = d / "user.o"
+    subprocess.run(["gcc", "-O1", "-fopenmp", "-c", str(PROGRAMS / "fake_libgomp_user.c"), "-o", str(obj)], check=True)
+    exe = d / "user"
+    subprocess.run(["gcc", str(obj), f"-L{d}", "-lgomp", f"-Wl,-rpath,{d}", "-o", str(exe)], check=True)
+    return lib, exe
+
+
+def test_a_library_with_unknown_entry_points_is_listed(infra, fake_libgomp):
+    lib, _ = fake_libgomp
+    r = subprocess.run([str(infra), "gomp_check", str(lib)], capture_output=True, text=True, timeout=60)
+    # 7 exported functions (not the hidden one, not the data object); 2 unknown
+    assert r.stdout.split() == ["object", "libgomp.so.1", "exports", "7", "unknown", "2", "GOMP_future_region",
+                                "GOMP_future_wait"], r.stdout
+
+
+def test_an_unknown_libgomp_warns_once_and_records_what_it_can(fake_libgomp, tmp_path):
+    _, exe = fake_libgomp
+    plain = run_traced(exe, tmp_path / "a", preload=False)
+    r = run_traced(exe, tmp_path / "b")
+    assert r.returncode == plain.returncode == 4 and r.stdout == plain.stdout == "result 11\n"
+    assert r.stderr == ("hbtrace: libgomp.so.1 has 2 OpenMP entry points this tracer does not know "
+                        "(GOMP_future_region, GOMP_future_wait): the program runs as before, but beats and "
+                        "waits inside them are not recorded\n")
+    rec = records(trace_files(tmp_path / "b" / "trace")[0])
+    omp = (rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP)
+    assert sorted((rec["flags"][omp] >> 4).tolist()) == [EV_WORKSHARE, EV_IMPLICIT]  # the barrier, the region
+    # beats off: no check, no warning
+    quiet = run_traced(exe, tmp_path / "c", HBTRACE_BEATS="api")
+    assert quiet.returncode == 4 and quiet.stderr == ""
+
+
+def test_the_installed_libgomp_gives_no_warning_in_a_real_run(omp_prog, tmp_path):
+    r = run_traced(omp_prog, tmp_path, "all")
+    assert r.returncode == 3 and "hbtrace" not in r.stderr, r.stderr
+
+
+# ----------------------------------------------------------------------------------------------
 # a real program nobody here wrote: NPB MG class W, unmodified
 
 NPB = ROOT.parent / "shared" / "workloads" / "npb-omp"

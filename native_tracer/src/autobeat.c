@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autobeat.h"
 #include "internal.h"
+#include "autobeat.h"   /* after internal.h: its inline record path */
 
 /* ------------------------------------------------------------------ */
 /* HBTRACE_BEATS                                                       */
@@ -225,22 +225,10 @@ uint32_t hbt_construct_id(int kind, const void *addr)
 void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
                       uint64_t now)
 {
-    struct hbt_tls *t = &hbt_tls;
-    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
-    if (i == HBT_NO_SLOT)
-        return;
-    uint32_t seq = t->auto_seq;
-    t->auto_seq = seq + 1;
-    if (!now)
-        now = hbt_now_ns();
-    hbt_store(t, i, now,
-              hbt_kindflags(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT))),
-              seq, thread, (int32_t)construct, iter, 0);
-    if (__builtin_expect(hbt_inject_armed, 0))
-        hbt_inject_point(source, thread, now);
     /* automatic beats do not feed the online monitor: a thread's API beats, which may
      * begin after its first automatic ones, are what the monitor judges, and two
      * counters in one heart line would read as a thread gone backwards */
+    hbt_auto_beat_inline(source, event, thread, construct, iter, now);
 }
 
 void hbt_auto_beat(int source, int event, int32_t thread, uint32_t construct, int32_t iter)
@@ -252,18 +240,11 @@ void hbt_auto_beat(int source, int event, int32_t thread, uint32_t construct, in
 void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
                       uint64_t wait_ns, uint64_t now)
 {
-    struct hbt_tls *t = &hbt_tls;
-    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
-    if (i == HBT_NO_SLOT)
-        return;
-    if (!now)
-        now = hbt_now_ns();
-    hbt_store(t, i, now,
-              hbt_kindflags(HBT_REC_WAIT, (uint16_t)((source & 0xF) | (sync << HBT_EV_SHIFT))),
-              t->auto_seq, thread, (int32_t)construct, (int32_t)(uint32_t)(wait_ns >> 32),
-              (uint32_t)wait_ns);
+    uint64_t at = hbt_auto_record(HBT_REC_WAIT, (uint16_t)((source & 0xF) | (sync << HBT_EV_SHIFT)), 0,
+                                  thread, construct, (int32_t)(uint32_t)(wait_ns >> 32), (uint32_t)wait_ns,
+                                  now);
     if (__builtin_expect(hbt_inject_armed, 0))
-        hbt_inject_waited(now);
+        hbt_inject_waited(at ? at : now);
 }
 
 void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns)

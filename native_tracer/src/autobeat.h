@@ -8,6 +8,7 @@
 #ifndef HBT_AUTOBEAT_H
 #define HBT_AUTOBEAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum hbt_source { HBT_SRC_API = 0, HBT_SRC_OPENMP = 1, HBT_SRC_MPI = 2 };
@@ -66,8 +67,64 @@ __attribute__((visibility("hidden")))
 void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
                       uint64_t wait_ns, uint64_t now);
 
+/* The body of hbt_auto_beat_at and hbt_auto_wait_at, inline for the hot paths of the
+ * wrappers (gomp.c's loop chunk: no call into autobeat.c, one TLS block address), in
+ * libhbtrace's own files only (they include internal.h before this header). */
+#ifdef HBT_INTERNAL_H
+/* Returns the record's clock value (0 when there was no slot for it). */
+static inline __attribute__((always_inline))
+uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t thread,
+                         uint32_t construct, int32_t iter, uint32_t aux, uint64_t now)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
+    if (__builtin_expect(i == HBT_NO_SLOT, 0))
+        return 0;
+    uint32_t seq = t->auto_seq;
+    t->auto_seq = seq + beat;   /* beats count, waits do not */
+    if (!now)
+        now = hbt_now_ns();
+    hbt_store(t, i, now, hbt_kindflags(kind, flags), seq, thread, (int32_t)construct, iter, aux);
+    return now;
+}
+
+/* One automatic beat, inline (hbt_auto_beat_at's record); a unit of work ended there,
+ * where the fault injector may act (inject.h). */
+static inline __attribute__((always_inline))
+void hbt_auto_beat_inline(int source, int event, int32_t thread, uint32_t construct,
+                          int32_t iter, uint64_t now)
+{
+    uint64_t at = hbt_auto_record(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT)), 1,
+                                  thread, construct, iter, 0, now);
+    if (__builtin_expect(hbt_inject_armed, 0))
+        hbt_inject_point(source, thread, at ? at : now);
+}
+#endif
+
 /* hbt_construct_id with the symbol given (NULL: dladdr's), for the MPI entry. */
 __attribute__((visibility("hidden")))
 uint32_t hbt_construct_id_named(int kind, const void *addr, const char *symbol);
+
+
+/* ---- gomp_known.c: the libgomp entry points gomp.c knows ---- */
+
+/* How many of names[0..n) (sorted in place) are GOMP_* entry points that are neither in
+ * ours[0..nours) (sorted in place: the ones this build wraps) nor known to need no wrapper
+ * (gomp_known.c's list, GOMP_PLUGIN_*); each name counted once; the first max into out. */
+__attribute__((visibility("hidden")))
+size_t hbt_gomp_unknown(const char **names, size_t n, const char **ours, size_t nours,
+                        const char **out, size_t max);
+
+/* The names of the functions with default visibility whose names begin with prefix, defined
+ * by the loaded object holding addr (its dynamic symbol table, found with
+ * dl_iterate_phdr); at most max into out, which point into the object's string table. */
+__attribute__((visibility("hidden")))
+size_t hbt_elf_exports(const void *addr, const char *prefix, const char **out, size_t max);
+
+/* The check gomp.c makes once: how many GOMP_* functions the object defining `real` (a
+ * libgomp entry) exports that this library neither wraps nor knows (the first max into
+ * first; *object: that object's file name). Not reentrant: called once. */
+__attribute__((visibility("hidden")))
+size_t hbt_gomp_check(const void *real, const char **first, size_t max, const char **object);
 
 #endif

@@ -42,16 +42,24 @@
  * Not interposed: statically scheduled loops with nowait (gcc calls nothing),
  * GOMP_doacross_wait (variadic), taskloop, the pre-4.9 GOMP_parallel_start/end
  * ABI, teams and target; they run as before, unrecorded.
+ * A libgomp with entry points this file does not know (a newer GCC): at the
+ * first call of any wrapper, gomp_known.c compares the GOMP_* functions the
+ * loaded libgomp exports with the ones this library wraps and a list of ones
+ * known to need no wrapper; if any is left, one warning names how many and
+ * the first few. The program runs as before; work inside them is unrecorded.
+ * The chunk path (GOMP_loop_*_next) stores its beat inline
+ * (hbt_auto_beat_inline): no call into autobeat.c.
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "autobeat.h"
 #include "internal.h"
+#include "autobeat.h"   /* after internal.h: its inline record path */
 
 typedef unsigned long long ull;
 
@@ -166,6 +174,34 @@ static HBT_COLD void gomp_missing(const char *name)
     _exit(127);
 }
 
+/* Once, at the first call of a wrapper (so a program that never calls libgomp stays
+ * silent): the GOMP_* functions of the loaded libgomp that this build neither wraps nor
+ * knows to need no wrapper (gomp_known.c). The program runs as before; work inside them
+ * is not recorded, and the user is told once. */
+static HBT_COLD void gomp_check_entries(const void *real)
+{
+    static int checked;
+    if (__atomic_exchange_n(&checked, 1, __ATOMIC_ACQ_REL) || !gomp_on())
+        return;
+    enum { FEW = 4 };
+    const char *first[FEW], *object;
+    size_t n = hbt_gomp_check(real, first, FEW, &object);
+    if (n == 0)
+        return;
+    char list[256];
+    size_t len = 0;
+    list[0] = 0;
+    for (size_t k = 0; k < n && k < FEW; k++) {
+        int w = snprintf(list + len, sizeof list - len, "%s%s", k ? ", " : "", first[k]);
+        if (w < 0 || (size_t)w >= sizeof list - len)
+            break;
+        len += (size_t)w;
+    }
+    hbt_warn("hbtrace: %s has %zu OpenMP entry point%s this tracer does not know (%s%s): the "
+             "program runs as before, but beats and waits inside them are not recorded",
+             object, n, n == 1 ? "" : "s", list, n > FEW ? ", ..." : "");
+}
+
 /* Inside the wrapper of `name`: fn_real, the next definition of name. */
 #define REAL(name)                                                                \
     static void *real_##name;                                                     \
@@ -175,6 +211,7 @@ static HBT_COLD void gomp_missing(const char *name)
         fn_real = (__typeof__(&name))hbt_real(&real_##name, #name);               \
         if (!fn_real)                                                             \
             gomp_missing(#name);                                                  \
+        gomp_check_entries((const void *)fn_real);                                \
     }
 
 /* ------------------------------------------------------------------ */
@@ -195,8 +232,8 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
     if (g->s.open) {
         if (__builtin_expect(!g->s.loop, 0))
             g->s.loop = gomp_construct(g, HBT_CK_LOOP, site);
-        hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_CHUNK, g->s.thread, g->s.loop,
-                         (int32_t)g->s.first, 0);
+        hbt_auto_beat_inline(HBT_SRC_OPENMP, HBT_EV_CHUNK, g->s.thread, g->s.loop,
+                             (int32_t)g->s.first, 0);   /* inline: the hot path */
     }
 }
 

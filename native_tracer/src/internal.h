@@ -36,6 +36,8 @@
  *   autobeat.c     HBTRACE_BEATS, the construct table and its names, the
  *                  beat and wait records, the MPI profiler's entry
  *   gomp.c         the libgomp (GCC OpenMP) wrappers
+ *   gomp_known.c   the libgomp entry points gomp.c knows; the check, at the
+ *                  first wrapped call, of those the loaded libgomp exports
  *   ompt.c         the OMPT tool for LLVM's libomp (clang), and its
  *                  wrappers of libomp's loop dispatcher; ompt_abi.h the
  *                  OMPT declarations it uses

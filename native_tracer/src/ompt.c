@@ -47,8 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autobeat.h"
 #include "internal.h"
+#include "autobeat.h"   /* after internal.h: its inline record path */
 #include "ompt_abi.h"
 
 /* two OpenMP routines (omp.h is not needed to build the tracer) */

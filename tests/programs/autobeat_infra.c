@@ -54,6 +54,35 @@ int main(int argc, char **argv)
                hbt_auto_enabled(HBT_SRC_MPI));
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "gomp_known") == 0) {
+        /* the names given: which are unknown, against the GOMP_ wrappers this program exports */
+        static const char *ours[2048], *out[64];
+        size_t nours = hbt_elf_exports((const void *)main, "GOMP_", ours, 2048);
+        size_t n = hbt_gomp_unknown((const char **)argv + 2, (size_t)argc - 2, ours, nours, out, 64);
+        printf("ours %zu unknown %zu", nours, n);
+        for (size_t k = 0; k < n && k < 64; k++)
+            printf(" %s", out[k]);
+        printf("\n");
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[1], "gomp_check") == 0) {
+        /* a library loaded as libgomp would be: what the check of the first wrapped call says */
+        void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+        void *real = h ? dlsym(h, argc > 3 ? argv[3] : "GOMP_parallel") : NULL;
+        if (!real) {
+            printf("FAIL %s\n", dlerror());
+            return 1;
+        }
+        static const char *theirs[2048], *first[4];
+        const char *object;
+        size_t exported = hbt_elf_exports(real, "GOMP_", theirs, 2048);
+        size_t n = hbt_gomp_check(real, first, 4, &object);
+        printf("object %s exports %zu unknown %zu", object, exported, n);
+        for (size_t k = 0; k < n && k < 4; k++)
+            printf(" %s", first[k]);
+        printf("\n");
+        return 0;
+    }
     pthread_t th[8];
     for (long k = 0; k < 8; k++)
         pthread_create(&th[k], NULL, racer, (void *)k);

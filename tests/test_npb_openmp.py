@@ -1,0 +1,110 @@
+"""Automatic OpenMP beats on real programs nobody here wrote (issue 15, "Must work on"): the NPB
+kernels MG, LU, FT, EP and IS from ../shared/workloads/npb-omp, built unmodified with
+`gcc -fopenmp` (libgomp: the tracer's wrappers, native_tracer/src/gomp.c) and with `clang -fopenmp`
+(LLVM's libomp: the tracer's OMPT tool, native_tracer/src/ompt.c), run at 2 and 4 threads under
+`python -m hbtool record`.
+
+Each run: verification still SUCCESSFUL, the exit status that of the same run without the
+tracer, and every thread of the team (thread numbers 0..N-1, N distinct OS threads) with beats
+of source "openmp" in what hbtool.io.read_heartbeats reads.
+
+Class S in the default suite (builds ~3 s per compiler; LU at 4 threads on 2 cores is the
+slow one: its pipeline spin-waits on flags, and 4 threads on 2 cores make each run take
+seconds whether traced or not). Class W is marked `slow`: python -m pytest -m slow tests/test_npb_openmp.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hbtool.io import read_heartbeats
+
+from conftest import ROOT
+
+NPB = ROOT.parent / "shared" / "workloads" / "npb-omp"
+KERNELS = ["MG", "LU", "FT", "EP", "IS"]
+THREADS = [2, 4]
+SUCCESS = "Verification    =               SUCCESSFUL"
+COMPILERS = [
+    "gcc",
+    pytest.param("clang", marks=pytest.mark.skipif(shutil.which("clang") is None,
+                                                   reason="clang is not installed: the libomp half (OMPT tool) is "
+                                                          "not tested (scripts/install.sh installs clang and libomp-dev)")),
+]
+
+pytestmark = [pytest.mark.skipif(not (NPB / "MG").is_dir(), reason=f"NPB is not at {NPB}"),
+              pytest.mark.usefixtures("tracer_built")]
+
+MAKE_DEF = ("CC = {cc}\nCLINK = {cc}\nC_LIB = -lm\nC_INC = -I../common\nCFLAGS = -O2 -fopenmp\n"
+            "CLINKFLAGS = -fopenmp\nUCC = {cc} -O\nBINDIR = ../bin\nRAND = randdp\nWTIME = wtime.c\n")
+
+
+@pytest.fixture(scope="session")
+def npb_builds(tmp_path_factory):
+    """build(cc, klass) -> the folder whose bin/ holds the five kernels of that class, built once per
+    test session in a copy of npb-omp (never in shared/), as its README says: config/make.def, then
+    `make KERNEL CLASS=x` at the top."""
+    built: dict = {}
+
+    def build(cc: str, klass: str) -> Path:
+        if (cc, klass) not in built:
+            d = tmp_path_factory.mktemp(f"npb-{cc}-{klass}") / "npb"
+            shutil.copytree(NPB, d, ignore=shutil.ignore_patterns("bin", "*.o"))
+            (d / "config" / "make.def").write_text(MAKE_DEF.format(cc=cc))
+            (d / "bin").mkdir()
+            for k in KERNELS:
+                r = subprocess.run(["make", k, f"CLASS={klass}"], cwd=d, capture_output=True, text=True, timeout=600)
+                assert r.returncode == 0, f"{cc}: make {k} CLASS={klass} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+            built[cc, klass] = d
+        return built[cc, klass]
+
+    return build
+
+
+def _env(threads: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_", "KMP_"))}
+    env.pop("LD_PRELOAD", None)
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def check_run(build: Path, kernel: str, klass: str, threads: int, out: Path) -> None:
+    exe = f"./bin/{kernel.lower()}.{klass}"
+    env = _env(threads)
+    plain = subprocess.run([exe], cwd=build, env=env, capture_output=True, text=True, timeout=900)
+    assert SUCCESS in plain.stdout, plain.stdout[-2000:]
+    r = subprocess.run([sys.executable, "-m", "hbtool", "record", "-o", str(out), "--", exe], cwd=build, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert SUCCESS in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.returncode == plain.returncode, r.stderr[-2000:]
+    assert "hbtrace:" not in r.stderr, r.stderr[-2000:]  # no warning of the tracer
+    beats = read_heartbeats(out).beats
+    omp = beats[beats["source"].astype(str) == "openmp"]
+    per_thread = omp.groupby("thread").size()
+    assert sorted(per_thread.index.tolist()) == list(range(threads)), per_thread
+    assert (per_thread > 0).all()
+    # each thread number is one OS thread of the team, and the team is N OS threads
+    tids = omp.groupby("thread")["os_tid"].nunique()
+    assert (tids == 1).all(), tids
+    assert omp["os_tid"].nunique() == threads
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_npb_class_s_verifies_and_every_openmp_thread_beats(npb_builds, tmp_path, cc, kernel, threads):
+    check_run(npb_builds(cc, "S"), kernel, "S", threads, tmp_path / "t")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_npb_class_w_verifies_and_every_openmp_thread_beats(npb_builds, tmp_path, cc, kernel, threads):
+    check_run(npb_builds(cc, "W"), kernel, "W", threads, tmp_path / "t")
