@@ -102,6 +102,9 @@ BEHAVIOR_MATCH_BEATS = 5
 BEHAVIOR_MATCH_SHARE = 0.25
 #: "messages per window": a window is this many beats per monitored thread (seed 001)
 BEHAVIOR_WINDOW_BEATS = 100
+#: a gap in a thread's beats that recorded waits (a barrier...) cover at least this share of is
+#: waiting for its team (idle), not conditional waiting of its own
+BEHAVIOR_EXPLAINED_SHARE = 0.5
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
 #: relative distance at which the computation clustering starts a new cluster

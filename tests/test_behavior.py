@@ -376,3 +376,18 @@ def test_cli_says_which_view_to_believe_when_an_online_monitor_ran(tracer_built,
     assert "online monitor: ring" in out[5]
     out = run_hbtool("behavior", SAMPLES / "jacobi-normal").stdout
     assert "believe the timeline" not in out
+
+
+def test_a_gap_spent_waiting_at_a_barrier_is_idle_not_conditional_waiting():
+    # both threads stop beating for 0.5 s at the same point; the tracer saw thread 0 wait at
+    # a barrier most of that time (for thread 1, which waited on something of its own)
+    d = {0: np.r_[_noisy(300), [0.5], _noisy(300)], 1: np.r_[_noisy(300), [0.5], _noisy(300)]}
+    tr = _trace(d, _end_events(d, how=0))
+    gap_end = [int((0.01 + d[k][:301].sum()) * 1e9) for k in (0, 1)]
+    tr.waits = pd.DataFrame({"run": "r", "process": 0, "thread": [0], "os_tid": [5000], "t_ns": [gap_end[0] - 1_000_000],
+                             "wait_ns": [450_000_000], "sync": "barrier", "source": "openmp", "construct": ""})
+    tr.__post_init__()
+    rows = {r["thread"]: r for r in behavior_timelines(tr)}
+    assert _labels(rows[0]) == ["running", "idle", "running", "exited"]
+    assert "it waited 0.450 s in a barrier, for its team" in rows[0]["intervals"][1]["detail"]
+    assert _labels(rows[1]) == ["running", "conditional-waiting", "running", "exited"]

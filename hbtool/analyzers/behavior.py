@@ -58,6 +58,7 @@ class BehaviorSettings:
     match_beats: float = config.BEHAVIOR_MATCH_BEATS
     match_share: float = config.BEHAVIOR_MATCH_SHARE
     window_beats: int = config.BEHAVIOR_WINDOW_BEATS
+    explained_share: float = config.BEHAVIOR_EXPLAINED_SHARE
 
 
 @dataclass
@@ -300,6 +301,30 @@ def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings)
     return bool(((on >= t0 - slack) & (on <= t1)).any())
 
 
+def _thread_waits(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
+    """The thread's recorded waits (tracer `wait` records): start_ns, end_ns, sync."""
+    w = trace.waits
+    if not len(w):
+        return pd.DataFrame(columns=["start_ns", "end_ns", "sync"])
+    w = w[(w["run"] == tb.run) & (w["process"] == tb.process) & (w["thread"] == tb.thread)]
+    return pd.DataFrame({"start_ns": (w["t_ns"] - w["wait_ns"]).to_numpy(), "end_ns": w["t_ns"].to_numpy(),
+                         "sync": w["sync"].astype(str).to_numpy()})
+
+
+def _waited_in(waits: pd.DataFrame, t0: int, t1: int) -> tuple[float, str]:
+    """Seconds of [t0, t1] the thread spent in recorded waits, and the kind that took most."""
+    if not len(waits):
+        return 0.0, ""
+    over = np.clip(np.minimum(waits["end_ns"].to_numpy(), t1) - np.maximum(waits["start_ns"].to_numpy(), t0), 0, None)
+    if not over.any():
+        return 0.0, ""
+    by = pd.Series(over, index=waits["sync"].to_numpy()).groupby(level=0).sum()
+    sync = str(by.idxmax())
+    return float(over.sum()) / 1e9, {"barrier": "a barrier", "critical": "a critical section",
+                                     "taskwait": "a taskwait", "ordered": "an ordered region",
+                                     "collective": "an MPI collective"}.get(sync, sync)
+
+
 def _where(tb: ThreadBeats, a: int, b: int) -> str:
     """' in loop resid._omp_fn.3': the construct most of beats a..b-1 belong to (automatic
     beats), or ""."""
@@ -322,11 +347,21 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual{_where(tb, a, b + 1)}",
                          int(t[a]), int(t[b])))
+    waits = _thread_waits(trace, tb)
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
         end = int(t[i + 1] - local * 1e9)
+        gap_s = (t[i + 1] - t[i]) / 1e9
+        waited, sync = _waited_in(waits, int(t[i]), int(t[i + 1]))
+        if waited >= s.explained_share * gap_s:
+            # the tracer saw it wait in a synchronisation (a barrier) most of the gap: it
+            # waited for its team, which is the team's slow member's doing, not its own
+            episodes.append((i, i + 1, "idle",
+                             f"no beats for {gap_s:.3f} s: it waited {waited:.3f} s in {sync}, for its team, "
+                             f"then beats resumed{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+            continue
         episodes.append((i, i + 1, "conditional-waiting",
-                         f"no beats for {(t[i + 1] - t[i]) / 1e9:.3f} s, then beats resumed{_where(tb, i + 1, i + 2)}",
+                         f"no beats for {gap_s:.3f} s, then beats resumed{_where(tb, i + 1, i + 2)}",
                          int(t[i]), max(end, int(t[i]))))
     episodes.sort(key=lambda e: e[4])
     intervals = []
