@@ -309,13 +309,16 @@ def test_a_moment_never_reached_is_fired_false(tmp_path):
 
 def test_at_seconds_fires_at_the_first_beat_after_it(tmp_path):
     # a moment a quarter into thread 1's beats, as a normal run of the program measured them
-    # (a fixed time could lie past the end of a fast run)
-    r, out, _ = record(tmp_path, "plain", HEAT)
+    # (a fixed time could lie past the end of a fast run); a run whose work dominates its
+    # start-up (~50 ms here; a tiny one's length varies 5x from run to run), so that the
+    # moment lies inside the second run too
+    long_heat = [str(EXAMPLES / "heat_omp"), "--threads", "2", "--size", "512", "--steps", "200"]
+    r, out, _ = record(tmp_path, "plain", long_heat)
     assert r.returncode == 0
     b, _ = beats(out)
     v = b[b.thread == 1]["t_ns"].to_numpy()
     at = (v[0] + (v[-1] - v[0]) / 4) / 1e9
-    r, out, truth = record(tmp_path, "at", HEAT, "--inject", "leak", "--thread", "1", "--at", f"{at:.6f}",
+    r, out, truth = record(tmp_path, "at", long_heat, "--inject", "leak", "--thread", "1", "--at", f"{at:.6f}",
                            "--inject-bytes", "4096")
     assert r.returncode == 0
     fired_ok(truth, "leak", 1)
