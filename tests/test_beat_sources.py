@@ -123,3 +123,24 @@ def test_json_says_which_beats_were_analysed(tmp_path, capsys):
     for cmd in ("diagnose", "behavior"):
         code, out, _ = run_cli(capsys, cmd, "--format", "json", p)
         assert code == 0 and json.loads(out)["beats"] == {"r": {"0": "api", "1": "openmp"}}
+
+
+def test_record_refuses_an_unknown_beat_source_in_one_line(tmp_path):
+    from conftest import run_hbtool
+
+    r = run_hbtool("record", "--beats", "openmp,pthreads", "-o", tmp_path / "t", "--", "true")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == ("hbtool: error: --beats 'openmp,pthreads': expected a comma list of api, openmp, mpi, "
+                        "or none (see 'hbtool record --help')\n")
+    assert not (tmp_path / "t").exists()
+
+
+def test_source_and_construct_codes_decode_as_the_format_says():
+    from hbtool.io.hbt import SOURCES, _coded, _construct_column
+
+    codes = np.array([0, 1, 0, 2, 9])
+    assert _coded(codes, SOURCES, "source").tolist() == ["api", "openmp", "api", "mpi", "source 9"]
+    loop = np.array([0, 3, 3, 7, 2**40])  # a crafted id past any table falls back to sorting
+    auto = np.array([False, True, True, True, True])
+    assert _construct_column(loop, auto, {3: "loop a", 7: "loop a"}).tolist() == \
+        ["", "loop a", "loop a", "loop a", "construct 1099511627776"]

@@ -39,6 +39,8 @@ FLAG_CONVERTED = 0x2
 REC_BEAT = 1
 REC_NAME = 14
 REC_WAIT = 17
+#: largest code _dense maps with a table (construct ids are at most a few thousand)
+DENSE_MAX = 1 << 20
 #: a beat's or wait's source: flags & 15 (docs/formats.md)
 SOURCES = {0: "api", 1: "openmp", 2: "mpi"}
 #: a wait's synchronisation: flags >> 4
@@ -508,10 +510,26 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
     )
 
 
+def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values, each value's index among them) of small non-negative integer
+    codes, in O(n): per-beat columns of tens of millions of rows, where np.unique's sort
+    took seconds. Codes past DENSE_MAX (only a crafted file has them) fall back to the sort."""
+    if not codes.size:
+        return codes.astype(np.int64), codes.astype(np.int32)
+    top = int(codes.max())
+    if int(codes.min()) < 0 or top > DENSE_MAX:
+        u, inv = np.unique(codes, return_inverse=True)
+        return u, inv.astype(np.int32)
+    present = np.flatnonzero(np.bincount(codes, minlength=top + 1))
+    lut = np.zeros(top + 1, dtype=np.int32)
+    lut[present] = np.arange(present.size, dtype=np.int32)
+    return present, lut[codes]
+
+
 def _coded(codes: np.ndarray, names: dict[int, str], what: str) -> pd.Categorical:
     """Small integer codes as a categorical of their names ("<what> N" for a code not known)."""
-    u, inv = np.unique(codes, return_inverse=True)
-    return pd.Categorical.from_codes(inv.astype(np.int32), [names.get(int(c), f"{what} {int(c)}") for c in u])
+    u, inv = _dense(codes)
+    return pd.Categorical.from_codes(inv, [names.get(int(c), f"{what} {int(c)}") for c in u])
 
 
 def _construct_names(r: dict, path: str, warnings: list[str], exe: str | None = None) -> dict[int, str]:
@@ -533,7 +551,7 @@ def _construct_names(r: dict, path: str, warnings: list[str], exe: str | None = 
 def _construct_column(loop: np.ndarray, auto: np.ndarray, names: dict[int, str]) -> pd.Categorical:
     """Per record: its construct's name for automatic records (loop = construct id), else ""."""
     ids = np.where(auto, loop.astype(np.int64), 0)
-    u, inv = np.unique(ids, return_inverse=True)
+    u, inv = _dense(ids)
     labels = [("" if c == 0 else names.get(int(c), f"construct {int(c)}")) for c in u]
     if len(set(labels)) != len(labels):  # two ids with one name: merge them
         cats = sorted(set(labels))
