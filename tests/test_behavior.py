@@ -125,20 +125,27 @@ def test_cancelled_thread_failed_pthread_exit_exited():
     assert rows[0]["intervals"][-1]["start_ns"] / 1e9 == pytest.approx(0.01 + d[0].sum(), abs=1e-6)
 
 
-def test_process_death_fails_threads_at_work_and_waiting_threads_wait_first():
+def test_process_death_blames_the_thread_it_came_from():
     d = {0: _noisy(500), 1: _noisy(100)}   # thread 1 stopped beating long before the death
     death = 0.01 + d[0].sum() + 5e-4
-    ev = [(4999, death, "signal", 11, 0)]
+    ev = [(5000, death, "signal", 11, 0)]   # the fatal signal was recorded by thread 0 (os_tid 5000)
     rows = {r["thread"]: r for r in behavior_timelines(_trace(d, ev))}
     assert _labels(rows[0]) == ["running", "failed"]
     assert rows[0]["intervals"][-1]["start_ns"] / 1e9 == pytest.approx(death, abs=1e-6)
-    assert "SIGSEGV" in rows[0]["intervals"][-1]["detail"]
-    assert _labels(rows[1]) == ["running", "conditional-waiting", "failed"]
-    # a non-zero exit status is a death too; status 0 is a normal end
-    for status, last in ((3, "failed"), (0, "exited")):
-        ev = [(4999, death, "process_exit", status, 0)]
-        rows = {r["thread"]: r for r in behavior_timelines(_trace(d, ev))}
-        assert _labels(rows[0])[-1] == last
+    assert "SIGSEGV" in rows[0]["intervals"][-1]["detail"] and rows[0]["intervals"][-1]["ended_process"]
+    # thread 1 did not fail: it ended with the process, and its quiet time before is not its own behaviour
+    assert _labels(rows[1]) == ["running", "ended"]
+    assert "thread 0 received SIGSEGV" in rows[1]["intervals"][-1]["detail"]
+    # a signal in a thread that made no beats: no beating thread is blamed
+    rows = {r["thread"]: r for r in behavior_timelines(_trace(d, [(4999, death, "signal", 11, 0)]))}
+    assert _labels(rows[0])[-1] == _labels(rows[1])[-1] == "ended"
+    assert "another thread received SIGSEGV" in rows[0]["intervals"][-1]["detail"]
+    # a non-zero exit status: the thread that called exit exited with it; status 0 is a normal end
+    for status in (3, 0):
+        rows = {r["thread"]: r for r in behavior_timelines(_trace(d, [(5001, death, "process_exit", status, 0)]))}
+        assert _labels(rows[1])[-1] == "exited" and rows[1]["intervals"][-1]["exit_status"] == status
+        assert rows[1]["intervals"][-1]["ended_process"]
+        assert _labels(rows[0])[-1] == ("ended" if status else "exited")
 
 
 def test_no_lifecycle_records_gives_ended_and_says_why():
@@ -243,13 +250,18 @@ def test_sample_traces_injected_behavior_found_at_the_injection(name, thread, be
     assert hit
 
 
-@pytest.mark.parametrize("name", ["pi-segv", "matmul-exit1"])
-def test_sample_traces_process_death_fails_every_thread(name):
+@pytest.mark.parametrize("name,label", [("pi-segv", "failed"), ("matmul-exit1", "exited")])
+def test_sample_traces_process_death_blames_the_thread_it_came_from(name, label):
     tr = read_heartbeats(str(SAMPLES / name))
     truth = json.loads((SAMPLES / name / "truth.json").read_text())
-    sc = score_run(tr, behavior_timelines(tr), truth, tr.run_names[0])
-    assert sc.tp["failed"] == truth["threads"] and sc.fp["failed"] == 0
-    assert max(abs(e) for e in sc.start_errors["failed"]) < 0.05
+    rows = {r["thread"]: r for r in behavior_timelines(tr)}
+    sc = score_run(tr, list(rows.values()), truth, tr.run_names[0])
+    assert sc.tp[label] == 1 and sc.fp["failed"] == 0 and sc.fn[label] == 0
+    assert max(abs(e) for e in sc.start_errors[label]) < 0.05
+    assert rows[truth["thread"]]["intervals"][-1]["ended_process"]
+    others = [r for th, r in rows.items() if th != truth["thread"]]
+    assert others and all(r["intervals"][-1]["behavior"] == "ended" for r in others)
+    assert all(f"thread {truth['thread']} " in r["intervals"][-1]["detail"] for r in others)
 
 
 def test_truth_episodes_of_each_injection():
@@ -257,10 +269,11 @@ def test_truth_episodes_of_each_injection():
             "beats_done": [100, 40]}
     eps = truth_episodes({**base, "inject": "busywait"}, 1_000_000_000)
     assert {"thread": 1, "behavior": "busy-waiting", "start_ns": 1_000_000_000} in eps
+    # a fatal end is the victim's alone; its teammates end with the process, unscored
     eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "segv", "beats_done": [60, 40]}, 0)
-    assert [e["behavior"] for e in eps] == ["failed", "failed"]
-    eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "segv"}, 0)
-    assert [e["behavior"] for e in eps] == ["exited", "failed"]  # thread 0 had finished
+    assert eps == [{"thread": 1, "behavior": "failed", "start_ns": 2_000_000_000}]
+    eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "exit"}, 0)
+    assert eps == [{"thread": 1, "behavior": "exited", "start_ns": 2_000_000_000}]
     eps = truth_episodes({**base, "inject": "shutdown", "shutdown_mode": "vanish"}, 0)
     assert eps[1]["behavior"] == "failed" and eps[0] == {"thread": 0, "behavior": "exited", "start_ns": None}
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
-from .summary import process_end
+from .summary import process_end, signal_name
 
 
 OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "idle", "exited", "failed", "ended"]
@@ -210,14 +210,14 @@ def _process_fate(trace: HeartbeatTrace, run: str, process: int) -> dict:
     how "died" or "normal" (None: no end record), t_ns, detail, and when it called Finished."""
     ev = trace.events
     ev = ev[(ev["run"] == run) & (ev["process"] == process)]
-    out = {"how": None, "t_ns": None, "detail": "", "finished_ns": None}
+    out = {"how": None, "t_ns": None, "detail": "", "finished_ns": None, "end": None}
     fin = ev[ev["kind"] == "finished"]
     if len(fin):
         out["finished_ns"] = int(fin["t_ns"].min())
     end = process_end(ev)
     if end is not None:
         how = "the process was " if end.kind == "signal" else "the process ended by "
-        out.update(how="died" if end.abnormal else "normal", t_ns=end.t_ns, detail=how + end.text)
+        out.update(how="died" if end.abnormal else "normal", t_ns=end.t_ns, detail=how + end.text, end=end)
     return out
 
 
@@ -399,18 +399,37 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
                                    "the thread vanished without an end record (seen by the online monitor)"))
     elif pend["how"] == "died":
         death = pend["t_ns"]
-        if (death - last) / 1e9 > gap_s:
-            intervals.append(_interval("conditional-waiting", last, death, tb.n - 1, None,
-                                       f"no beats for {(death - last) / 1e9:.3f} s before the process died"))
-            start = death
-        else:
+        culprit = pend["end"] is not None and pend["end"].os_tid in tb.os_tids
+        if culprit:
             start = death
             # beats recorded while exit() ran its handlers still count as running
             if intervals[-1]["behavior"] == "running":
                 intervals[-1]["end_ns"] = max(intervals[-1]["end_ns"], death)
-        start = max(start, intervals[-1]["end_ns"])
-        intervals.append(_interval("failed", start, max(run_end, start), tb.n - 1, None,
-                                   f"{pend['detail']} while the thread was at work"))
+            start = max(start, intervals[-1]["end_ns"])
+            end = pend["end"]
+            if end.kind == "signal":
+                iv = _interval("failed", start, max(run_end, start), tb.n - 1, None,
+                               f"{signal_name(end.code)} in this thread killed the process")
+            else:
+                iv = _interval("exited", start, max(run_end, start), tb.n - 1, None,
+                               f"it called {end.text}, ending the process with a failure status")
+                iv["exit_status"] = end.code
+            iv["ended_process"] = True
+            intervals.append(iv)
+        else:
+            # another thread's fatal signal or failing exit ended it: it is not the one to blame,
+            # and a gap before that death (e.g. at a barrier, waiting for the thread that died,
+            # a wait that never ended and so was never recorded) is not its behaviour either
+            who = next((f"thread {o.thread}" for o in team if pend["end"] is not None
+                        and pend["end"].os_tid in o.os_tids), "another thread")
+            start = max(last, intervals[-1]["end_ns"])
+            quiet = (death - last) / 1e9
+            did = (f"received {signal_name(pend['end'].code)}, which killed" if pend["end"].kind == "signal"
+                   else f"called {pend['end'].text}, which ended") if pend["end"] is not None else "ended"
+            intervals.append(_interval("ended", start, max(run_end, start), tb.n - 1, None,
+                                       f"{who} {did} the process and this thread with it"
+                                       + (f"; this thread had made no beat for {quiet:.3f} s"
+                                          if quiet > gap_s else "")))
     elif pend["how"] == "normal" or pend["finished_ns"] is not None:
         what = pend["detail"] or "the program called Finished"
         start = last
@@ -418,9 +437,13 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             start = _idle_until(intervals, last, pend["t_ns"], gap_s, tb.n - 1,
                                 "until the process ended (e.g. an OpenMP worker at its region's closing "
                                 "barrier or in the pool)")
-        intervals.append(_interval("exited", start, run_end, tb.n - 1, None,
-                                   f"{'beats end here; ' if start == last else ''}no end record of its own, "
-                                   f"and {what}"))
+        iv = _interval("exited", start, run_end, tb.n - 1, None,
+                       f"{'beats end here; ' if start == last else ''}no end record of its own, "
+                       f"and {what}")
+        if pend["end"] is not None and pend["end"].os_tid in tb.os_tids:
+            iv.update(detail=f"{'beats end here; ' if start == last else ''}it called {pend['end'].text}, "
+                             "ending the process", ended_process=True, exit_status=pend["end"].code)
+        intervals.append(iv)
     else:
         intervals.append(_interval("ended", last, run_end, tb.n - 1, None,
                                    "beats end here; the trace does not record how the process ended "

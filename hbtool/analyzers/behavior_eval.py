@@ -8,7 +8,9 @@ behavior episodes that must be found:
 * condwait: the thread is conditional-waiting from the injection on;
 * earlyexit, shutdown/thread: the thread exited at the injection;
 * shutdown/cancel, shutdown/vanish: the thread failed at the injection;
-* shutdown/exit, abort, segv: every thread still at work failed at the injection;
+* shutdown/abort, segv: the thread failed at the injection (the fatal signal was its own);
+* shutdown/exit: the thread exited at the injection (it called exit, ending the process);
+  the others ended with the process (`ended`, not scored);
 * every other thread, and the injected one after a busywait or condwait: exited when
   its beats end (no time to check: the program does not know it in advance).
 
@@ -73,7 +75,6 @@ def truth_episodes(truth: dict, zero_mono_ns: int | None) -> list[dict]:
     t0 = None
     if fired and truth.get("inject_mono_ns") is not None and zero_mono_ns is not None:
         t0 = int(truth["inject_mono_ns"]) - int(zero_mono_ns)
-    done = truth.get("beats_done") or [truth["beats"]] * n
     out = []
     for th in range(n):
         hit = fired and th == target
@@ -81,8 +82,11 @@ def truth_episodes(truth: dict, zero_mono_ns: int | None) -> list[dict]:
             out.append({"thread": th, "behavior": "busy-waiting", "start_ns": t0})
         if hit and inject == "condwait":
             out.append({"thread": th, "behavior": "conditional-waiting", "start_ns": t0})
-        if fired and inject == "shutdown" and mode in FATAL and (hit or done[th] < truth["beats"]):
-            out.append({"thread": th, "behavior": "failed", "start_ns": t0})
+        if fired and inject == "shutdown" and mode in FATAL:
+            # the victim ended the process: it failed (a fatal signal in it) or exited (it called
+            # exit with a failure status); its teammates ended with the process, not their doing
+            if hit:
+                out.append({"thread": th, "behavior": "exited" if mode == "exit" else "failed", "start_ns": t0})
         elif hit and (inject == "earlyexit" or (inject == "shutdown" and mode == "thread")):
             out.append({"thread": th, "behavior": "exited", "start_ns": t0})
         elif hit and inject == "shutdown" and mode in ("cancel", "vanish"):

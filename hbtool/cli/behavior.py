@@ -10,7 +10,7 @@ from .hsa_common import beats_line, beats_option, beats_used
 from .output import emit, output_options
 
 CSV_COLUMNS = ["run", "process", "thread", "behavior", "start_s", "end_s", "duration_s", "first_beat",
-               "last_beat", "detail", "online_detected_s", "online_latency_s"]
+               "last_beat", "detail", "ended_process", "exit_status", "online_detected_s", "online_latency_s"]
 
 
 def _s(ns):
@@ -78,7 +78,9 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, beats, fmt):
         for iv in r["intervals"]:
             ivs.append({"behavior": iv["behavior"], "start_s": _s(iv["start_ns"]), "end_s": _s(iv["end_ns"]),
                         "duration_s": (iv["end_ns"] - iv["start_ns"]) / 1e9, "first_beat": iv["first_beat"],
-                        "last_beat": iv["last_beat"], "detail": iv["detail"], "online": iv["online"]})
+                        "last_beat": iv["last_beat"], "detail": iv["detail"],
+                        "ended_process": bool(iv.get("ended_process", False)),
+                        "exit_status": iv.get("exit_status"), "online": iv["online"]})
         threads.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "os_tid": r["os_tid"],
                         "beats": r["beats"], "usual_interval_s": r["usual_interval_s"], "intervals": ivs,
                         "online": r["online"], "notes": r["notes"]})
@@ -109,8 +111,10 @@ def _text(threads, monitors, trace) -> str:
         for iv in t["intervals"]:
             if iv["behavior"] in FINDINGS:
                 found[iv["behavior"]] = found.get(iv["behavior"], 0) + 1
+            elif iv["behavior"] == "exited" and iv["exit_status"]:
+                found["failing exit"] = found.get("failing exit", 0) + 1
         end = t["intervals"][-1]["behavior"] if t["intervals"] else None
-        if end in ("exited", "ended"):
+        if end in ("exited", "ended") and not (t["intervals"][-1]["exit_status"] or 0):
             ends[end] = ends.get(end, 0) + 1
     line = (f"{len(threads)} thread{'s' if len(threads) != 1 else ''}; found: "
             + (", ".join(f"{n} {b}" for b, n in sorted(found.items())) or "nothing unusual"))

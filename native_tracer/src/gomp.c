@@ -359,8 +359,11 @@ LOOP_NEXT(GOMP_loop_ull_ordered_runtime_next, ull)
 static inline uint64_t gomp_arrive(struct gomp_tls *g, int ev, uint32_t id)
 {
     uint64_t t0 = hbt_now_ns();
-    if (ev)
+    if (ev) {
         hbt_auto_beat_at(HBT_SRC_OPENMP, ev, g->s.thread, id, gomp_count(g, id), t0);
+        if (__builtin_expect(hbt_inject_armed, 0))
+            t0 = hbt_now_ns();   /* a fault injected at the beat ran in this thread: no wait */
+    }
     return t0;
 }
 
@@ -474,8 +477,8 @@ static void gomp_region_run(void *arg)
     if (g->s.open)   /* a chunk of a combined loop left open (cancellation) */
         gomp_chunk_done(g, (const void *)r->fn);
     hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_IMPLICIT, g->s.thread, r->id, gomp_count(g, r->id), now);
-    if (g == r->master)
-        r->master_done = now;
+    if (g == r->master)   /* a fault injected at the beat ran in the master: no wait */
+        r->master_done = __builtin_expect(hbt_inject_armed, 0) ? hbt_now_ns() : now;
     g->s = saved;
 }
 

@@ -1,0 +1,303 @@
+"""Evaluate `diagnose` and `behavior` on real OpenMP programs nobody here wrote (issue 16).
+
+    python benchmarks/eval_npb.py [--kernels MG,LU,FT,EP] [--compilers gcc,clang]
+                                  [--threads 2,4] [--runs 8] [--class W] [--seed 2026]
+                                  [--keep DIR] [--json FILE]
+
+The NAS Parallel Benchmarks kernels from ../shared/workloads/npb-omp, built unmodified
+with gcc (GCC's libgomp) and clang (LLVM's libomp) into a temporary folder, run under
+`hbtool record` with their automatic OpenMP beats (no source change), one fault per run
+injected by the tracer's thread fault injector (`hbtool record --inject KIND --thread
+random --beat LO-HI --inject-seed S`): the injector picks the thread and the moment from
+the seed, and its truth file (docs/inject.md) is the ground truth. LO-HI is 10-60 % of
+the beats per thread of a normal run of the same program.
+
+Per kernel, compiler and team size, with `--runs` runs per fault kind (seeds
+seed, seed+1, ...) and 3 more normal runs to train a model on:
+
+- `diagnose` (HSA, seed 000), per thread: normal (normal runs; every thread but the
+  victim otherwise), memoryleak (leak, slow: the victim), shutdown (stop: the victim;
+  exit, segv: every thread, the process died). Macro-F1 with the built-in ranges (no
+  model) and with a model trained on the 3 normal runs (`hbtool train --normal`).
+- `behavior` (HBTM, seed 001), per run: busy-waiting and conditional-waiting (the busy
+  and cond faults: the victim, an interval overlapping the injected wait), exit (the
+  thread `behavior` says ended the process with a non-zero status: the exit fault's
+  victim), failure (the thread it labels failed because a fatal signal hit it: the segv
+  fault's victim). A report on any other thread, run or time is a false positive;
+  precision and recall per behaviour, pooled over every run of every kind.
+
+Runs whose fault did nothing are counted and left out (stop under libomp skips nothing,
+docs/inject.md; a stop that skipped no chunk, in a program whose loops are all static).
+The online monitor is not evaluated here: it reads the program's own API beats, and
+these programs have none (benchmarks/eval_behavior.py measures it on our examples).
+
+Long: a few seconds per run; the defaults are 4 kernels x 2 compilers x 2 team sizes x
+(8 kinds x 8 runs + 3): about 1,100 runs. `--runs 2 --kernels MG` is a quick look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NPB = ROOT.parent / "shared" / "workloads" / "npb-omp"
+HBTOOL = [sys.executable, "-m", "hbtool"]
+KINDS = ["normal", "leak", "slow", "stop", "exit", "segv", "busy", "cond"]
+DIAGNOSE_KINDS = {"normal", "leak", "slow", "stop", "exit", "segv"}
+BEHAVIORS = ["busy-waiting", "conditional-waiting", "exit", "failure"]
+FAULT_BEHAVIOR = {"busy": "busy-waiting", "cond": "conditional-waiting", "exit": "exit", "segv": "failure"}
+MAKE_DEF = ("CC = {cc}\nCLINK = {cc}\nC_LIB = -lm\nC_INC = -I../common\nCFLAGS = -O2 -fopenmp\n"
+            "CLINKFLAGS = -fopenmp\nUCC = {cc} -O\nBINDIR = ../bin\nRAND = randdp\nWTIME = wtime.c\n")
+RUN_TIMEOUT_S = 300
+
+
+def build(cc: str, klass: str, kernels: list[str], where: Path) -> Path:
+    d = where / f"npb-{cc}"
+    if not (d / "bin").is_dir():
+        shutil.copytree(NPB, d, ignore=shutil.ignore_patterns("bin", "*.o"))
+        (d / "config" / "make.def").write_text(MAKE_DEF.format(cc=cc))
+        (d / "bin").mkdir()
+    for k in kernels:
+        if not (d / "bin" / f"{k.lower()}.{klass}").exists():
+            r = subprocess.run(["make", k, f"CLASS={klass}"], cwd=d, capture_output=True, text=True)
+            if r.returncode:
+                sys.exit(f"eval_npb: {cc}: make {k} CLASS={klass} failed:\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    return d
+
+
+def env_for(threads: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_", "KMP_"))}
+    env.pop("LD_PRELOAD", None)
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def hbtool(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(HBTOOL + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+def record(exe: Path, out: Path, env: dict, kind: str, beats: str, seed: int) -> dict | None:
+    args = ["record", "-o", str(out), "--force"]
+    if kind != "normal":
+        args += ["--inject", kind, "--thread", "random", "--beat", beats, "--inject-seed", str(seed)]
+    r = hbtool(args + ["--", str(exe)], env, cwd=exe.parent.parent)
+    if kind == "normal":
+        if r.returncode != 0:
+            print(f"  normal run failed ({r.returncode}): {r.stderr.strip()[-300:]}", file=sys.stderr)
+            return None
+        return {"kind": "normal", "fired": False}
+    tf = out / "inject-truth.json"
+    if not tf.exists():
+        print(f"  {kind}: no truth file ({r.returncode}): {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    return json.loads(tf.read_text())
+
+
+def beats_per_thread(trace: Path, env: dict) -> int:
+    r = hbtool(["info", str(trace), "--format", "json"], env)
+    info = json.loads(r.stdout)
+    return min(int(t["beats"]) for t in info["threads"])
+
+
+def effective(truth: dict) -> bool:
+    """The fault did something: it fired, and a stop skipped work."""
+    if truth["kind"] == "normal":
+        return True
+    if not truth.get("fired"):
+        return False
+    if truth["kind"] == "stop":
+        return int(truth["effect"].get("chunks_skipped") or 0) > 0 or truth["effect"].get("stop") == "pthread_exit"
+    return True
+
+
+def diagnose_truth(truth: dict, threads: int) -> dict[int, str]:
+    kind = truth["kind"]
+    labels = {t: "normal" for t in range(threads)}
+    if kind in ("exit", "segv"):
+        return {t: "shutdown" for t in range(threads)}
+    if kind in ("leak", "slow"):
+        labels[truth["thread"]] = "memoryleak"
+    elif kind == "stop":
+        labels[truth["thread"]] = "shutdown"
+    return labels
+
+
+def diagnose(trace: Path, env: dict, model: Path | None) -> dict[int, str]:
+    args = ["diagnose", str(trace), "--format", "json"] + (["--model", str(model)] if model else [])
+    r = hbtool(args, env)
+    if r.returncode != 0:
+        print(f"  diagnose failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return {}
+    return {int(t["thread"]): t["status"] for t in json.loads(r.stdout)["threads"]}
+
+
+def behavior_reports(trace: Path, env: dict) -> list[tuple[str, int, float, float]]:
+    """(behaviour, thread, start_s, end_s) for every report of a behaviour in BEHAVIORS."""
+    r = hbtool(["behavior", str(trace), "--format", "json"], env)
+    if r.returncode != 0:
+        print(f"  behavior failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return []
+    out = []
+    for th in json.loads(r.stdout)["threads"]:
+        for iv in th["intervals"]:
+            b = iv["behavior"]
+            if b in ("busy-waiting", "conditional-waiting"):
+                out.append((b, int(th["thread"]), iv["start_s"], iv["end_s"]))
+            elif b == "failed" and iv.get("ended_process"):
+                out.append(("failure", int(th["thread"]), iv["start_s"], iv["end_s"]))
+            elif b == "exited" and iv.get("ended_process") and iv.get("exit_status", 0) != 0:
+                out.append(("exit", int(th["thread"]), iv["start_s"], iv["end_s"]))
+    return out
+
+
+def matches(report, truth: dict, slack_s: float = 0.05) -> bool:
+    b, thread, start, end = report
+    if truth["kind"] == "normal" or FAULT_BEHAVIOR.get(truth["kind"]) != b or thread != truth["thread"]:
+        return False
+    if b in ("exit", "failure"):
+        return True
+    t0 = truth["fired_at"]["trace_s"]
+    t1 = t0 + truth["params"]["wait_ms"] / 1000
+    return start <= t1 + slack_s and end >= t0 - slack_s
+
+
+def macro_f1(pairs: list[tuple[str, str]], classes=("normal", "memoryleak", "shutdown")) -> float:
+    f1s = []
+    for c in classes:
+        tp = sum(1 for t, p in pairs if t == c and p == c)
+        fp = sum(1 for t, p in pairs if t != c and p == c)
+        fn = sum(1 for t, p in pairs if t == c and p != c)
+        if tp + fp + fn == 0:
+            continue
+        f1s.append(2 * tp / (2 * tp + fp + fn))
+    return sum(f1s) / len(f1s) if f1s else float("nan")
+
+
+def evaluate(exe: Path, threads: int, runs: int, seed: int, work: Path, env: dict, keep: bool) -> dict:
+    res = {"skipped": defaultdict(int), "diag": [], "diag_model": [], "beh_tp": defaultdict(int),
+           "beh_fp": defaultdict(int), "beh_fn": defaultdict(int), "confusion": defaultdict(int), "runs": 0}
+    train = []
+    for i in range(3):
+        d = work / f"train{i}"
+        if record(exe, d, env, "normal", "", 0):
+            train.append(d)
+    if not train:
+        return res
+    per_thread = beats_per_thread(train[0], env)
+    lo, hi = max(2, per_thread // 10), max(3, per_thread * 6 // 10)
+    model = work / "model.json"
+    r = hbtool(["train", "--normal", *map(str, train), "-o", str(model)], env)
+    if r.returncode != 0:
+        print(f"  train failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        model = None
+    for kind in KINDS:
+        for i in range(runs):
+            d = work / f"{kind}{i}"
+            t = time.monotonic()
+            truth = record(exe, d, env, kind, f"{lo}-{hi}", seed + i)
+            if truth is None or not effective(truth):
+                res["skipped"][kind] += 1
+                continue
+            res["runs"] += 1
+            if kind in DIAGNOSE_KINDS:
+                want = diagnose_truth(truth, threads)
+                got = diagnose(d, env, None)
+                got_m = diagnose(d, env, model) if model else {}
+                for th, lab in want.items():
+                    res["diag"].append((lab, got.get(th, "missing")))
+                    res["diag_model"].append((lab, got_m.get(th, "missing")))
+                    res["confusion"][f"{lab}->{got.get(th, 'missing')}"] += 1
+            reports = behavior_reports(d, env)
+            found = set()
+            for rep in reports:
+                if matches(rep, truth):
+                    found.add(rep[0])
+                else:
+                    res["beh_fp"][rep[0]] += 1
+            want_b = FAULT_BEHAVIOR.get(kind)
+            if want_b:
+                if want_b in found:
+                    res["beh_tp"][want_b] += 1
+                else:
+                    res["beh_fn"][want_b] += 1
+            print(f"  {kind}{i}: thread {truth.get('thread')} at beat "
+                  f"{(truth.get('fired_at') or {}).get('beat')}, {time.monotonic() - t:.1f} s", file=sys.stderr)
+            if kind != "normal" and not keep:
+                shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+def summarize(res: dict) -> dict:
+    out = {"runs": res["runs"], "skipped": dict(res["skipped"]),
+           "diagnose_macro_f1": macro_f1(res["diag"]), "diagnose_macro_f1_model": macro_f1(res["diag_model"]),
+           "confusion": dict(res["confusion"]), "behavior": {}}
+    for b in BEHAVIORS:
+        tp, fp, fn = res["beh_tp"][b], res["beh_fp"][b], res["beh_fn"][b]
+        out["behavior"][b] = {"tp": tp, "fp": fp, "fn": fn,
+                              "precision": tp / (tp + fp) if tp + fp else float("nan"),
+                              "recall": tp / (tp + fn) if tp + fn else float("nan")}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kernels", default="MG,LU,FT,EP")
+    ap.add_argument("--compilers", default="gcc,clang")
+    ap.add_argument("--threads", default="2,4")
+    ap.add_argument("--runs", type=int, default=8, help="runs per fault kind (default 8)")
+    ap.add_argument("--class", dest="klass", default="W", help="NPB problem class (default W)")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--keep", type=Path, help="keep builds and traces here")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    a = ap.parse_args()
+    if not (NPB / "MG").is_dir():
+        sys.exit(f"eval_npb: NPB is not at {NPB}")
+    work = a.keep or Path(tempfile.mkdtemp(prefix="hbtool-eval-npb-"))
+    work.mkdir(parents=True, exist_ok=True)
+    kernels = a.kernels.split(",")
+    table = {}
+    try:
+        for cc in a.compilers.split(","):
+            if shutil.which(cc) is None:
+                print(f"eval_npb: {cc} not found, skipped", file=sys.stderr)
+                continue
+            bdir = build(cc, a.klass, kernels, work)
+            for k in kernels:
+                for n in map(int, a.threads.split(",")):
+                    key = f"{k} {cc} {n}t"
+                    print(f"{key}:", file=sys.stderr)
+                    run_dir = work / "runs" / f"{k}-{cc}-{n}"
+                    run_dir.mkdir(parents=True, exist_ok=True)
+                    res = evaluate(bdir / "bin" / f"{k.lower()}.{a.klass}", n, a.runs, a.seed, run_dir, env_for(n), bool(a.keep))
+                    table[key] = summarize(res)
+                    s = table[key]
+                    print(f"{key}: diagnose macro-F1 {s['diagnose_macro_f1']:.2f} (model "
+                          f"{s['diagnose_macro_f1_model']:.2f}); " + "; ".join(
+                              f"{b} P {v['precision']:.2f} R {v['recall']:.2f}" for b, v in s["behavior"].items()),
+                          flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(f"{'kernel':<16}{'runs':>5}{'F1':>6}{'F1 model':>9}" + "".join(f"{b[:12]:>16}" for b in BEHAVIORS))
+    for key, s in table.items():
+        cells = "".join(f"{v['precision']:>8.2f}/{v['recall']:<7.2f}" for v in s["behavior"].values())
+        print(f"{key:<16}{s['runs']:>5}{s['diagnose_macro_f1']:>6.2f}{s['diagnose_macro_f1_model']:>9.2f}{cells}")
+    print("behaviour cells: precision/recall; F1: diagnose macro-F1 per thread (no model / model on 3 normal runs)")
+    if a.json:
+        a.json.write_text(json.dumps({"args": vars(a) | {"keep": str(a.keep), "json": str(a.json)}, "results": table},
+                                     indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
