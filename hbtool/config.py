@@ -105,6 +105,9 @@ BEHAVIOR_WINDOW_BEATS = 100
 #: a gap in a thread's beats that recorded waits (a barrier...) cover at least this share of is
 #: waiting for its team (idle), not conditional waiting of its own
 BEHAVIOR_EXPLAINED_SHARE = 0.5
+#: a gap in which a thread used at least this share of a CPU (the tracer's `cpu` records) was
+#: spent spinning or working, not blocked: busy-waiting when its team waited for it meanwhile
+BEHAVIOR_SPIN_SHARE = 0.5
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
 #: relative distance at which the computation clustering starts a new cluster

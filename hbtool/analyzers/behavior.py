@@ -59,6 +59,7 @@ class BehaviorSettings:
     match_share: float = config.BEHAVIOR_MATCH_SHARE
     window_beats: int = config.BEHAVIOR_WINDOW_BEATS
     explained_share: float = config.BEHAVIOR_EXPLAINED_SHARE
+    spin_share: float = config.BEHAVIOR_SPIN_SHARE
 
 
 @dataclass
@@ -259,6 +260,7 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         return []
     slow = (tb.level - tb.ref >= np.log(s.slow_factor)) & ~tb.gap
     out = []
+    team_slow = []
     for a, b in _runs(slow):
         # the window blurs the edges: put each where the intervals themselves step
         a = _refine_step(tb.x, a, *_near(tb, a, s, 0, b), up=True)
@@ -278,10 +280,7 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
             if np.isfinite(lv):
                 others.append(lv - o.ref)
         if others and np.median(others) >= s.team_share * excess:
-            notes.append(
-                f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but so was the rest "
-                f"of the team: the machine, not this thread (not labelled busy-waiting)"
-            )
+            team_slow.append((t0, t1, float(np.exp(excess))))
             continue
         if watched is not None and not _online_saw(watched, t0, t1, tb, s):
             notes.append(
@@ -290,6 +289,14 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
                 f"the hypervisor), it did not busy-wait (not labelled busy-waiting)")
             continue
         out.append((a, b, float(np.exp(excess))))
+    if len(team_slow) == 1:
+        t0, t1, f = team_slow[0]
+        notes.append(f"slower by {f:.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but so was the rest "
+                     f"of the team: the machine or the program, not this thread (not labelled busy-waiting)")
+    elif team_slow:
+        notes.append(f"{len(team_slow)} stretches slower than usual (up to {max(f for *_, f in team_slow):.1f}x, "
+                     f"{sum(t1 - t0 for t0, t1, _ in team_slow) / 1e9:.3f} s in all), but so was the rest of the "
+                     f"team each time: the machine or the program, not this thread (not labelled busy-waiting)")
     return out
 
 
@@ -307,6 +314,8 @@ def _thread_waits(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
     if not len(w):
         return pd.DataFrame(columns=["start_ns", "end_ns", "sync"])
     w = w[(w["run"] == tb.run) & (w["process"] == tb.process) & (w["thread"] == tb.thread)]
+    if tb.thread == 0:   # the master's time outside the regions: the serial part, its work (split_waits)
+        w = w.assign(sync=w["sync"].astype(str).replace({"outside": "serial"}))
     return pd.DataFrame({"start_ns": (w["t_ns"] - w["wait_ns"]).to_numpy(), "end_ns": w["t_ns"].to_numpy(),
                          "sync": w["sync"].astype(str).to_numpy()})
 
@@ -322,7 +331,27 @@ def _waited_in(waits: pd.DataFrame, t0: int, t1: int) -> tuple[float, str]:
     sync = str(by.idxmax())
     return float(over.sum()) / 1e9, {"barrier": "a barrier", "critical": "a critical section",
                                      "taskwait": "a taskwait", "ordered": "an ordered region",
-                                     "collective": "an MPI collective"}.get(sync, sync)
+                                     "collective": "an MPI collective",
+                                     "outside": "the runtime's pool, outside any parallel region",
+                                     "serial": "the program's serial part"}.get(sync, sync)
+
+
+def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
+    """The share of [t0, t1] the thread spent on a CPU, from the tracer's `cpu` records of
+    its gaps (each spread evenly over its gap), or None when they do not cover half of it
+    (a trace without them, or a gap the thread never ended)."""
+    c = trace.cpu
+    if not len(c):
+        return None
+    c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids)]
+    if not len(c):
+        return None
+    end = c["t_ns"].to_numpy()
+    gap = c["gap_ns"].to_numpy().clip(1)
+    over = np.clip(np.minimum(end, t1) - np.maximum(end - gap, t0), 0, None)
+    if over.sum() < 0.5 * (t1 - t0):
+        return None
+    return float((c["cpu_ns"].to_numpy() * over / gap).sum() / over.sum())
 
 
 def _where(tb: ThreadBeats, a: int, b: int) -> str:
@@ -353,6 +382,21 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
         end = int(t[i + 1] - local * 1e9)
         gap_s = (t[i + 1] - t[i]) / 1e9
         waited, sync = _waited_in(waits, int(t[i]), int(t[i + 1]))
+        if waited >= s.explained_share * gap_s and sync == "the program's serial part":
+            continue   # the master ran the serial code between two parallel regions: running
+        cpu_share = _cpu_share(trace, tb, int(t[i]), int(t[i + 1]))
+        if waited < s.explained_share * gap_s and cpu_share is not None and cpu_share >= s.spin_share:
+            # it used a CPU all through the gap, with no beat: spinning, or one long unit of work.
+            # It spun if its team waited for it meanwhile; otherwise they all worked (a long
+            # static loop, say): running
+            team_waited = max((_waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0]
+                               for o in team if o is not tb), default=0.0)
+            if team_waited >= s.explained_share * gap_s:
+                episodes.append((i, i + 1, "busy-waiting",
+                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
+                                 f"and its team waited {team_waited:.3f} s for it{_where(tb, i + 1, i + 2)}",
+                                 int(t[i]), max(end, int(t[i]))))
+            continue
         if waited >= s.explained_share * gap_s:
             # the tracer saw it wait in a synchronisation (a barrier) most of the gap: it
             # waited for its team, which is the team's slow member's doing, not its own
@@ -360,8 +404,9 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
                              f"no beats for {gap_s:.3f} s: it waited {waited:.3f} s in {sync}, for its team, "
                              f"then beats resumed{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
             continue
+        cpu_text = "" if cpu_share is None else f", blocked (it used {100 * cpu_share:.0f} % of a CPU)"
         episodes.append((i, i + 1, "conditional-waiting",
-                         f"no beats for {gap_s:.3f} s, then beats resumed{_where(tb, i + 1, i + 2)}",
+                         f"no beats for {gap_s:.3f} s{cpu_text}, then beats resumed{_where(tb, i + 1, i + 2)}",
                          int(t[i]), max(end, int(t[i]))))
     episodes.sort(key=lambda e: e[4])
     intervals = []

@@ -202,10 +202,23 @@ def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
     return s[cols]
 
 
+def split_waits(waits: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(idle, serial): a trace's wait records split into the time threads waited, and the
+    time the master thread (OpenMP thread 0) spent outside the parallel regions, in the
+    program's serial part: its own work, although recorded like the others' time there
+    (sync "outside"), which the workers spend waiting in the runtime's pool."""
+    if not len(waits):
+        return waits, waits
+    serial = ((waits["sync"] == "outside") & (waits["thread"] == 0)).to_numpy()
+    return waits[~serial], waits[serial]
+
+
 def wait_times(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per (run, process, thread) with wait records: waits (how many), wait_s (their total,
-    seconds) and, per synchronisation kind, its seconds (columns wait_<sync>_s)."""
-    w = trace.waits
+    seconds) and, per synchronisation kind, its seconds (columns wait_<sync>_s; a worker's
+    time outside the parallel regions is wait_outside_s), and serial_s: the master's time
+    outside the regions (split_waits), not counted as waiting."""
+    w, serial = split_waits(trace.waits)
     if not len(w):
         return pd.DataFrame(columns=["run", "process", "thread", "waits", "wait_s"])
     key = ["run", "process", "thread"]
@@ -215,4 +228,10 @@ def wait_times(trace: HeartbeatTrace) -> pd.DataFrame:
     by_sync = w.pivot_table(index=key, columns="sync", values="wait_ns", aggfunc="sum", observed=True, fill_value=0)
     by_sync = (by_sync / 1e9).add_prefix("wait_").add_suffix("_s").reset_index()
     by_sync.columns.name = None
-    return out.merge(by_sync, on=key, how="left")
+    out = out.merge(by_sync, on=key, how="left")
+    if "wait_outside_s" in out:
+        out = out.drop(columns=[c for c in out if c.startswith("wait_") and c != "wait_s" and not out[c].any()])
+    if len(serial):
+        ser = serial.groupby(key, observed=True)["wait_ns"].sum().div(1e9).rename("serial_s").reset_index()
+        out = out.merge(ser, on=key, how="left")
+    return out

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from ..model import BEHAVIORS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
+from ..model import BEHAVIORS, CPU_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
 from .registry import MAGIC_HBTRACE, ReadOptions, head
 
 MAGIC = MAGIC_HBTRACE
@@ -39,12 +39,13 @@ FLAG_CONVERTED = 0x2
 REC_BEAT = 1
 REC_NAME = 14
 REC_WAIT = 17
+REC_CPU = 18
 #: largest code _dense maps with a table (construct ids are at most a few thousand)
 DENSE_MAX = 1 << 20
 #: a beat's or wait's source: flags & 15 (docs/formats.md)
 SOURCES = {0: "api", 1: "openmp", 2: "mpi"}
 #: a wait's synchronisation: flags >> 4
-SYNC_KINDS = {1: "barrier", 2: "taskwait", 3: "critical", 4: "ordered", 5: "collective"}
+SYNC_KINDS = {1: "barrier", 2: "taskwait", 3: "critical", 4: "ordered", 5: "collective", 6: "outside"}
 #: name spaces of NAME records
 NAME_QUEUE = 1
 NAME_PROBE = 2
@@ -396,7 +397,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
     parsed = [read_hbt_file(p) for p in paths]
     warnings = [w for p in parsed for w in p["warnings"]]
     offsets, zero_mono = run_offsets(parsed)
-    beats, events, monitor, waits, procmeta = [], [], [], [], []
+    beats, events, monitor, waits, cpu, procmeta = [], [], [], [], [], []
     for process, i in enumerate(process_order(parsed, offsets)):
         p = parsed[i]
         hdr, r = p["header"], p["records"]
@@ -442,10 +443,17 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                 "source": _coded(source_code[iswait], SOURCES, "source"),
                 "construct": construct[iswait],
             }))
+        iscpu = kind == REC_CPU
+        if iscpu.any():
+            cpu.append(pd.DataFrame({
+                "run": run, "process": proc, "thread": thread[iscpu], "os_tid": r["os_tid"][iscpu],
+                "t_ns": t_ns[iscpu], "gap_ns": r["iter"][iscpu].astype(np.int64).clip(0) * 1000,
+                "cpu_ns": (r["aux"][iscpu].astype(np.int64) << 32) | r["seq"][iscpu].astype(np.int64),
+            }))
         known = np.isin(kind, list(REC_KINDS))
         ismon = np.isin(kind, list(MONITOR_KINDS))
         # instruments (queues, probes, status) are read by hbtool.io.instruments
-        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait
+        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu
         if unknown.any():
             warnings.append(
                 f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
@@ -507,6 +515,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         warnings=warnings,
         monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
         waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
+        cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
     )
 
 

@@ -43,9 +43,21 @@ WAIT_COLUMNS: dict[str, str] = {
     "t": "float64",         # when the wait ended, seconds since the run started
     "t_ns": "int64",
     "wait_ns": "int64",     # how long it lasted
-    "sync": "category",     # barrier, taskwait, critical, ordered, collective
+    "sync": "category",     # barrier, taskwait, critical, ordered, collective, outside (a parallel region)
     "source": "category",
     "construct": "category",
+}
+
+#: columns of HeartbeatTrace.cpu: the CPU time a thread used in a gap of 10 ms or more
+#: between its records (tracer `cpu` records): what tells spinning from sleeping
+CPU_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "t_ns": "int64",        # the gap's end
+    "gap_ns": "int64",      # its length
+    "cpu_ns": "int64",      # CPU time the thread used in it
 }
 
 #: columns of HeartbeatTrace.events (thread lifecycle and process end)
@@ -119,6 +131,8 @@ class HeartbeatTrace:
       MONITOR_COLUMNS (empty for other sources).
     * ``waits``: time threads spent waiting in synchronisations, columns WAIT_COLUMNS
       (the tracer's automatic `wait` records; empty for other sources).
+    * ``cpu``: CPU time threads used in the gaps between their records, columns
+      CPU_COLUMNS (the tracer's `cpu` records; empty for other sources).
     """
 
     beats: pd.DataFrame
@@ -127,6 +141,7 @@ class HeartbeatTrace:
     warnings: list[str] = field(default_factory=list)
     monitor: pd.DataFrame = field(default_factory=lambda: empty_frame(MONITOR_COLUMNS))
     waits: pd.DataFrame = field(default_factory=lambda: empty_frame(WAIT_COLUMNS))
+    cpu: pd.DataFrame = field(default_factory=lambda: empty_frame(CPU_COLUMNS))
 
     def __post_init__(self) -> None:
         self.beats = conform(self.beats, BEAT_COLUMNS)
@@ -135,6 +150,7 @@ class HeartbeatTrace:
             self.beats["source"] = src.cat.rename_categories({"": "api"}) if "api" not in src.cat.categories \
                 else src.astype(str).replace("", "api").astype("category")
         self.waits = conform(self.waits, WAIT_COLUMNS)
+        self.cpu = conform(self.cpu, CPU_COLUMNS)
         self.events = conform(self.events, EVENT_COLUMNS)
         self.monitor = conform(self.monitor, MONITOR_COLUMNS)
         if len(self.beats):
@@ -156,7 +172,7 @@ class HeartbeatTrace:
     @staticmethod
     def concat(traces: list["HeartbeatTrace"]) -> "HeartbeatTrace":
         """Join traces of different runs (run names must differ; later duplicates get a suffix)."""
-        beats, events, monitor, waits, runs, warnings = [], [], [], [], {}, []
+        beats, events, monitor, waits, cpu, runs, warnings = [], [], [], [], [], {}, []
         for tr in traces:
             rename = {}
             for name in tr.runs:
@@ -171,15 +187,18 @@ class HeartbeatTrace:
             e = tr.events.copy()
             m = tr.monitor.copy()
             w = tr.waits.copy()
+            c = tr.cpu.copy()
             if any(k != v for k, v in rename.items()):
                 b["run"] = b["run"].map(rename)
                 e["run"] = e["run"].map(rename)
                 m["run"] = m["run"].map(rename)
                 w["run"] = w["run"].map(rename)
+                c["run"] = c["run"].map(rename)
             beats.append(b)
             events.append(e)
             monitor.append(m)
             waits.append(w)
+            cpu.append(c)
             warnings.extend(tr.warnings)
         return HeartbeatTrace(
             beats=pd.concat(beats, ignore_index=True) if beats else empty_frame(BEAT_COLUMNS),
@@ -188,6 +207,7 @@ class HeartbeatTrace:
             warnings=warnings,
             monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
             waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
+            cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
         )
 
     def sources(self) -> dict[tuple, dict[str, int]]:
@@ -229,4 +249,4 @@ class HeartbeatTrace:
         for (run, process), counts in self.sources().items():
             runs[run].setdefault("beats_available", {})[process] = counts
         return HeartbeatTrace(beats=b, events=self.events, runs=runs, warnings=list(self.warnings),
-                              monitor=self.monitor, waits=self.waits)
+                              monitor=self.monitor, waits=self.waits, cpu=self.cpu)

@@ -217,6 +217,19 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       aux    = the wait in ns, low 32 bits,
                                       flags  = source | sync kind << 4 */
 
+#define HBT_REC_CPU           18u  /* a thread's CPU time in a gap between its records
+                                      (no beat, wait or other automatic record for at
+                                      least HBT_CPU_GAP_NS), written by that thread with
+                                      the record that ended the gap (src/autobeat.h):
+                                      t_ns   = the gap's end,
+                                      seq    = CPU ns the thread used in the gap, low 32 bits,
+                                      aux    = the same, high 32 bits,
+                                      thread = as for the record that ended the gap,
+                                      loop   = construct id of that record (0 unknown),
+                                      iter   = the gap in microseconds (saturated),
+                                      flags  = source of that record */
+#define HBT_CPU_GAP_NS     10000000ull  /* 10 ms */
+
 /* flags of automatic beats (HBT_REC_BEAT) and of HBT_REC_WAIT: bits 0..3 the source,
  * bits 4..15 the event (beats) or the sync kind (waits). API beats have flags 0. */
 #define HBT_SRC_MASK           0xFu

@@ -276,3 +276,33 @@ HBT_EXPORT void hbtrace_mpi_beat(int event, const void *fn, const char *fn_name,
     if (wait_ns > 0)
         hbt_auto_wait_at(HBT_SRC_MPI, HBT_SYNC_COLLECTIVE, (int32_t)slot, id, wait_ns, now);
 }
+
+/* The cold path of hbt_cpu_track (internal.h): read the thread's CPU clock; if a
+ * gap of HBT_CPU_GAP_NS or more ended at `now`, record the CPU time it used in it.
+ * The record goes after the one that ended the gap (same clock value). */
+void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
+                 uint32_t construct, uint16_t source)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+        t->cpu_at_ns = now;   /* try again later; no record without a reading */
+        return;
+    }
+    uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t at = t->cpu_at_ns, before = t->cpu_ns;
+    t->cpu_at_ns = now;
+    t->cpu_ns = cpu;
+    if (!at || !last || last < at || now - last < HBT_CPU_GAP_NS)
+        return;
+    /* CPU at the gap's start: the last reading, plus the time from it to the start
+     * (the thread was at work, recording, then); never more than what it used in all */
+    uint64_t start = before + (last - at);
+    uint64_t used = cpu > start ? cpu - start : 0;
+    uint64_t gap_us = (now - last) / 1000u;
+    uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
+    if (i == HBT_NO_SLOT)
+        return;
+    hbt_store(t, i, now, hbt_kindflags(HBT_REC_CPU, source), (uint32_t)used, thread,
+              (int32_t)construct, gap_us > INT32_MAX ? INT32_MAX : (int32_t)gap_us,
+              (uint32_t)(used >> 32));
+}

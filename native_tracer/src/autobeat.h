@@ -15,7 +15,12 @@ enum hbt_source { HBT_SRC_API = 0, HBT_SRC_OPENMP = 1, HBT_SRC_MPI = 2 };
 enum hbt_omp_event { HBT_EV_CHUNK = 1, HBT_EV_WORKSHARE = 2, HBT_EV_TASK = 3, HBT_EV_IMPLICIT = 4 };
 enum hbt_mpi_event { HBT_EV_COLLECTIVE = 1, HBT_EV_CALL = 2 };
 enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL = 3,
-                HBT_SYNC_ORDERED = 4, HBT_SYNC_COLLECTIVE = 5 };
+                HBT_SYNC_ORDERED = 4, HBT_SYNC_COLLECTIVE = 5,
+                /* outside any parallel region: from the end of the thread's implicit task
+                 * (after its IMPLICIT beat) to the start of its next one in the outermost
+                 * team; written at that start. The master ran the program's serial part
+                 * there, the others waited in the runtime's pool. */
+                HBT_SYNC_OUTSIDE = 6 };
 enum hbt_construct_kind { HBT_CK_PARALLEL = 1, HBT_CK_LOOP, HBT_CK_SECTIONS, HBT_CK_SINGLE,
                           HBT_CK_TASK, HBT_CK_BARRIER, HBT_CK_CRITICAL, HBT_CK_ORDERED,
                           HBT_CK_COLLECTIVE, HBT_CK_CALL };
@@ -85,6 +90,7 @@ uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t t
     if (!now)
         now = hbt_now_ns();
     hbt_store(t, i, now, hbt_kindflags(kind, flags), seq, thread, (int32_t)construct, iter, aux);
+    hbt_cpu_track(t, now, thread, construct, flags & HBT_SRC_MASK);
     return now;
 }
 

@@ -83,6 +83,7 @@ struct gomp_tls {
     uint32_t *counts;     /* beats per construct id (iter of non-chunk beats) */
     uint32_t ncounts;
     struct { uint64_t key; uint32_t id; } cache[GOMP_CACHE];
+    uint64_t left_ns;     /* when it last left an outermost region (0: never) */
 };
 
 static __thread struct gomp_tls gomp_tls __attribute__((tls_model("initial-exec")));
@@ -471,14 +472,22 @@ static void gomp_region_run(void *arg)
     g->s.loop = r->loop;
     g->s.sections = r->sections;
     g->s.open = 0;
+    if (!saved.known && g->left_ns) {   /* the time since it left the previous outermost region */
+        uint64_t t0 = hbt_now_ns();
+        hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, g->s.thread, r->id, t0 - g->left_ns, t0);
+    }
     if (__builtin_expect(hbt_inject_armed, 0)) hbt_inject_waited(0);   /* a unit of work starts */
     r->fn(r->data);
     uint64_t now = hbt_now_ns();
     if (g->s.open)   /* a chunk of a combined loop left open (cancellation) */
         gomp_chunk_done(g, (const void *)r->fn);
     hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_IMPLICIT, g->s.thread, r->id, gomp_count(g, r->id), now);
-    if (g == r->master)   /* a fault injected at the beat ran in the master: no wait */
-        r->master_done = __builtin_expect(hbt_inject_armed, 0) ? hbt_now_ns() : now;
+    if (__builtin_expect(hbt_inject_armed, 0))   /* a fault injected at the beat ran here: no wait */
+        now = hbt_now_ns();
+    if (g == r->master)
+        r->master_done = now;
+    else if (!saved.known)   /* a worker leaves for the closing barrier and the pool */
+        g->left_ns = now;
     g->s = saved;
 }
 
@@ -502,6 +511,9 @@ static inline void gomp_region_end(struct gomp_region *r)
         uint64_t t1 = hbt_now_ns();
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_BARRIER, r->master->s.thread, r->id,
                          t1 - r->master_done, t1);
+        struct gomp_tls *g = &gomp_tls;
+        if (!g->s.known)   /* the master leaves the outermost region for the serial part */
+            g->left_ns = t1;
     }
 }
 

@@ -165,7 +165,32 @@ struct hbt_tls {
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
+    uint64_t last_ns;         /* clock of its latest beat or automatic record */
+    uint64_t cpu_at_ns;       /* when its CPU clock was last read (0: never) */
+    uint64_t cpu_ns;          /* what it read then (hbt_cpu_track) */
 };
+
+/* A thread's CPU time in the gaps between its records (HBT_REC_CPU): every
+ * record passes its clock value here; at most every HBT_CPU_READ_NS, and at the
+ * end of a gap of HBT_CPU_GAP_NS or more, the cold path reads the thread's CPU
+ * clock (one system call) and, for a gap, records what the thread used in it:
+ * CPU time since the last reading, less the time from that reading to the gap's
+ * start (the thread was recording then, so at work: at most HBT_CPU_READ_NS of
+ * CPU time over- or under-counted). It tells a thread that spun through a gap
+ * (busy-waiting) from one that slept (blocked). */
+#define HBT_CPU_READ_NS 5000000ull
+HBT_HIDDEN void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
+                            uint32_t construct, uint16_t source);
+
+static inline __attribute__((always_inline))
+void hbt_cpu_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint32_t construct,
+                   uint16_t source)
+{
+    uint64_t last = t->last_ns;
+    t->last_ns = now;
+    if (__builtin_expect(now - t->cpu_at_ns >= HBT_CPU_READ_NS, 0))
+        hbt_cpu_gap(t, last, now, thread, construct, source);
+}
 
 extern __thread struct hbt_tls hbt_tls
     __attribute__((tls_model("initial-exec"))) HBT_HIDDEN;
@@ -509,6 +534,7 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
         hbt_store(t, i, now, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
                   iter, 0);
     hbt_beatline_update(t, now, seq);
+    hbt_cpu_track(t, now, tagged ? t->beat_thread : thread, 0, HBT_BEATSRC_API);
     if (__builtin_expect(hbt_inject_armed, 0))
         hbt_inject_point(0 /* api */, tagged ? t->beat_thread : thread, now);
 }

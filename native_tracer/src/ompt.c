@@ -81,6 +81,7 @@ struct hbt_ompt_tls {
     const void *pending_ra;    /* the code address of the region this thread opens */
     uint32_t *counts;          /* this thread's beats per construct id */
     uint32_t ncounts;
+    uint64_t left_ns;          /* when it last left an outermost region (0: never) */
 };
 
 static __thread struct hbt_ompt_tls hbt_ompt;
@@ -259,7 +260,6 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             f->region_ra = NULL;
             f->loop = 0;
             f->dynamic = 0;
-            if (__builtin_expect(hbt_inject_armed, 0)) hbt_inject_waited(0);   /* a unit of work starts */
             if (index == 0) {
                 /* the primary thread names the region for the team */
                 f->region_ra = o->pending_ra;
@@ -269,10 +269,17 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             } else {
                 hbt_ompt_resolve(f);
             }
+            if (f->level == 1 && o->left_ns) {   /* since it left the previous outermost region */
+                uint64_t t0 = hbt_now_ns();
+                hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, thread, f->region, t0 - o->left_ns, t0);
+            }
+            if (__builtin_expect(hbt_inject_armed, 0)) hbt_inject_waited(0);   /* a unit of work starts */
         } else if (endpoint == HBT_OMPT_SCOPE_END && o->depth > 0) {
             struct hbt_ompt_frame *f = hbt_ompt_cur(o);
             hbt_ompt_resolve(f);
             hbt_ompt_beat(o, HBT_EV_IMPLICIT, f->thread, f->region);
+            if (f->level == 1)   /* it leaves for the serial part (master) or the pool */
+                o->left_ns = hbt_now_ns();
             o->depth--;
         }
     }
