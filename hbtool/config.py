@@ -70,6 +70,9 @@ HSA_DEFAULT_RANGES = {
     "LB": (None, 438.0),
     "LTRmax": (None, 3.2),
     "progress": (0.95, None),
+    # hbtool's work ratio (docs/methods.md): three times its reference's own work in the
+    # parallel regions, a round bound, not fitted
+    "WR": (None, 3.0),
 }
 
 # ---- thread behavior (SPEC 5, seed 001; docs/methods.md "Thread behavior") ----

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, Series, compute_features, make_series, too_few_beats
-from .summary import summarize_threads
+from .summary import region_work, summarize_threads
 
 KEY = ["run", "process", "thread"]
 #: which thread a row was compared with: "team-median" (its team's median thread) or
@@ -107,7 +107,42 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
             row["ending"], row["ended"], row["died"] = "unknown", "", False
         rows.append(row)
     cols = KEY + ["beats", "reference", *REFERENCE_COLUMNS, "na_reason", *FEATURES, "ending", "ended", "died"]
-    return pd.DataFrame(rows, columns=cols)
+    table = pd.DataFrame(rows, columns=cols)
+    table["WR"], table["WR_against"] = work_ratios(trace, table, reference)
+    return table
+
+
+def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame,
+                reference: HeartbeatTrace | None) -> tuple[np.ndarray, list[str]]:
+    """WR of every row of a features table: the thread's own work in the parallel regions
+    (summary.region_work) over its reference's. With a reference trace: the thread of the
+    same number there (its first run). Otherwise its team's: the median of the other
+    workers (threads but 0) of its process, for a worker of a team of three or more; the
+    master (thread 0) has work of its own (the serial part inside regions, `master`
+    blocks), so only a reference trace can judge it. NaN where either side has no wait
+    records (API beats) or none of this holds."""
+    work = region_work(trace).set_index(KEY)["work_s"] if len(trace.beats) else pd.Series(dtype=float)
+    out = np.full(len(table), np.nan)
+    against = [""] * len(table)
+    if reference is not None:
+        rw = region_work(reference) if len(reference.beats) else pd.DataFrame(columns=KEY + ["work_s"])
+        ref_by_thread = rw.dropna().drop_duplicates("thread").set_index("thread")["work_s"]
+        for i, k in enumerate(zip(table["run"], table["process"], table["thread"])):
+            w, r = work.get(k, np.nan), ref_by_thread.get(k[2], np.nan)
+            if np.isfinite(w) and np.isfinite(r) and r > 0:
+                out[i], against[i] = w / r, f"thread {k[2]} of the reference"
+        return out, against
+    workers = work[work.index.get_level_values("thread") != 0].dropna()
+    for i, k in enumerate(zip(table["run"], table["process"], table["thread"])):
+        w = work.get(k, np.nan)
+        if k[2] == 0 or not np.isfinite(w):
+            continue
+        team = workers[(workers.index.get_level_values("run") == k[0])
+                       & (workers.index.get_level_values("process") == k[1])]
+        others = team[team.index.get_level_values("thread") != k[2]]
+        if len(team) >= 2 and len(others) and np.median(others) > 0:
+            out[i], against[i] = w / float(np.median(others)), "the median of the team's other workers"
+    return out, against
 
 
 def labelled_table(labelled, settings: FeatureSettings | None = None,

@@ -25,7 +25,7 @@ from .diagnosis import REFERENCE_COLUMNS, features_table, labelled_table
 
 #: features that are ratios (1 = like the reference): ranges are fitted on their log,
 #: where twice as slow and twice as fast lie equally far from 1
-RATIO_FEATURES = ("GTR", "LTR", "GHR", "LHR", "LTRmax", "progress")
+RATIO_FEATURES = ("GTR", "LTR", "GHR", "LHR", "LTRmax", "progress", "WR")
 
 
 def _to_fit_scale(f: str, x: np.ndarray) -> np.ndarray:
@@ -70,7 +70,7 @@ def _inside(v: float, r: tuple[float | None, float | None]) -> bool:
 
 
 def outside_ranges(row, ranges) -> list[str]:
-    return [f for f in FEATURES if f in ranges and np.isfinite(row[f]) and not _inside(row[f], ranges[f])]
+    return [f for f in FEATURES if f in ranges and np.isfinite(row.get(f, np.nan)) and not _inside(row[f], ranges[f])]
 
 
 #: decimals a feature is shown with (ratios near 1, distances in heart-rate units)
@@ -104,6 +104,13 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
     prog = row["progress"]
     if "progress" in rg and np.isfinite(prog) and not _inside(prog, rg["progress"]):
         return "shutdown", f"completed {row['beats']} beats, {_describe('progress', prog, rg['progress'])} (ended early)"
+    wr = row.get("WR", float("nan"))
+    if "WR" in rg and wr is not None and np.isfinite(wr) and not _inside(wr, rg["WR"]):
+        # it took longer over its own work than its reference, while its team waited for it at
+        # the barriers: their heartbeats slowed with it, so only this tells it from them
+        return "memoryleak", (f"worked {wr:.2f}x as long as {row.get('WR_against') or 'its reference'} in the "
+                              f"parallel regions ({_describe('WR', wr, rg['WR'])}): its heart rate fell with "
+                              f"its team's, which waited for it at the barriers")
     mintime, maxtime = rg["GTR"]
     gtr = row["GTR"]
     peak = row.get("LTRmax", float("nan"))
@@ -279,7 +286,8 @@ class Diagnosis:
         for r, v in zip(self.table.to_dict(orient="records"), self.verdict.to_dict(orient="records")):
             rows.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "status": v["status"],
                          "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
-                         **{f: r[f] for f in FEATURES}, "reference": r["reference"],
+                         **{f: r[f] for f in FEATURES}, "WR_against": r.get("WR_against", ""),
+                         "reference": r["reference"],
                          **{c: r[c] for c in REFERENCE_COLUMNS}, "ending": r["ending"], "ended": r["ended"],
                          "died": r["died"]})
         return rows

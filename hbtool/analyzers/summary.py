@@ -235,3 +235,31 @@ def wait_times(trace: HeartbeatTrace) -> pd.DataFrame:
         ser = serial.groupby(key, observed=True)["wait_ns"].sum().div(1e9).rename("serial_s").reset_index()
         out = out.merge(ser, on=key, how="left")
     return out
+
+
+def region_work(trace: HeartbeatTrace) -> pd.DataFrame:
+    """Per (run, process, thread) with beats, in a process with wait records: work_s, the
+    thread's own work between its first and last beat: that time less its recorded waits
+    and, for the master, its time outside the parallel regions (split_waits). NaN where the
+    process has no wait records (its beats say nothing of its waits)."""
+    key = ["run", "process", "thread"]
+    b = trace.beats
+    if not len(b):
+        return pd.DataFrame(columns=key + ["work_s"])
+    span = b.groupby(key, observed=True, sort=False)["t_ns"].agg(first="min", last="max").reset_index()
+    span["work_s"] = (span["last"] - span["first"]) / 1e9
+    w = trace.waits
+    if not len(w):
+        span["work_s"] = np.nan
+        return span[key + ["work_s"]]
+    with_waits = set(map(tuple, w[["run", "process"]].drop_duplicates().astype({"run": str}).to_numpy().tolist()))
+    m = w[key + ["t_ns", "wait_ns"]].merge(span[key + ["first", "last"]], on=key, how="inner")
+    lo = np.maximum((m["t_ns"] - m["wait_ns"]).to_numpy(), m["first"].to_numpy())
+    hi = np.minimum(m["t_ns"].to_numpy(), m["last"].to_numpy())
+    m["over"] = np.clip(hi - lo, 0, None)
+    off = m.groupby(key, observed=True)["over"].sum().div(1e9).rename("off_s").reset_index()
+    span = span.merge(off, on=key, how="left")
+    span["work_s"] = span["work_s"] - span["off_s"].fillna(0.0)
+    has = [(str(r), int(p)) in with_waits for r, p in zip(span["run"], span["process"])]
+    span.loc[~np.asarray(has, dtype=bool), "work_s"] = np.nan
+    return span[key + ["work_s"]]

@@ -18,6 +18,10 @@ LEGEND = [
     "GHR: its mean heart rate / the reference's; DTW: distance between its heart-rate curve and the",
     "reference's (0 = the same shape); progress: its beats / the reference's (or the model's count).",
 ]
+#: under the table when it shows WR
+WR_LEGEND = ("WR: its own work in the parallel regions (time there less its waits) / that of the team's other "
+             "workers\n  (median), or of the same thread of the reference run; the master (thread 0) only "
+             "against a reference.")
 STATUS_LEGEND = {
     "memoryleak": "memoryleak: slowed down over the run (seed 000's name for it: a leak, contention and a "
                   "busy-waiting\n  neighbour look alike here; 'hbtool behavior' tells them apart).",
@@ -97,7 +101,10 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
     else:
         several = len({(r["run"], r["process"]) for r in rows}) > len({r["run"] for r in rows})
         columns = [c for c in COLUMNS if c != "process" or several]
-    footer = ["", *LEGEND, *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
+        if any(r["WR"] is not None and r["WR"] == r["WR"] for r in rows):   # a number, not NaN
+            columns.insert(columns.index("progress") + 1, "WR")
+    footer = ["", *LEGEND, *([WR_LEGEND] if "WR" in columns and fmt != "csv" else []),
+              *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
     emit(fmt, rows, columns, key="threads", extra=extra, preamble=preamble, headers=HEADERS,
          decimals=DECIMALS, footer=footer)
     stages["report"] = time.perf_counter() - t

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import HbtoolError
-from ..model.hsa import FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
+from ..model.hsa import FEATURES, LATER_FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
 MAX_MODEL_BYTES = 8 << 20  # room for a stored reference of MAX_REFERENCE_BEATS beats
 
@@ -75,6 +75,8 @@ def read_model(path: str | os.PathLike) -> HsaModel:
     ranges = {}
     for f in FEATURES:
         r = ranges_doc.get(f)
+        if r is None and f in LATER_FEATURES:
+            r = [None, None]
         if not isinstance(r, list) or len(r) != 2:
             raise ModelFormatError(f"{path}: range of {f} is missing or not [low, high]: train the model again")
         lo, hi = _num(r[0], f"the low end of {f}", path), _num(r[1], f"the high end of {f}", path)

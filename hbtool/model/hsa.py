@@ -8,7 +8,12 @@ from dataclasses import asdict, dataclass, field
 from .. import config
 
 PAPER_FEATURES = ("GTR", "LTR", "GHR", "LHR", "DTW", "LB")
-FEATURES = PAPER_FEATURES + ("LTRmax", "progress")
+#: WR, hbtool's: the thread's own work in the parallel regions (its time there less its
+#: recorded waits) against its reference's: the one feature that tells, in a team held
+#: together by barriers, the thread that slowed from the ones that waited for it
+FEATURES = PAPER_FEATURES + ("LTRmax", "progress", "WR")
+#: features a model trained before they existed has no range for (read as unbounded)
+LATER_FEATURES = ("WR",)
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class FeatureSettings:
 STATUSES = ("normal", "memoryleak", "shutdown")
 #: features bounded from above only, and from below only
 
-UPPER_ONLY = ("DTW", "LB", "LTRmax")
+UPPER_ONLY = ("DTW", "LB", "LTRmax", "WR")
 LOWER_ONLY = ("progress",)
 MODEL_FORMAT = "hbtool-hsa-model"
 MODEL_VERSION = 1
