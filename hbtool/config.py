@@ -109,8 +109,10 @@ BEHAVIOR_WINDOW_BEATS = 100
 #: waiting for its team (idle), not conditional waiting of its own
 BEHAVIOR_EXPLAINED_SHARE = 0.5
 #: a gap in which a thread used at least this share of a CPU (the tracer's `cpu` records) was
-#: spent spinning or working, not blocked: busy-waiting when its team waited for it meanwhile
-BEHAVIOR_SPIN_SHARE = 0.5
+#: spent spinning or working, not blocked (a blocked thread uses next to none; one that spins
+#: on a loaded machine gets only its share of the cores): busy-waiting when its team waited
+#: for it meanwhile
+BEHAVIOR_SPIN_SHARE = 0.1
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
 #: relative distance at which the computation clustering starts a new cluster

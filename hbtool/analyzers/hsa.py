@@ -97,15 +97,24 @@ def _describe(f: str, v: float, r) -> str:
 def classify_row(row, model: HsaModel) -> tuple[str, str]:
     """(status, reason) of one sequence: Algorithm 1 with hbtool's documented additions."""
     rg = model.ranges
-    if isinstance(row.get("na_reason"), str) and row["na_reason"]:
-        return "unknown", row["na_reason"]
     if model.lifecycle_rule and row.get("died"):
         return "shutdown", f"the process ended abnormally before this thread finished ({row.get('ended', '')})"
+    wr = row.get("WR", float("nan"))
+    wr_known = "WR" in rg and wr is not None and np.isfinite(wr)
+    if isinstance(row.get("na_reason"), str) and row["na_reason"]:
+        # no heart rates; its own work may still be judged (a long static loop beats once)
+        if wr_known and not _inside(wr, rg["WR"]):
+            return "memoryleak", (f"worked {wr:.2f}x as long as {row.get('WR_against') or 'its reference'} in "
+                                  f"the parallel regions ({_describe('WR', wr, rg['WR'])}); {row['na_reason']}")
+        prog = row.get("progress", float("nan"))
+        if wr_known and np.isfinite(prog) and prog >= 1.0 and row.get("ending") not in ("no_end_record", "unknown"):
+            return "normal", (f"its own work like {row.get('WR_against')}'s (WR {wr:.2f}), all its beats, a normal "
+                              f"end; {row['na_reason']}")
+        return "unknown", row["na_reason"]
     prog = row["progress"]
     if "progress" in rg and np.isfinite(prog) and not _inside(prog, rg["progress"]):
         return "shutdown", f"completed {row['beats']} beats, {_describe('progress', prog, rg['progress'])} (ended early)"
-    wr = row.get("WR", float("nan"))
-    if "WR" in rg and wr is not None and np.isfinite(wr) and not _inside(wr, rg["WR"]):
+    if wr_known and not _inside(wr, rg["WR"]):
         # it took longer over its own work than its reference, while its team waited for it at
         # the barriers: their heartbeats slowed with it, so only this tells it from them
         return "memoryleak", (f"worked {wr:.2f}x as long as {row.get('WR_against') or 'its reference'} in the "
