@@ -258,6 +258,11 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
     process (None otherwise): a slowdown it did not see as busy-waiting is not one."""
     if tb.n < 3 or not np.isfinite(tb.ref):
         return []
+    if tb.construct is not None and len(tb.construct) and (tb.construct != "").mean() > 0.5:
+        # automatic beats mark units of unlike kinds (a loop chunk, a region's end): their rate
+        # is no measure of progress, so a slower stretch says nothing; busy-waiting in such a
+        # thread is a gap it spun through (its CPU time, thread_timeline)
+        return []
     slow = (tb.level - tb.ref >= np.log(s.slow_factor)) & ~tb.gap
     out = []
     team_slow = []
