@@ -150,7 +150,10 @@ def _find_gaps(tb: ThreadBeats, s: BehaviorSettings) -> None:
         tol = np.log(s.gap_factor) / 2
         prev_ok = np.r_[True, x[:-1] - local[:-1] < tol]
         next_ok = np.r_[x[1:] - local[1:] < tol, True]
-        tb.gap = cand & (prev_ok | next_ok)
+        # or it stands out from both neighbours as much (automatic beats mix units of unlike
+        # sizes: a region's end next to a loop's chunks)
+        around = np.maximum(np.r_[-np.inf, x[:-1]], np.r_[x[1:], -np.inf])
+        tb.gap = cand & (prev_ok | next_ok | (x - around > np.log(s.gap_factor)))
     d = np.exp(x)
     if tb.gap.any():
         d[tb.gap] = np.exp(local[tb.gap])  # the stall does not count in the rate

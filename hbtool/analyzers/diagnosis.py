@@ -14,6 +14,8 @@ KEY = ["run", "process", "thread"]
 #: which thread a row was compared with: "team-median" (its team's median thread) or
 #: "reference-trace" (a thread of the trace given as reference), and that thread's key
 REFERENCE_COLUMNS = ["reference_kind", "reference_run", "reference_process", "reference_thread"]
+#: features that compare two threads beat by beat
+BEAT_BY_BEAT = ["LTR", "LHR", "DTW", "LB", "LTRmax"]
 
 
 def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
@@ -109,7 +111,27 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     cols = KEY + ["beats", "reference", *REFERENCE_COLUMNS, "na_reason", *FEATURES, "ending", "ended", "died"]
     table = pd.DataFrame(rows, columns=cols)
     table["WR"], table["WR_against"] = work_ratios(trace, table, reference)
+    # a thread's count of automatic OpenMP beats is the runtime's choice (who takes how many
+    # chunks of a dynamic loop), not its progress: a thread that stopped early is one whose
+    # beats end early (GTR), or whose process died
+    counted = _counts_progress(trace)
+    mask = np.array([counted.get(k, True) for k in zip(table["run"], table["process"], table["thread"])], dtype=bool)
+    # ... and beat i of one thread is not the same unit of work as beat i of another, so the
+    # features that compare them beat by beat say nothing either; GTR, GHR (whole runs) and WR stay
+    table.loc[~mask, ["progress", *BEAT_BY_BEAT]] = np.nan
+    table["progress_counts"] = mask
     return table
+
+
+def _counts_progress(trace: HeartbeatTrace) -> dict[tuple, bool]:
+    """Per thread: whether its beat count measures its progress (not when most of its
+    beats are the tracer's automatic OpenMP ones)."""
+    b = trace.beats
+    if not len(b):
+        return {}
+    omp = (b["source"] == "openmp").to_numpy()
+    share = pd.Series(omp).groupby([b["run"].to_numpy(), b["process"].to_numpy(), b["thread"].to_numpy()]).mean()
+    return {k: bool(v <= 0.5) for k, v in share.items()}
 
 
 def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame,

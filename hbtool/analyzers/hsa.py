@@ -107,9 +107,10 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
             return "memoryleak", (f"worked {wr:.2f}x as long as {row.get('WR_against') or 'its reference'} in "
                                   f"the parallel regions ({_describe('WR', wr, rg['WR'])}); {row['na_reason']}")
         prog = row.get("progress", float("nan"))
-        if wr_known and np.isfinite(prog) and prog >= 1.0 and row.get("ending") not in ("no_end_record", "unknown"):
-            return "normal", (f"its own work like {row.get('WR_against')}'s (WR {wr:.2f}), all its beats, a normal "
-                              f"end; {row['na_reason']}")
+        all_beats = (np.isfinite(prog) and prog >= 1.0) or not row.get("progress_counts", True)
+        if wr_known and all_beats and row.get("ending") not in ("no_end_record", "unknown"):
+            return "normal", (f"its own work like {row.get('WR_against')}'s (WR {wr:.2f}) and a normal end; "
+                              f"{row['na_reason']}")
         return "unknown", row["na_reason"]
     prog = row["progress"]
     if "progress" in rg and np.isfinite(prog) and not _inside(prog, rg["progress"]):
@@ -161,7 +162,8 @@ def with_progress(features: pd.DataFrame, expected_beats: float | None) -> pd.Da
     if not expected_beats or "beats" not in features:
         return features
     out = features.copy()
-    out["progress"] = out["beats"].to_numpy(dtype=float) / float(expected_beats)
+    counts = out["progress_counts"].to_numpy(dtype=bool) if "progress_counts" in out else np.ones(len(out), bool)
+    out["progress"] = np.where(counts, out["beats"].to_numpy(dtype=float) / float(expected_beats), np.nan)
     return out
 
 

@@ -84,6 +84,7 @@ struct gomp_tls {
     uint32_t ncounts;
     struct { uint64_t key; uint32_t id; } cache[GOMP_CACHE];
     uint64_t left_ns;     /* when it last left an outermost region (0: never) */
+    uint32_t depth;       /* regions it is in, through gomp_region_run */
 };
 
 static __thread struct gomp_tls gomp_tls __attribute__((tls_model("initial-exec")));
@@ -472,7 +473,8 @@ static void gomp_region_run(void *arg)
     g->s.loop = r->loop;
     g->s.sections = r->sections;
     g->s.open = 0;
-    if (!saved.known && g->left_ns) {   /* the time since it left the previous outermost region */
+    int outermost = g->depth++ == 0;
+    if (outermost && g->left_ns) {   /* the time since it left the previous outermost region */
         uint64_t t0 = hbt_now_ns();
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, g->s.thread, r->id, t0 - g->left_ns, t0);
     }
@@ -486,8 +488,9 @@ static void gomp_region_run(void *arg)
         now = hbt_now_ns();
     if (g == r->master)
         r->master_done = now;
-    else if (!saved.known)   /* a worker leaves for the closing barrier and the pool */
+    else if (outermost)   /* a worker leaves for the closing barrier and the pool */
         g->left_ns = now;
+    g->depth--;
     g->s = saved;
 }
 
@@ -512,7 +515,7 @@ static inline void gomp_region_end(struct gomp_region *r)
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_BARRIER, r->master->s.thread, r->id,
                          t1 - r->master_done, t1);
         struct gomp_tls *g = &gomp_tls;
-        if (!g->s.known)   /* the master leaves the outermost region for the serial part */
+        if (g->depth == 0)   /* the master leaves the outermost region for the serial part */
             g->left_ns = t1;
     }
 }

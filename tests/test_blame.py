@@ -1,0 +1,118 @@
+"""Blame the right thread (issue 16): a fault injected into one worker of a real OpenMP team
+(heat_omp, plain OpenMP, its automatic beats; the tracer's fault injector) is told apart from
+the teammates that only waited for it, by `behavior` and by `diagnose`, with no model and no
+reference; a process's death is blamed on the thread it came from.
+
+What makes it possible, and is checked here on the trace itself: the tracer's `cpu` records
+(a thread's CPU time in a gap between its records: a spinning thread uses a CPU, a blocked one
+none) and its `outside` waits (a worker's time between parallel regions, in the pool).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, run_hbtool
+
+THREADS = 3  # a worker is judged against the team's other workers: two at least
+HEAT = [str(EXAMPLES / "heat_omp"), "--threads", str(THREADS), "--size", "512", "--steps", "300"]
+VICTIM = 1
+WAIT_MS = 400
+
+
+@pytest.fixture(autouse=True)
+def _built(tracer_built):
+    return tracer_built
+
+
+def record(tmp_path: Path, name: str, *options: str):
+    out = tmp_path / name
+    r = run_hbtool("record", "-o", out, *options, "--", *HEAT)
+    truth = out / "inject-truth.json"
+    return r, out, (json.loads(truth.read_text()) if truth.exists() else None)
+
+
+def behavior(out: Path) -> dict[int, list[dict]]:
+    r = run_hbtool("behavior", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return {t["thread"]: t["intervals"] for t in json.loads(r.stdout)["threads"]}
+
+
+def diagnose(out: Path) -> dict[int, dict]:
+    r = run_hbtool("diagnose", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+
+
+FINDINGS = ("busy-waiting", "conditional-waiting", "failed")
+
+
+def findings(ivs: list[dict]) -> list[str]:
+    return [iv["behavior"] for iv in ivs if iv["behavior"] in FINDINGS]
+
+
+def test_a_normal_run_has_no_findings_and_records_the_workers_time_outside_the_regions(tmp_path):
+    from hbtool.io import read_heartbeats
+
+    r, out, _ = record(tmp_path, "normal")
+    assert r.returncode == 0, r.stderr
+    tl = behavior(out)
+    assert sorted(tl) == list(range(THREADS)) and not any(findings(ivs) for ivs in tl.values())
+    d = diagnose(out)
+    assert {t["status"] for t in d.values()} == {"normal"}, [t["reason"] for t in d.values()]
+    assert all(np.isfinite(d[k]["WR"]) for k in range(1, THREADS))  # every worker judged by its work
+    w = read_heartbeats([out]).waits
+    outside = w[w["sync"] == "outside"]
+    # every thread's time between regions, written as it enters the next: the master's is its serial part
+    assert set(outside["thread"]) == set(range(THREADS))
+
+
+@pytest.mark.parametrize("kind,label", [("busy", "busy-waiting"), ("cond", "conditional-waiting")])
+def test_the_stalled_worker_is_flagged_and_not_the_team_that_waited_for_it(tmp_path, kind, label):
+    from hbtool.io import read_heartbeats
+
+    r, out, truth = record(tmp_path, kind, "--inject", kind, "--thread", str(VICTIM), "--beat", "300",
+                           "--inject-wait-ms", str(WAIT_MS))
+    assert r.returncode == 0, r.stderr
+    assert truth["fired"] and truth["thread"] == VICTIM
+    t0 = truth["fired_at"]["trace_s"]
+    # the trace: the victim's CPU time through its gap (spinning: a good part of a CPU; blocked: none)
+    cpu = read_heartbeats([out]).cpu
+    gap = cpu[(cpu["os_tid"] == truth["fired_at"]["os_tid"]) & (cpu["gap_ns"] >= 0.8 * WAIT_MS * 1e6)]
+    assert len(gap) == 1, cpu
+    share = float(gap["cpu_ns"].iloc[0] / gap["gap_ns"].iloc[0])
+    assert (share > 0.1) if kind == "busy" else (share < 0.05), share   # spinning on a loaded machine: its share of the cores
+    tl = behavior(out)
+    hit = [iv for iv in tl[VICTIM] if iv["behavior"] == label]
+    assert len(hit) == 1 and abs(hit[0]["start_s"] - t0) < 0.05 and hit[0]["duration_s"] >= 0.8 * WAIT_MS / 1e3
+    assert findings(tl[VICTIM]) == [label]
+    for k in range(THREADS):
+        if k != VICTIM:   # they waited for it: idle, not a finding of their own
+            assert findings(tl[k]) == [], (k, tl[k])
+            assert any(iv["behavior"] == "idle" and iv["start_s"] <= t0 + 0.05 for iv in tl[k]), (k, t0, tl[k])
+    # diagnose: their heartbeats all slowed together; the victim's own work did not
+    d = diagnose(out)
+    assert d[VICTIM]["status"] == "memoryleak" and d[VICTIM]["WR"] > 3, d[VICTIM]
+    assert "other workers" in d[VICTIM]["reason"]
+    assert all(d[k]["status"] == "normal" for k in d if k != VICTIM), d
+
+
+@pytest.mark.parametrize("kind,label,status", [("segv", "failed", 139), ("exit", "exited", 1)])
+def test_a_death_is_blamed_on_the_thread_it_came_from(tmp_path, kind, label, status):
+    r, out, truth = record(tmp_path, kind, "--inject", kind, "--thread", str(VICTIM), "--beat", "300")
+    assert r.returncode == status, r.stderr
+    tl = behavior(out)
+    end = tl[VICTIM][-1]
+    assert end["behavior"] == label and end["ended_process"], end
+    if kind == "exit":
+        assert end["exit_status"] == 1
+    for k in range(THREADS):
+        if k != VICTIM:
+            assert tl[k][-1]["behavior"] == "ended" and f"thread {VICTIM} " in tl[k][-1]["detail"], tl[k][-1]
+            assert not tl[k][-1]["ended_process"]
+    d = diagnose(out)
+    assert {t["status"] for t in d.values()} == {"shutdown"}  # the process died around every thread
