@@ -43,7 +43,7 @@ def _describe_key(k) -> str:
 
 def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = None,
                    reference: HeartbeatTrace | None = None, expected_beats: float | None = None,
-                   progress=None) -> pd.DataFrame:
+                   progress=None, work_reference: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per thread: identity, beats, the reference used, na_reason, every feature,
     and how the thread ended (ending, ended, died).
 
@@ -110,7 +110,8 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
         rows.append(row)
     cols = KEY + ["beats", "reference", *REFERENCE_COLUMNS, "na_reason", *FEATURES, "ending", "ended", "died"]
     table = pd.DataFrame(rows, columns=cols)
-    table["WR"], table["WR_against"] = work_ratios(trace, table, reference)
+    table["work_s"] = _work_of(trace, table)
+    table["WR"], table["WR_against"] = work_ratios(trace, table, reference, work_reference)
     # a thread's count of automatic OpenMP beats is the runtime's choice (who takes how many
     # chunks of a dynamic loop), not its progress: a thread that stopped early is one whose
     # beats end early (GTR), or whose process died
@@ -134,8 +135,13 @@ def _counts_progress(trace: HeartbeatTrace) -> dict[tuple, bool]:
     return {k: bool(v <= 0.5) for k, v in share.items()}
 
 
-def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame,
-                reference: HeartbeatTrace | None) -> tuple[np.ndarray, list[str]]:
+def _work_of(trace: HeartbeatTrace, table: pd.DataFrame) -> np.ndarray:
+    work = region_work(trace).set_index(KEY)["work_s"] if len(trace.beats) else pd.Series(dtype=float)
+    return np.array([work.get(k, np.nan) for k in zip(table["run"], table["process"], table["thread"])], dtype=float)
+
+
+def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame, reference: HeartbeatTrace | None,
+                work_reference: dict[int, float] | None = None) -> tuple[np.ndarray, list[str]]:
     """WR of every row of a features table: the thread's own work in the parallel regions
     (summary.region_work) over its reference's. With a reference trace: the thread of the
     same number there (its first run). Otherwise its team's: the median of the other
@@ -164,6 +170,14 @@ def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame,
         others = team[team.index.get_level_values("thread") != k[2]]
         if len(team) >= 2 and len(others) and np.median(others) > 0:
             out[i], against[i] = w / float(np.median(others)), "the median of the team's other workers"
+    if work_reference:
+        # the rest (the master, a worker with one teammate): against the model's normal runs.
+        # Its teammates, in the same run, share the machine's load; other runs do not, so the
+        # team is the first choice
+        for i, k in enumerate(zip(table["run"], table["process"], table["thread"])):
+            w, r = work.get(k, np.nan), work_reference.get(int(k[2]), np.nan)
+            if np.isnan(out[i]) and np.isfinite(w) and np.isfinite(r) and r > 0:
+                out[i], against[i] = w / r, f"thread {k[2]} in the model's normal runs"
     return out, against
 
 

@@ -61,6 +61,10 @@ def fit_ranges(normal: pd.DataFrame, level: float, margin: float = 0.0) -> dict[
         hi = med + (1 + margin) * max(hi - med, floor)
         ranges[f] = (None if f in UPPER_ONLY else _from_fit_scale(f, lo),
                      None if f in LOWER_ONLY else _from_fit_scale(f, hi))
+    if ranges.get("WR", (None, None))[1] is not None:
+        # a few normal runs do not show how much the machine's load moves one thread's work
+        # from run to run: never tighter than the built-in bound
+        ranges["WR"] = (None, max(ranges["WR"][1], config.HSA_DEFAULT_RANGES["WR"][1]))
     return ranges
 
 
@@ -235,6 +239,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     defaults, so that a small training set that cannot tell settings apart gets them).
     """
     labels = np.asarray(labels, dtype=object)
+    features, work = _against_normal_work(features, labels)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
     normal = features[(labels == "normal") & usable]
     if not len(normal):
@@ -257,7 +262,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         f1, _, level, margin = max(scores)
     elif anomalous:
         level, margin = grid[0]
-    model = HsaModel(fit_ranges(normal, level, margin), level, margin, settings, expected)
+    model = HsaModel(fit_ranges(normal, level, margin), level, margin, settings, expected, work=work)
     train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
     model.training = {
         "sequences": counts,
@@ -267,6 +272,25 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
                             if anomalous and len(grid) > 1 else "given" if anomalous else "default (normal data only)"),
     }
     return model
+
+
+def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd.DataFrame, dict | None]:
+    """Each thread number's median work in the normal rows (None without any), and the
+    table with WR measured against it, as diagnose measures it with the model."""
+    if "work_s" not in features:
+        return features, None
+    w = features["work_s"].to_numpy(dtype=float)
+    ok = (labels == "normal") & np.isfinite(w) & (w > 0)
+    if not ok.any():
+        return features, None
+    work = pd.Series(w[ok]).groupby(features["thread"].to_numpy()[ok]).median()
+    work = {int(k): float(v) for k, v in work.items()}
+    out = features.copy()
+    ref = np.array([work.get(int(t), np.nan) for t in out["thread"]], dtype=float)
+    fill = np.isnan(out["WR"].to_numpy(dtype=float)) & np.isfinite(ref)   # as work_ratios: the team first
+    out.loc[fill, "WR"] = w[fill] / ref[fill]
+    out.loc[fill, "WR_against"] = [f"thread {int(t)} in the model's normal runs" for t in out.loc[fill, "thread"]]
+    return out, work
 
 
 def default_model(settings: FeatureSettings | None = None) -> HsaModel:
@@ -323,7 +347,7 @@ def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
         reference = model.reference_trace()  # the one the model was trained against, if it keeps one
     stages = {}
     t = time.perf_counter()
-    table = features_table(trace, model.settings, reference=reference)
+    table = features_table(trace, model.settings, reference=reference, work_reference=model.work)
     stages["features"] = time.perf_counter() - t
     t = time.perf_counter()
     table = with_progress(table, model.expected_beats)

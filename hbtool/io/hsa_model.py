@@ -11,6 +11,7 @@ from .. import __version__
 from ..errors import HbtoolError
 from ..model.hsa import FEATURES, LATER_FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
+MAX_WORK_THREADS = 4096
 MAX_MODEL_BYTES = 8 << 20  # room for a stored reference of MAX_REFERENCE_BEATS beats
 
 
@@ -33,6 +34,7 @@ def model_document(model: HsaModel) -> dict:
         "training": model.training,
         "reference": ({str(k): [int(x) for x in t] for k, t in sorted(model.reference.items())}
                       if model.reference else None),
+        "work": ({str(k): round(float(v), 6) for k, v in sorted(model.work.items())} if model.work else None),
     }
 
 
@@ -96,6 +98,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
     except (TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc
     reference = _reference(doc.get("reference"), path)
+    work = _work(doc.get("work"), path)
     level = doc.get("level")
     margin = doc.get("margin")
     return HsaModel(
@@ -107,7 +110,24 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         lifecycle_rule=bool(doc.get("lifecycle_rule", True)),
         training=doc.get("training", {}) if isinstance(doc.get("training"), dict) else {},
         reference=reference,
+        work=work,
     )
+
+
+def _work(doc, path) -> dict[int, float] | None:
+    """The stored work per thread: {"<thread>": seconds}, at most MAX_WORK_THREADS of them."""
+    if doc is None:
+        return None
+    bad = f"{path}: the stored work per thread is damaged"
+    if not isinstance(doc, dict) or len(doc) > MAX_WORK_THREADS:
+        raise ModelFormatError(f"{bad}: not an object of at most {MAX_WORK_THREADS} threads; train the model again")
+    out = {}
+    for k, v in doc.items():
+        if not (isinstance(k, str) and k.isdigit() and len(k) <= 6) or isinstance(v, bool) \
+                or not isinstance(v, (int, float)) or not 0 <= v <= 1e9:
+            raise ModelFormatError(f"{bad} at {k!r}: train the model again")
+        out[int(k)] = float(v)
+    return out or None
 
 
 def _reference(doc, path) -> dict[int, list[int]] | None:

@@ -69,6 +69,9 @@ class HsaModel:
     #: --reference): thread number -> its beat times (ns since its run started); diagnose
     #: compares with it when it is given no reference of its own
     reference: dict[int, list[int]] | None = None
+    #: each thread number's own work in the parallel regions in the normal training runs
+    #: (median, seconds; summary.region_work): what diagnose measures WR against
+    work: dict[int, float] | None = None
 
     def reference_trace(self):
         """The stored reference as a HeartbeatTrace (run "model reference"), or None."""
