@@ -69,6 +69,7 @@ static void hbt_thread_end(uint32_t how)
     HBT_HOOK(hbt_probe_thread_end, t);   /* its probe statistics, merged */
     hbt_event(HBT_REC_THREAD_END, 0, how, HBT_MODE_END);
     hbt_mon_thread_end(t, how);   /* the monitor reports it exited or failed */
+    hbt_release_chunk(t);         /* its unused units, for the threads to come */
 }
 
 static void hbt_cancelled(void *unused)
