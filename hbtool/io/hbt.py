@@ -205,9 +205,8 @@ def lost_reason(header: dict) -> str:
     """Why the tracer dropped records, in words, from a header's lost_why and lost_errno."""
     why = [text for bit, text in LOST_REASONS.items() if int(header.get("lost_why", 0)) & bit]
     err = int(header.get("lost_errno", 0))
-    if err:
-        why.append(f"{os.strerror(err)} (errno {err})")
-    return "; ".join(why) if why else "file size cap reached or no space"
+    text = " and ".join(why) if why else "the file size cap was reached or the disk was full"
+    return f"{text} ({os.strerror(err)})" if err else text
 
 
 def _parse_metadata(buf, hdr) -> dict[str, str]:
