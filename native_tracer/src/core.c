@@ -282,7 +282,7 @@ static void hbt_piece_put(uint64_t first, uint64_t count)
     uint32_t n = hbt_g.n_pieces;
     if (n < HBT_MAX_PIECES) {
         hbt_g.pieces[n] = (struct hbt_piece){ first, count };
-        hbt_g.n_pieces = n + 1;
+        __atomic_store_n(&hbt_g.n_pieces, n + 1, __ATOMIC_RELAXED);   /* peeked at unlocked */
     } else {
         /* full: the new run replaces the smallest, if it is larger */
         uint32_t k = 0;
@@ -311,8 +311,10 @@ static int hbt_piece_take(uint64_t want, uint64_t *first)
         *first = p->first;
         p->first += want;
         p->count -= want;
-        if (p->count == 0)
-            hbt_g.pieces[best] = hbt_g.pieces[--hbt_g.n_pieces];
+        if (p->count == 0) {
+            hbt_g.pieces[best] = hbt_g.pieces[n - 1];
+            __atomic_store_n(&hbt_g.n_pieces, n - 1, __ATOMIC_RELAXED);
+        }
     }
     hbt_pieces_unlock();
     return found;
@@ -650,8 +652,7 @@ void hbt_after_fork_child(void)
     t->seq = 0;
     t->auto_seq = 0;
     t->registered = 0;
-    t->chunk_seq = 0;
-    t->chunk_first = 0;
+    t->chunk_seq = 0;   /* chunk_first means nothing while slots is NULL */
     t->end_recorded = 0;
     t->beat = NULL;
     t->monitor = 0;

@@ -235,7 +235,7 @@ void hbt_reset_counters(void)
     __atomic_store_n(&hbt_g.mapped_units, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.file_units, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.free_lock, 0, __ATOMIC_RELAXED);
-    hbt_g.n_pieces = 0;
+    __atomic_store_n(&hbt_g.n_pieces, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.n_extents, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.nthreads, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.full, 0, __ATOMIC_RELAXED);

@@ -71,6 +71,15 @@
 #define HBT_EXPORT __attribute__((visibility("default")))
 #define HBT_HIDDEN __attribute__((visibility("hidden")))
 #define HBT_COLD   __attribute__((noinline, cold))
+/* Not instrumented by ThreadSanitizer (make tsan): the libc interposers that
+ * the sanitizer's own start-up reaches (its sigaction interceptor calls the
+ * next sigaction, ours) before it can run instrumented code, and what they
+ * call. Nothing in a normal build. */
+#if defined(__SANITIZE_THREAD__)
+#define HBT_NO_TSAN __attribute__((no_sanitize_thread, noinline))
+#else
+#define HBT_NO_TSAN
+#endif
 
 #define HBT_TRACER_VERSION "0.1.0"
 #define HBT_NO_SLOT        UINT32_MAX
@@ -372,7 +381,7 @@ HBT_HIDDEN void hbt_meta_write_initial(void);
 HBT_HIDDEN size_t hbt_utf8_prefix(const char *s, size_t len, size_t max);
 
 /* ---- lifecycle.c ---- */
-HBT_HIDDEN void *hbt_real(void **cache, const char *name);
+HBT_HIDDEN void *hbt_real(void **cache, const char *name) HBT_NO_TSAN;
 HBT_HIDDEN void *hbt_real_pthread_create(void);
 
 /* ---- prefault.c ---- */

@@ -30,7 +30,7 @@ static void *hbt_real_create, *hbt_real_pexit, *hbt_real_exit;
  * is itself interposed could call back into us: the per-thread flag makes
  * such a nested call fail instead of recursing.
  */
-void *hbt_real(void **cache, const char *name)
+HBT_NO_TSAN void *hbt_real(void **cache, const char *name)
 {
     void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
     if (f)

@@ -138,6 +138,9 @@ static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_faile
     uint64_t done = __atomic_load_n(&pf->done, __ATOMIC_RELAXED);
     if (done < next)
         done = next;   /* handed out before we got there: skip */
+    /* madvise takes page-aligned addresses: from the next page boundary (the
+     * page holding the allocation point is left to its writer) */
+    done = hbt_page_units(done);
     if (done >= target)
         return 0;
     uint64_t mapped = __atomic_load_n(&hbt_g.mapped_units, __ATOMIC_ACQUIRE);
