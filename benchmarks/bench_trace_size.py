@@ -4,7 +4,9 @@
 
 Runs benchmarks/idle_threads.c under the tracer (LD_PRELOAD, as `hbtool record`
 loads it): 5,000 short-lived threads made 50 at a time, and 500 forked children
-that start 4 threads each (the cases of issue 20), none of which beat. Prints,
+that start 4 threads each (the cases of issue 20), none of which beat; and, to show
+the units an ended thread gives back taken by the next, tests/programs/seq_beaters.c:
+40 threads one after another, 2,100 beats each (linked with the tracer). Prints,
 per case: the files written, their bytes on disk (`du`: blocks, as files may be
 sparse), their apparent size, and the time and peak resident memory of
 `hbtool info` on the folder. --quick runs a tenth of each.
@@ -23,12 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "native_tracer" / "lib" / "libhbtrace.so"
 SRC = ROOT / "benchmarks" / "idle_threads.c"
+BEATERS = ROOT / "tests" / "programs" / "seq_beaters.c"
 
 
-def build(tmp: Path) -> Path:
-    exe = tmp / "idle_threads"
+def build(tmp: Path) -> tuple[Path, Path]:
+    exe, beaters = tmp / "idle_threads", tmp / "seq_beaters"
     subprocess.run(["gcc", "-O2", "-pthread", str(SRC), "-o", str(exe)], check=True)
-    return exe
+    inc, lib = ROOT / "native_tracer" / "include", LIB.parent
+    subprocess.run(["gcc", "-O2", "-pthread", f"-I{inc}", str(BEATERS), f"-L{lib}", f"-Wl,-rpath,{lib}",
+                    "-lhbtrace", "-o", str(beaters)], check=True)
+    return exe, beaters
 
 
 def du_bytes(folder: Path) -> int:
@@ -68,17 +74,18 @@ def main() -> None:
         sys.exit(f"{LIB}: build the tracer first (make -C native_tracer)")
     tmp = Path(tempfile.mkdtemp(prefix="hbt-size-"))
     try:
-        exe = build(tmp)
-        threads, procs = (500, 50) if quick else (5000, 500)
+        exe, beaters = build(tmp)
+        threads, procs, seq = (500, 50, 4) if quick else (5000, 500, 40)
         rows = [case(exe, tmp, "threads", ["threads", str(threads), "50"]),
-                case(exe, tmp, "forks", ["fork", str(procs), "4"])]
+                case(exe, tmp, "forks", ["fork", str(procs), "4"]),
+                case(beaters, tmp, "beaters", [str(seq), "1", "2100"])]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{'case':<28} {'files':>6} {'on disk':>12} {'apparent':>12} {'per thread':>11} {'info':>8} {'info RSS':>9}")
     for r in rows:
-        nthreads = (threads if r["case"] == "threads" else procs * 5)
-        label = (f"{threads} threads, 50 at a time" if r["case"] == "threads"
-                 else f"{procs} forks x 4 threads")
+        nthreads = {"threads": threads + 1, "forks": procs * 5, "beaters": seq + 1}[r["case"]]
+        label = {"threads": f"{threads} threads, 50 at a time", "forks": f"{procs} forks x 4 threads",
+                 "beaters": f"{seq} threads x 2100 beats"}[r["case"]]
         print(f"{label:<28} {r['files']:>6} {r['disk'] / 1e6:>9.2f} MB {r['apparent'] / 1e6:>9.2f} MB "
               f"{r['disk'] / nthreads:>9.0f} B {r['info_s']:>6.2f} s {r['info_mib']:>6.0f} MiB"
               + ("" if r["status"] == 0 and r["info_status"] == 0
