@@ -167,6 +167,12 @@ def test_record_says_a_full_disk_at_start_kept_the_trace_from_being_written(trac
     assert (f"no trace written to {tiny_fs / 'trace'}/: the tracer could not create its trace file in "
             f"{tiny_fs / 'trace'}: No space left on device") in r.stderr, r.stderr
     assert not list((tiny_fs / "trace").glob("*.hbt"))
+    # without the tracer's report (no RAM file system for it), record still tells a full disk
+    from hbtool.cli.record import _full_disk
+
+    assert _full_disk(tiny_fs / "trace").startswith(f"the disk holding {tiny_fs / 'trace'} is full")
+    (tiny_fs / "filler").unlink()
+    assert _full_disk(tiny_fs / "trace") == ""
 
 
 def test_record_says_a_disk_that_filled_mid_run_dropped_records(tracer_built, tiny_fs):
@@ -181,6 +187,8 @@ def test_record_says_a_disk_that_filled_mid_run_dropped_records(tracer_built, ti
     assert lost == h["lost_records"] > 0 and h["lost_why"] == 0x2 and h["lost_errno"] == 28
     tr = read_heartbeats(tiny_fs / "trace")  # what was recorded before the disk filled is readable
     assert len(tr.beats) > 1000 and len(tr.beats) + lost >= 4 * 100000
+    assert any(f"the tracer dropped {lost} records: the disk was full (No space left on device)" in w
+               for w in tr.warnings), tr.warnings
 
 
 def _fsize_limit(nbytes):

@@ -373,6 +373,18 @@ def _failed_starts(failures: list[dict]) -> str:
             + (f" ({n} processes)" if n > 1 else ""))
 
 
+def _full_disk(outdir: Path) -> str:
+    """When the tracer could not report (no RAM file system for HBTRACE_REPORT): a folder
+    on a disk without room for a trace file's first 68 KiB is the likely reason."""
+    try:
+        st = os.statvfs(outdir)
+    except OSError:
+        return ""
+    if st.f_bavail * st.f_frsize >= 4096 + 65536:
+        return ""
+    return f"the disk holding {outdir} is full ({st.f_bavail * st.f_frsize} bytes free): no trace file fits"
+
+
 def _losses(trace, failures: list[dict]) -> str:
     """'records were dropped: ...' for the processes whose trace could not take them all."""
     procs = [p for meta in trace.runs.values() for p in meta.get("processes", [])]
@@ -412,6 +424,8 @@ def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] |
         click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}", err=True)
     files = sorted(outdir.glob("*.hbt"))
     started = _failed_starts(failures)
+    if not files and not started and not static:
+        started = _full_disk(outdir)
     if not files:
         why = ("the tracer cannot be loaded into a statically linked program" if static else
                started or "the program made no heartbeats and started no threads")

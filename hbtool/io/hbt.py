@@ -240,7 +240,7 @@ def read_hbt_file(path: str | os.PathLike) -> dict:
     records = _parse_chunks(buf, hdr, order, path, size, warnings)
     if header["lost_records"]:
         warnings.append(
-            f"{path}: the tracer dropped {header['lost_records']} records ({lost_reason(header)})"
+            f"{path}: the tracer dropped {header['lost_records']} records: {lost_reason(header)}"
         )
     return {"header": header, "meta": meta, "records": records, "warnings": warnings}
 
