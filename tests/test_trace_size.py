@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, ROOT, TRACER, build_traced
+from hbt_chunks import walk_chunks
 
 from hbtool.io import read_heartbeats
 from hbtool.io.hbt import read_hbt_file
@@ -208,3 +209,27 @@ def test_a_file_size_limit_neither_kills_the_program_nor_hides_why(tracer_built,
                preexec=_fsize_limit(200_000))
     assert r.returncode == 0, r.stderr
     assert "records dropped because the file size limit was reached (File too large)" in r.stderr, r.stderr
+
+
+def test_a_file_cut_inside_a_full_chunk_reads_the_records_before_the_cut(beaters, tmp_path):
+    trace = tmp_path / "trace"
+    env = dict(os.environ, HBTRACE_DIR=str(trace))
+    env.pop("LD_PRELOAD", None)
+    assert subprocess.run([str(beaters), "1", "1", "5000"], env=env, timeout=60).returncode == 0
+    (f,) = trace.glob("*.hbt")
+    whole = read_hbt_file(f)["records"]
+    seq = whole["seq"][whole["kind"] == BEAT]
+    assert (seq == np.arange(5000)).all()
+    raw = f.read_bytes()
+    # the thread's first 64 KiB chunk begins at unit 256 (main's chunk, then the thread's
+    # chunks of 1, 2, ... 128 units): cut the file at a unit boundary in its middle, where
+    # every slot holds a record
+    cut = PAGE + (256 + 100) * UNIT
+    f.write_bytes(raw[:cut])
+    p = read_hbt_file(f)
+    assert any("shorter than its header says" in w for w in p["warnings"])
+    got = p["records"]["seq"][p["records"]["kind"] == BEAT]
+    assert got.size < 5000 and (got == np.arange(got.size)).all()
+    # every beat in the bytes that are left, as an independent walk of the units counts them
+    left = sum(int((rec["kind"] == BEAT).sum()) for _, rec in walk_chunks(raw[:cut]))
+    assert got.size == left > 2000

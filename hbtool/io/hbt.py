@@ -271,10 +271,12 @@ def _chunk_table(raw: np.ndarray, hdr, order: str, path: str) -> tuple[np.ndarra
     ends = starts + cap // spu
     if starts.size > 1:
         ends[:-1] = np.minimum(ends[:-1], starts[1:])
-    # units inside no chunk hold no data
-    owner = np.searchsorted(starts, np.arange(nunits), side="right") - 1
-    free = (owner < 0) | (np.arange(nunits) >= np.where(owner >= 0, ends[np.maximum(owner, 0)], 0))
-    bad = free & (magic != 0)
+    # units inside no chunk hold no data (chunks no longer overlap: a running count of
+    # chunk starts minus chunk ends is 1 inside one, 0 outside)
+    delta = np.zeros(nunits + 1, dtype=np.int8)
+    delta[starts] += 1
+    np.subtract.at(delta, np.minimum(ends, nunits), 1)  # a cut-short file ends inside a chunk
+    bad = (np.cumsum(delta[:nunits], dtype=np.int8) == 0) & (magic != 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise TraceFormatError(
@@ -326,7 +328,7 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
     if empty.size:
         at = np.searchsorted(empty, lo)
         stop = np.where(at < empty.size, empty[np.minimum(at, empty.size - 1)], stop)
-    hi = np.minimum(stop, first + h["capacity"].astype(np.int64))
+    hi = np.minimum(np.minimum(stop, first + h["capacity"].astype(np.int64)), slots.size)
     counts = np.maximum(hi - lo, 0)
     total = int(counts.sum())
     take = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(lo, counts)
