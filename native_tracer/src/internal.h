@@ -4,7 +4,9 @@
  * Layout of the code:
  *   internal.h   this file: shared state, declarations, the beat hot path
  *   file.c       the trace file: name, creation or take-over, header, growth
- *   core.c       chunks, thread registration, records off the hot path,
+ *   chunks.c     the chunk area in units: handing out chunks, free runs of
+ *                units, the units an ended thread gives back
+ *   core.c       thread registration, records off the hot path,
  *                fork handling of the file, the trim at exit
  *   meta.c       the metadata text block
  *   env.c        the environment variables, named once in
@@ -289,6 +291,15 @@ HBT_HIDDEN int  hbt_grow_locked(uint64_t need, unsigned mode);
 HBT_HIDDEN void hbt_reset_counters(void);
 HBT_HIDDEN void hbt_trim_locked(void);
 
+/* ---- chunks.c ---- */
+HBT_HIDDEN char *hbt_unit_span(uint64_t i, uint64_t *ext_end);
+HBT_HIDDEN struct hbt_slot *hbt_unit_addr(uint64_t i);
+HBT_HIDDEN uint64_t hbt_units_handed_out(void);
+/* A new chunk for the calling thread (its size: see chunks.c); 0 if none. */
+HBT_HIDDEN int  hbt_new_chunk(struct hbt_tls *t, unsigned mode);
+/* At a thread's end: give back the unused units of its current chunk. */
+HBT_HIDDEN void hbt_release_chunk(struct hbt_tls *t);
+
 /* ---- core.c ---- */
 HBT_HIDDEN int  hbt_ensure_open(void);
 HBT_HIDDEN void hbt_set_full(unsigned mode, const char *why, int err);
@@ -298,8 +309,6 @@ HBT_HIDDEN int  hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t ma
                                         int allow_signal);
 /* Every chunk handed out so far is a bystander's (see hbt_unlink_if_empty). */
 HBT_HIDDEN int  hbt_chunks_are_bystander(int allow_signal);
-/* At a thread's end: give back the unused units of its current chunk. */
-HBT_HIDDEN void hbt_release_chunk(struct hbt_tls *t);
 HBT_HIDDEN int  hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid);
 HBT_HIDDEN uint32_t hbt_refill(struct hbt_tls *t, unsigned mode) HBT_COLD;
 HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode);
@@ -313,8 +322,7 @@ HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigne
 HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
 HBT_HIDDEN void hbt_after_fork_child(void);
 HBT_HIDDEN int  hbt_unlink_if_empty(int allow_signal);
-HBT_HIDDEN char *hbt_unit_span(uint64_t i, uint64_t *ext_end);
-HBT_HIDDEN uint64_t hbt_units_handed_out(void);
+
 HBT_HIDDEN void hbt_trim_at_exit(void);
 HBT_HIDDEN void hbt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HBT_HIDDEN int  hbt_lock(void);
