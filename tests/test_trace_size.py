@@ -233,3 +233,18 @@ def test_a_file_cut_inside_a_full_chunk_reads_the_records_before_the_cut(beaters
     # every beat in the bytes that are left, as an independent walk of the units counts them
     left = sum(int((rec["kind"] == BEAT).sum()) for _, rec in walk_chunks(raw[:cut]))
     assert got.size == left > 2000
+
+
+def test_record_says_the_size_cap_dropped_records(tracer_built, tmp_path):
+    env = dict(os.environ, HBTRACE_MAX_MB="1")
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([sys.executable, "-m", "hbtool", "record", "-o", str(tmp_path / "t"), "--",
+                        str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "40000", "--work", "100"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "records dropped because the file size cap (HBTRACE_MAX_MB) was reached" in r.stderr, r.stderr
+    assert "disk was full" not in r.stderr
+    (f,) = (tmp_path / "t").glob("*.hbt")
+    h = read_hbt_file(f)["header"]
+    assert h["lost_why"] == 0x1 and h["lost_errno"] == 0 and h["lost_records"] > 0
+    assert f.stat().st_size <= 1 << 20
