@@ -248,3 +248,15 @@ def test_record_says_the_size_cap_dropped_records(tracer_built, tmp_path):
     h = read_hbt_file(f)["header"]
     assert h["lost_why"] == 0x1 and h["lost_errno"] == 0 and h["lost_records"] > 0
     assert f.stat().st_size <= 1 << 20
+
+
+def test_version_1_traces_are_still_read_alike():
+    """The bundled sample traces are format 1 (64 KiB chunks): read as chunks of one unit, record for
+    record as the independent walk reads them."""
+    files = sorted((ROOT / "sample_traces").rglob("*.hbt"))
+    assert files
+    for f in files:
+        p = read_hbt_file(f)
+        assert p["header"]["version"] == 1 and p["header"]["unit_size"] == 0
+        walked = [rec for _, rec in walk_chunks(f.read_bytes())]
+        assert len(p["records"]["kind"]) == sum(r.size for r in walked) > 0
