@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's hbtool: its progress bar and tr
 
 from hbtool.cli.progress import progress  # noqa: E402
 from hbtool.io.dataset import LABELS  # noqa: E402
-from hbtool.io.hbt import CHUNK_SIZE, DATA_OFFSET, SLOT_SIZE  # noqa: E402
+from hbtool.io.hbt import CHUNK_SIZE, DATA_OFFSET, SLOT_SIZE, UNIT_SIZE  # noqa: E402
 
 BIN = ROOT / "native_tracer" / "examples" / "bin"
 BENCHMARKS = ("jacobi_omp", "pi_pthread", "matmul_pthread")
@@ -58,13 +58,14 @@ BEATS_FACTOR = {"matmul_pthread": 2}
 PROCESS_MODES = ("exit", "abort", "segv")
 PROCESS_SHARE = 0.3
 #: for the size estimate (measured with these programs): records of a worker thread
-#: beside its beats; chunks of the program's other threads; a run's two json files; the
+#: beside its beats; records of the program's other threads; a run's two json files; the
 #: least a trace file of a process killed by abort() or a segfault takes (the tracer had
-#: already extended the file ahead of its writers, and nobody trimmed it)
+#: already extended the file ahead of its writers, and nobody trimmed it: its first
+#: 64 KiB, and 4 MiB ahead once a thread beats in 64 KiB chunks)
 EXTRA_RECORDS = 8
-OTHER_CHUNKS = {"jacobi_omp": 1, "pi_pthread": 3, "matmul_pthread": 2}
+OTHER_RECORDS = {"jacobi_omp": 8, "pi_pthread": 120, "matmul_pthread": 16}
 JSON_BYTES = 1500
-KILLED_FILE_BYTES = 1 << 20
+KILLED_FILE_BYTES = (DATA_OFFSET + CHUNK_SIZE, 4 << 20)
 
 #: what is being made now: the program running and the run folder it writes (stopped and
 #: removed on Ctrl-C)
@@ -132,15 +133,27 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def thread_bytes(records: int) -> int:
+    """Bytes of a thread's chunks (docs/formats.md, version 2): one 256-byte unit, then each
+    chunk twice the last up to 64 KiB, each holding its size / 32 - 2 records; the units
+    of its last chunk it did not use are given back."""
+    total, units = 0, 1
+    while True:
+        fits = units * UNIT_SIZE // SLOT_SIZE - 2
+        if records <= fits:
+            return total + math.ceil((records + 1) * SLOT_SIZE / UNIT_SIZE) * UNIT_SIZE
+        total += units * UNIT_SIZE
+        records -= fits
+        units = min(units * 2, CHUNK_SIZE // UNIT_SIZE)
+
+
 def estimated_bytes(bench: str, label: str, i: int, args) -> int:
     """About how many bytes run i writes: the trace file (a header, then chunks of 32-byte
     records; one record per beat) and the two json files."""
-    records_per_chunk = CHUNK_SIZE // SLOT_SIZE - 1
     beats = args.beats * BEATS_FACTOR.get(bench, 1)
-    chunks = args.threads * math.ceil((beats + EXTRA_RECORDS) / records_per_chunk) + OTHER_CHUNKS[bench]
-    size = DATA_OFFSET + chunks * CHUNK_SIZE
+    size = DATA_OFFSET + args.threads * thread_bytes(beats + EXTRA_RECORDS) + thread_bytes(OTHER_RECORDS[bench])
     if shutdown_mode(label, i) in ("abort", "segv"):
-        size = max(size, KILLED_FILE_BYTES)
+        size = max(size, KILLED_FILE_BYTES[beats + EXTRA_RECORDS > CHUNK_SIZE // SLOT_SIZE])
     return size + JSON_BYTES
 
 

@@ -13,6 +13,7 @@ TRACER_ENV: dict[str, str] = {
     'HBTRACE_DISABLE': 'any value but 0 or empty: trace nothing, every call is a no-op; default: tracing on',
     'HBTRACE_QUIET': 'any value but 0 or empty: no warnings on stderr; default: warnings on',
     'HBTRACE_MAX_MB': 'cap on the trace file size in MiB, past it records are counted as lost; default 4096',
+    'HBTRACE_REPORT': 'an existing file the tracer appends one line to when it cannot write or grow the trace (what, pid, errno, where; hbtool record reads it); default: none',
     'HBTRACE_PREFAULT': '0: no background thread that prepares the file pages ahead of the writers; default: on',
     'HBTRACE_PREFAULT_MB': 'how far ahead of the writers the pre-faulter prepares the file, MiB, at most 1024, 0 turns it off; default 4',
     'HBTRACE_MONITOR': 'central, ring or off: the online monitor mode, overriding the Init type and starting a monitor in programs with no typed Init; default: the Init type',
@@ -42,6 +43,7 @@ HBTRACE_DIR = 'HBTRACE_DIR'
 HBTRACE_DISABLE = 'HBTRACE_DISABLE'
 HBTRACE_QUIET = 'HBTRACE_QUIET'
 HBTRACE_MAX_MB = 'HBTRACE_MAX_MB'
+HBTRACE_REPORT = 'HBTRACE_REPORT'
 HBTRACE_PREFAULT = 'HBTRACE_PREFAULT'
 HBTRACE_PREFAULT_MB = 'HBTRACE_PREFAULT_MB'
 HBTRACE_MONITOR = 'HBTRACE_MONITOR'

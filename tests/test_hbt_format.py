@@ -109,7 +109,7 @@ def test_data_offset_past_end_of_file(tmp_path):
 
 def test_newer_version_says_upgrade(tmp_path):
     out, raw = _written(tmp_path)
-    raw[8:12] = (2).to_bytes(4, "little")
+    raw[8:12] = (hbt.VERSION + 1).to_bytes(4, "little")
     out.write_bytes(raw)
     with pytest.raises(TraceFormatError, match="upgrade hbtool"):
         hbt.read_hbt_file(out)

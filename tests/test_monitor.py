@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hbt_chunks import walk_chunks
 from conftest import EXAMPLES, build_traced
 
 from hbtool.io.hbt import chunk_header_dtype, header_dtype, record_dtype
@@ -38,16 +39,8 @@ def read_trace(path: Path) -> dict:
     hdr = np.frombuffer(buf, header_dtype(), count=1)[0]
     mo, ml = int(hdr["meta_offset"]), int(hdr["meta_length"])
     meta = dict(line.split("=", 1) for line in buf[mo : mo + ml].decode().splitlines() if "=" in line)
-    do, cs = int(hdr["data_offset"]), int(hdr["chunk_size"])
-    nchunks = min(int(hdr["data_length"]), len(buf) - do) // cs
     parts, tids, slots, order = [], [], [], []
-    for c in range(nchunks):
-        head = np.frombuffer(buf, chunk_header_dtype(), count=1, offset=do + c * cs)[0]
-        if int(head["magic"]) == 0:
-            continue
-        rec = np.frombuffer(buf, record_dtype(), count=cs // 32 - 1, offset=do + c * cs + 32)
-        empty = np.flatnonzero(rec["kind"] == 0)
-        rec = rec[: empty[0]] if empty.size else rec
+    for head, rec in walk_chunks(buf):
         parts.append(rec)
         tids.append(np.full(rec.size, int(head["os_tid"])))
         slots.append(np.full(rec.size, int(head["thread_slot"])))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hbt_chunks import walk_chunks
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACER = ROOT / "native_tracer"
@@ -58,16 +59,7 @@ def read_trace(path: Path) -> dict:
     assert hdr["magic"] == b"HBTRACE" and hdr["endian"] == 0x01020304
     mo, ml = int(hdr["meta_offset"]), int(hdr["meta_length"])
     meta = dict(line.split("=", 1) for line in buf[mo:mo + ml].decode().splitlines() if "=" in line)
-    do, cs = int(hdr["data_offset"]), int(hdr["chunk_size"])
-    chunks = []
-    for c in range(min(int(hdr["data_length"]), len(buf) - do) // cs):
-        head = np.frombuffer(buf, CHUNK, count=1, offset=do + c * cs)[0]
-        if int(head["magic"]) == 0:
-            continue
-        rec = np.frombuffer(buf, RECORD, count=cs // 32 - 1, offset=do + c * cs + 32)
-        empty = np.flatnonzero(rec["kind"] == 0)
-        rec = rec[: empty[0]] if empty.size else rec
-        chunks.append(((int(head["thread_slot"]), int(head["chunk_seq"])), rec))
+    chunks = [((int(head["thread_slot"]), int(head["chunk_seq"])), rec) for head, rec in walk_chunks(buf)]
     chunks.sort(key=lambda x: x[0])
     rec = np.concatenate([r for _, r in chunks]) if chunks else np.zeros(0, RECORD)
     writer = np.concatenate([np.full(r.size, k[0]) for k, r in chunks]) if chunks else np.zeros(0, int)

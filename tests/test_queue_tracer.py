@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hbt_chunks import walk_chunks
 from conftest import EXAMPLES, TRACER
 
 pytestmark = pytest.mark.usefixtures("tracer_built")
@@ -45,20 +46,10 @@ def read_trace(path: Path) -> dict:
     buf = path.read_bytes()
     assert buf[:8] == b"HBTRACE\0"
     assert struct.unpack_from("<I", buf, 12)[0] == 0x01020304
-    chunk = struct.unpack_from("<I", buf, 24)[0]
     meta_off, meta_len = struct.unpack_from("<II", buf, 32)
     data_off, data_len, start_ns = struct.unpack_from("<QQQ", buf, 48)
     meta = dict(line.split("=", 1) for line in buf[meta_off:meta_off + meta_len].decode().splitlines())
-    parts = []
-    for c in range(min(data_len, len(buf) - data_off) // chunk):
-        off = data_off + c * chunk
-        magic, = struct.unpack_from("<I", buf, off + 28)
-        if magic == 0:
-            continue
-        assert magic == 0x4B434248
-        rec = np.frombuffer(buf, RECORD, count=chunk // 32 - 1, offset=off + 32)
-        end = np.flatnonzero(rec["kind"] == 0)
-        parts.append(rec[: end[0]] if end.size else rec)
+    parts = [rec for _, rec in walk_chunks(buf)]
     rec = np.concatenate(parts) if parts else np.zeros(0, RECORD)
     return {"start_ns": start_ns, "meta": meta, "rec": rec}
 

@@ -126,6 +126,11 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
         env[names.HBTRACE_STATUS] = f"{status_period:g}"
     if beat_sources is not None:
         env[names.HBTRACE_BEATS] = beat_sources
+    report = _report_file()
+    if report:
+        env[names.HBTRACE_REPORT] = str(report)
+    else:
+        env.pop(names.HBTRACE_REPORT, None)
     static = _statically_linked(command[0])
     if static:
         click.echo(f"hbtool: warning: {command[0]} is statically linked: the tracer cannot be loaded into it, "
@@ -133,6 +138,7 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as exc:
+        _read_report(report)
         if created:
             _remove_if_empty(outdir)
         if isinstance(exc, FileNotFoundError):
@@ -148,8 +154,9 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+    failures = _read_report(report)
     if not quiet:
-        _summary(outdir, rc, static)
+        _summary(outdir, rc, static, failures)
         if thread_env:
             _fault_summary(outdir, thread_env[names.HBTRACE_INJECT])
     if created:
@@ -313,8 +320,93 @@ def _check_inject(spec: str) -> None:
         raise click.UsageError(f"--inject '{spec}': mean and deviation must be >= 0 and PROB in [0, 1]")
 
 
-def _summary(outdir: Path, rc: int, static: bool = False) -> None:
-    """One line on what was written, counted as 'hbtool info' counts it."""
+def _report_file() -> Path | None:
+    """An empty file the tracer appends a line to when it cannot write the trace
+    (HBTRACE_REPORT), on a RAM file system where there is one: a full disk under the
+    trace folder must not keep the tracer from saying so. None if none can be made."""
+    import tempfile
+
+    for where in ("/dev/shm", None):
+        if where and not os.access(where, os.W_OK):
+            continue
+        try:
+            fd, name = tempfile.mkstemp(prefix="hbtool-record-", suffix=".report", dir=where)
+        except OSError:
+            continue
+        os.close(fd)
+        return Path(name)
+    return None
+
+
+def _read_report(report: Path | None) -> list[dict]:
+    """The tracer's report lines (what, pid, errno, where), and the file removed."""
+    if report is None:
+        return []
+    try:
+        text = report.read_bytes()[: 1 << 20].decode("utf-8", errors="replace")
+    except OSError:
+        text = ""
+    try:
+        report.unlink()
+    except OSError:
+        pass
+    out = []
+    for line in text.splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) == 4 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
+            out.append({"what": parts[0], "pid": int(parts[1]), "errno": int(parts[2]), "where": parts[3]})
+    return out
+
+
+def _strerror(err: int) -> str:
+    return os.strerror(err) if err > 0 else "unknown error"
+
+
+def _failed_starts(failures: list[dict]) -> str:
+    """'the tracer could not create its trace file in DIR: No space left on device (3 processes)'."""
+    starts = [f for f in failures if f["what"] == "start"]
+    if not starts:
+        return ""
+    f = starts[0]
+    n = len({x["pid"] for x in starts})
+    return (f"the tracer could not create its trace file in {f['where']}: {_strerror(f['errno'])}"
+            + (f" ({n} processes)" if n > 1 else ""))
+
+
+def _full_disk(outdir: Path) -> str:
+    """When the tracer could not report (no RAM file system for HBTRACE_REPORT): a folder
+    on a disk without room for a trace file's first 68 KiB is the likely reason."""
+    try:
+        st = os.statvfs(outdir)
+    except OSError:
+        return ""
+    if st.f_bavail * st.f_frsize >= 4096 + 65536:
+        return ""
+    return f"the disk holding {outdir} is full ({st.f_bavail * st.f_frsize} bytes free): no trace file fits"
+
+
+def _losses(trace, failures: list[dict]) -> str:
+    """'records were dropped: ...' for the processes whose trace could not take them all."""
+    procs = [p for meta in trace.runs.values() for p in meta.get("processes", [])]
+    lost = [p for p in procs if p.get("lost_records")]
+    if not lost:
+        grows = [f for f in failures if f["what"] in ("grow", "cap")]
+        if not grows:
+            return ""
+        f = grows[0]
+        return (f"the trace file {f['where']} could not grow ({_strerror(f['errno']) if f['errno'] else 'size cap'}); "
+                f"records after that were dropped")
+    total = sum(int(p["lost_records"]) for p in lost)
+    reasons = sorted({p.get("lost_reason") or "the file could not take them" for p in lost})
+    where = lost[0]["file"] + (f" and {len(lost) - 1} more" if len(lost) > 1 else "")
+    return (f"{total} record{'s' if total != 1 else ''} dropped because {'; '.join(reasons)} "
+            f"(in {where}): the trace lacks them from that moment on")
+
+
+def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] | None = None) -> None:
+    """One line on what was written, counted as 'hbtool info' counts it, and one more for
+    each way the tracer failed to write it (the trace could not be created, or grow)."""
+    failures = failures or []
     import re
 
     from ..errors import HbtoolError
@@ -331,9 +423,12 @@ def _summary(outdir: Path, rc: int, static: bool = False) -> None:
     if profiles:
         click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}", err=True)
     files = sorted(outdir.glob("*.hbt"))
+    started = _failed_starts(failures)
+    if not files and not started and not static:
+        started = _full_disk(outdir)
     if not files:
         why = ("the tracer cannot be loaded into a statically linked program" if static else
-               "the program made no heartbeats and started no threads")
+               started or "the program made no heartbeats and started no threads")
         click.echo(f"hbtool: no trace written to {outdir}/: {why}{how}", err=True)
         sys.stderr.flush()
         return
@@ -346,6 +441,11 @@ def _summary(outdir: Path, rc: int, static: bool = False) -> None:
     what = _counts(trace)
     click.echo(f"hbtool: trace written to {outdir}/ ({len(files)} file{'s' if len(files) != 1 else ''}, "
                f"{what}){how}", err=True)
+    if started:
+        click.echo(f"hbtool: warning: {started}: those processes are missing from the trace", err=True)
+    lost = _losses(trace, failures)
+    if lost:
+        click.echo(f"hbtool: warning: {lost}", err=True)
     sys.stderr.flush()
 
 

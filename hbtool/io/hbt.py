@@ -21,7 +21,10 @@ from ..model import BEHAVIORS, CPU_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, WAIT
 from .registry import MAGIC_HBTRACE, ReadOptions, head
 
 MAGIC = MAGIC_HBTRACE
-VERSION = 1
+VERSION = 2
+#: versions this reader reads: 1 (every chunk chunk_size bytes), 2 (chunks of whole units)
+READ_VERSIONS = (1, 2)
+UNIT_SIZE = 256
 ENDIAN_MARK = 0x01020304
 HEADER_SIZE = 128
 SLOT_SIZE = 32
@@ -35,6 +38,14 @@ _STANDIN = 1 << 40  # writer: grouping key for threads whose OS id is unknown (w
 CLOCKS = {1: "CLOCK_MONOTONIC", 4: "CLOCK_MONOTONIC_RAW", 255: "synthetic (converted)"}
 FLAG_PRELOAD = 0x1
 FLAG_CONVERTED = 0x2
+#: lost_why bits of the header: why the tracer dropped records
+LOST_REASONS = {
+    0x1: "the file size cap (HBTRACE_MAX_MB) was reached",
+    0x2: "the disk was full",
+    0x4: "the file size limit was reached",
+    0x8: "the file could not grow",
+    0x10: "the tracer's lock was held too long",
+}
 
 REC_BEAT = 1
 REC_NAME = 14
@@ -88,9 +99,11 @@ def header_dtype(order: str = "<") -> np.dtype:
             ("clock_res_ns", order + "u4"),
             ("pid", order + "u4"),
             ("rank", order + "i4"),
-            ("reserved0", order + "u4"),
+            ("unit_size", order + "u4"),
             ("lost_records", order + "u8"),
-            ("reserved", order + "u8", (3,)),
+            ("lost_why", order + "u4"),
+            ("lost_errno", order + "u4"),
+            ("reserved", order + "u8", (2,)),
         ]
     )
 
@@ -147,10 +160,10 @@ def _parse_header(buf, path: str) -> tuple[np.void, str]:
     else:
         raise TraceFormatError(f"{path}: corrupted header (bad endianness marker {mark.hex()})")
     hdr = np.frombuffer(buf, dtype=header_dtype(order), count=1)[0]
-    if int(hdr["version"]) != VERSION:
+    if int(hdr["version"]) not in READ_VERSIONS:
         raise TraceFormatError(
-            f"{path}: hbtrace format version {int(hdr['version'])}; this hbtool reads version "
-            f"{VERSION}: upgrade hbtool"
+            f"{path}: hbtrace format version {int(hdr['version'])}; this hbtool reads versions "
+            f"{' and '.join(map(str, READ_VERSIONS))}: upgrade hbtool"
         )
     if int(hdr["header_size"]) != HEADER_SIZE or int(hdr["slot_size"]) != SLOT_SIZE:
         raise TraceFormatError(
@@ -160,6 +173,9 @@ def _parse_header(buf, path: str) -> tuple[np.void, str]:
     chunk = int(hdr["chunk_size"])
     if chunk < 4096 or chunk % 4096 or chunk > config.MAX_CHUNK_BYTES:
         raise TraceFormatError(f"{path}: corrupted header (chunk size {chunk})")
+    unit = _unit_size(hdr)
+    if unit < 2 * SLOT_SIZE or unit % SLOT_SIZE or chunk % unit:
+        raise TraceFormatError(f"{path}: corrupted header (unit size {unit}, chunk size {chunk})")
     mo, ml, mc = int(hdr["meta_offset"]), int(hdr["meta_length"]), int(hdr["meta_capacity"])
     do = int(hdr["data_offset"])
     if mo < HEADER_SIZE or ml > mc or mc > config.MAX_METADATA_BYTES or mo + mc > do:
@@ -179,6 +195,19 @@ def _parse_header(buf, path: str) -> tuple[np.void, str]:
             f"{path}: data section starts at byte {do}, past the end of the file ({size} bytes)"
         )
     return hdr, order
+
+
+def _unit_size(hdr) -> int:
+    """Bytes of the units chunks are made of: version 1 had one chunk size, its unit."""
+    return int(hdr["unit_size"]) if int(hdr["version"]) >= 2 else int(hdr["chunk_size"])
+
+
+def lost_reason(header: dict) -> str:
+    """Why the tracer dropped records, in words, from a header's lost_why and lost_errno."""
+    why = [text for bit, text in LOST_REASONS.items() if int(header.get("lost_why", 0)) & bit]
+    err = int(header.get("lost_errno", 0))
+    text = " and ".join(why) if why else "the file size cap was reached or the disk was full"
+    return f"{text} ({os.strerror(err)})" if err else text
 
 
 def _parse_metadata(buf, hdr) -> dict[str, str]:
@@ -212,19 +241,59 @@ def read_hbt_file(path: str | os.PathLike) -> dict:
     records = _parse_chunks(buf, hdr, order, path, size, warnings)
     if header["lost_records"]:
         warnings.append(
-            f"{path}: the tracer dropped {header['lost_records']} records (file size cap reached)"
+            f"{path}: the tracer dropped {header['lost_records']} records: {lost_reason(header)}"
         )
     return {"header": header, "meta": meta, "records": records, "warnings": warnings}
 
 
+def _chunk_table(raw: np.ndarray, hdr, order: str, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """The used chunks of a chunk area (raw: its bytes, a whole number of units), in
+    file order: (their first slots, their headers). A unit whose first slot has the
+    chunk magic begins a chunk of `capacity` slots (docs/formats.md, version 2); a unit
+    that begins no chunk and lies inside none must be zero. A chunk whose capacity
+    reaches into the next one (read while its thread was giving units back) ends there."""
+    do, chunk, unit = int(hdr["data_offset"]), int(hdr["chunk_size"]), _unit_size(hdr)
+    upc, spu = chunk // unit, unit // SLOT_SIZE
+    nunits = raw.size // unit
+    hdt = chunk_header_dtype(order)
+    magic = raw[: nunits * unit].reshape(nunits, unit)[:, 28:32].copy().view(order + "u4").reshape(nunits)
+    starts = np.flatnonzero(magic == CHUNK_MAGIC)
+    heads = raw[: nunits * unit].reshape(nunits, unit)[starts, :SLOT_SIZE].copy().view(hdt).reshape(starts.size)
+    cap = heads["capacity"].astype(np.int64)
+    ok = (cap > 0) & (cap % spu == 0) & ((starts % upc) * spu + cap <= upc * spu)
+    if int(hdr["version"]) < 2:
+        ok &= cap == upc * spu
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise TraceFormatError(
+            f"{path}: corrupted chunk header at byte {do + int(starts[i]) * unit} "
+            f"(capacity {int(cap[i])}; chunks of {unit}-byte units, at most {chunk // SLOT_SIZE} slots)"
+        )
+    ends = starts + cap // spu
+    if starts.size > 1:
+        ends[:-1] = np.minimum(ends[:-1], starts[1:])
+    # units inside no chunk hold no data (chunks no longer overlap: a running count of
+    # chunk starts minus chunk ends is 1 inside one, 0 outside)
+    delta = np.zeros(nunits + 1, dtype=np.int8)
+    delta[starts] += 1
+    np.subtract.at(delta, np.minimum(ends, nunits), 1)  # a cut-short file ends inside a chunk
+    bad = (np.cumsum(delta[:nunits], dtype=np.int8) == 0) & (magic != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceFormatError(
+            f"{path}: corrupted chunk header at byte {do + i * unit} (bad magic {int(magic[i]):#x})"
+        )
+    heads["capacity"] = (ends - starts) * spu
+    return starts * spu, heads
+
+
 def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray]:
     do = int(hdr["data_offset"])
-    chunk = int(hdr["chunk_size"])
-    spc = chunk // SLOT_SIZE
+    unit = _unit_size(hdr)
     claimed = int(hdr["data_length"])
-    if claimed % chunk:
+    if claimed % unit:
         raise TraceFormatError(
-            f"{path}: corrupted header (data length {claimed} is not a multiple of the chunk size {chunk})"
+            f"{path}: corrupted header (data length {claimed} is not a multiple of the unit size {unit})"
         )
     avail = size - do
     if claimed > avail:
@@ -240,44 +309,31 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
             f"read up to the last whole record"
         )
     rdt = record_dtype(order)
-    hdt = chunk_header_dtype(order)
-    nchunks = -(-nslots // spc)
+    spu = unit // SLOT_SIZE
+    nunits = -(-nslots // spu)
     raw = np.frombuffer(buf, dtype=np.uint8, count=nslots * SLOT_SIZE, offset=do)
-    if nslots % spc:
-        # a cut-short file ends inside a chunk: pad that chunk with empty slots
-        padded = np.zeros(nchunks * spc * SLOT_SIZE, dtype=np.uint8)
+    if nslots % spu:
+        # a cut-short file ends inside a unit: pad that unit with empty slots
+        padded = np.zeros(nunits * unit, dtype=np.uint8)
         padded[: raw.size] = raw
         raw = padded
-    heads = raw.reshape(nchunks, chunk)[:, :SLOT_SIZE].copy().view(hdt).reshape(nchunks)
-    magic = heads["magic"]
-    used = magic == CHUNK_MAGIC
-    bad = ~used & (magic != 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise TraceFormatError(
-            f"{path}: corrupted chunk header at byte {do + i * chunk} (bad magic {int(magic[i]):#x})"
-        )
-    badcap = used & (heads["capacity"] != spc)
-    if badcap.any():
-        i = int(np.flatnonzero(badcap)[0])
-        raise TraceFormatError(
-            f"{path}: corrupted chunk header at byte {do + i * chunk} "
-            f"(capacity {int(heads['capacity'][i])}, expected {spc})"
-        )
+    first, heads = _chunk_table(raw, hdr, order, path)
     # used chunks in record order: by thread slot, then the thread's chunk sequence
-    idx = np.flatnonzero(used)
-    idx = idx[np.lexsort((heads["chunk_seq"][idx], heads["thread_slot"][idx]))]
-    slots = raw.view(rdt).reshape(nchunks, spc)[idx]  # one copy, in order
-    kinds = slots["kind"]
-    kinds[:, 0] = 1  # the header slot: never an end marker (dropped below)
+    idx = np.lexsort((heads["chunk_seq"], heads["thread_slot"]))
+    first, h = first[idx], heads[idx]
+    slots = raw.view(rdt)
     # a chunk's records end at its first empty slot
-    empty = kinds == 0
-    first_empty = np.where(empty.any(axis=1), empty.argmax(axis=1), spc)
-    pos = np.arange(spc)
-    mask = (pos[None, :] >= 1) & (pos[None, :] < first_empty[:, None])
-    recs = slots[mask]
-    counts = mask.sum(axis=1)
-    h = heads[idx]
+    empty = np.flatnonzero(slots["kind"] == 0)
+    lo = first + 1
+    stop = np.full(lo.shape, np.iinfo(np.int64).max)
+    if empty.size:
+        at = np.searchsorted(empty, lo)
+        stop = np.where(at < empty.size, empty[np.minimum(at, empty.size - 1)], stop)
+    hi = np.minimum(np.minimum(stop, first + h["capacity"].astype(np.int64)), slots.size)
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    take = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(lo, counts)
+    recs = slots[take]  # one copy, in order
     out = {name: recs[name] for name in rdt.names}
     tid = np.repeat(h["os_tid"].astype(np.int64), counts)
     out["os_tid"] = np.where(tid == 0, -1, tid)  # 0: unknown (converted files)
@@ -496,6 +552,7 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                 "preload": bool(hdr["flags"] & FLAG_PRELOAD),
                 "converted": bool(hdr["flags"] & FLAG_CONVERTED),
                 "lost_records": int(hdr["lost_records"]),
+                "lost_reason": lost_reason(hdr) if hdr["lost_records"] else "",
                 "meta": p["meta"],
             }
         )
@@ -702,6 +759,7 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
     hdr["header_size"] = HEADER_SIZE
     hdr["slot_size"] = SLOT_SIZE
     hdr["chunk_size"] = CHUNK_SIZE
+    hdr["unit_size"] = UNIT_SIZE
     hdr["flags"] = FLAG_CONVERTED
     hdr["meta_offset"] = HEADER_SIZE
     hdr["meta_length"] = len(text)

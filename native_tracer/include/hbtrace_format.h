@@ -11,11 +11,24 @@
  *   offset meta_offset      : metadata text, meta_length bytes used of
  *                             meta_capacity reserved ("key=value\n" lines, UTF-8)
  *   offset data_offset      : chunk area, data_length bytes, a whole number of
- *                             chunks of chunk_size bytes each
+ *                             units of unit_size bytes each
+ *
+ * Version 2: chunks of several sizes, so that trace bytes follow records.
+ * The chunk area is cut into units of unit_size bytes (256). A chunk is a
+ * run of whole units that starts at a unit boundary and never crosses a
+ * multiple of chunk_size (counted from data_offset); chunk_size is the
+ * largest chunk. A thread's first chunk is one unit (a thread that records
+ * only its start and end costs 256 bytes), each further chunk of the thread
+ * twice the one before, up to chunk_size. When a thread ends, the unused
+ * whole units at the end of its last chunk are given back: its chunk header's
+ * capacity is lowered first, and the units freed may then hold a chunk of
+ * another thread. A unit that begins no chunk and lies inside none is zero.
+ * (Version 1: every chunk was chunk_size bytes; unit_size was reserved, 0.)
  *
  * A chunk belongs to one OS thread. It is an array of 32-byte slots: slot 0
- * is a struct hbt_chunk_header, slots 1.. are struct hbt_record. A chunk
- * whose header magic is 0 was never used. Records inside a chunk are filled
+ * is a struct hbt_chunk_header, slots 1.. are struct hbt_record. A unit
+ * whose first slot has the chunk magic begins a chunk; magic 0 = no chunk
+ * begins there. Records inside a chunk are filled
  * in order; the first record whose kind is 0 ends the chunk (the rest is
  * zero). The writer stores the last 4 bytes of a slot (kind+flags, or the
  * chunk magic) last, with release ordering, so a slot with a non-zero kind is
@@ -35,19 +48,27 @@
 #include <stdint.h>
 
 #define HBT_MAGIC          "HBTRACE"   /* 8 bytes with the trailing NUL */
-#define HBT_VERSION        1u
+#define HBT_VERSION        2u
 #define HBT_ENDIAN_MARK    0x01020304u
 #define HBT_HEADER_SIZE    128u
 #define HBT_SLOT_SIZE      32u
 #define HBT_CHUNK_MAGIC    0x4B434248u /* "HBCK" read as little-endian bytes */
 #define HBT_META_CAPACITY  3968u       /* header + metadata fill the first 4 KiB page */
 #define HBT_DATA_OFFSET    4096u
-#define HBT_CHUNK_SIZE     65536u      /* default; the header says which is used */
+#define HBT_CHUNK_SIZE     65536u      /* largest chunk; the header says which is used */
+#define HBT_UNIT_SIZE      256u        /* chunks are whole units; the header says which */
 
 /* clock_id values: the clock behind every t_ns in the file */
 #define HBT_CLOCK_MONOTONIC      1u   /* clock_gettime(CLOCK_MONOTONIC) */
 #define HBT_CLOCK_MONOTONIC_RAW  4u   /* clock_gettime(CLOCK_MONOTONIC_RAW) */
 #define HBT_CLOCK_SYNTHETIC      255u /* written by a converter, not a live clock */
+
+/* lost_why bits: why the tracer dropped records (lost_records) */
+#define HBT_LOST_CAP       0x1u  /* the file reached HBTRACE_MAX_MB */
+#define HBT_LOST_NOSPACE   0x2u  /* the file could not grow: no space on the device (ENOSPC, EDQUOT) */
+#define HBT_LOST_FSIZE     0x4u  /* the file could not grow: file size limit (EFBIG, RLIMIT_FSIZE) */
+#define HBT_LOST_IO        0x8u  /* the file could not grow or be mapped: another error (lost_errno) */
+#define HBT_LOST_LOCK     0x10u  /* the tracer's lock was held too long by a thread that died in it */
 
 /* header flags */
 #define HBT_FLAG_PRELOAD   0x1u  /* tracer was loaded with LD_PRELOAD */
@@ -59,22 +80,28 @@ struct hbt_file_header {          /* 128 bytes, offset 0 */
     uint32_t endian;              /*  12: HBT_ENDIAN_MARK in writer byte order */
     uint32_t header_size;         /*  16: sizeof(struct hbt_file_header) */
     uint32_t slot_size;           /*  20: HBT_SLOT_SIZE */
-    uint32_t chunk_size;          /*  24: bytes per chunk, a multiple of 4096 */
+    uint32_t chunk_size;          /*  24: bytes of the largest chunk, a multiple of
+                                           4096 and of unit_size */
     uint32_t flags;               /*  28: HBT_FLAG_* */
     uint32_t meta_offset;         /*  32: offset of the metadata text */
     uint32_t meta_length;         /*  36: bytes of metadata text in use */
     uint32_t meta_capacity;       /*  40: bytes reserved for metadata text */
     uint32_t clock_id;            /*  44: HBT_CLOCK_* */
     uint64_t data_offset;         /*  48: offset of the first chunk */
-    uint64_t data_length;         /*  56: bytes of chunk area allocated so far */
+    uint64_t data_length;         /*  56: bytes of chunk area allocated so far, a
+                                           multiple of unit_size */
     uint64_t start_mono_ns;       /*  64: clock value at tracer start: t = t_ns - this */
     int64_t  start_real_ns;       /*  72: CLOCK_REALTIME at tracer start, ns since epoch */
     uint32_t clock_res_ns;        /*  80: clock_getres of clock_id */
     uint32_t pid;                 /*  84: process id */
     int32_t  rank;                /*  88: MPI rank, -1 when none */
-    uint32_t reserved0;           /*  92 */
-    uint64_t lost_records;        /*  96: records dropped (file size cap reached, no space) */
-    uint64_t reserved[3];         /* 104..127 */
+    uint32_t unit_size;           /*  92: HBT_UNIT_SIZE: chunks start at and are
+                                           multiples of it (version 1: reserved, 0) */
+    uint64_t lost_records;        /*  96: records dropped (file size cap reached, disk
+                                           full, file gone); why: HBT_LOST_* in lost_why */
+    uint32_t lost_why;            /* 104: HBT_LOST_* bits: why records were dropped */
+    uint32_t lost_errno;          /* 108: errno of the first failure to grow the file, 0 none */
+    uint64_t reserved[2];         /* 112..127 */
 };
 
 struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
@@ -83,7 +110,9 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
     uint32_t chunk_seq;           /*  12: n-th chunk of this thread, from 0 */
     int32_t  user_thread;         /*  16: user thread number when the chunk began, -1 unknown */
     uint32_t reserved;            /*  20 */
-    uint32_t capacity;            /*  24: slots in this chunk including this header */
+    uint32_t capacity;            /*  24: slots in this chunk including this header: a
+                                           multiple of unit_size / 32, at most chunk_size / 32;
+                                           lowered when the thread ends and gives back units */
     uint32_t magic;               /*  28: HBT_CHUNK_MAGIC, stored last; 0 = unused chunk */
 };
 

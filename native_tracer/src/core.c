@@ -1,8 +1,11 @@
 /*
- * core.c -- chunks, thread registration, the records written outside the
- * hot path, and the process events (fork, exit) that concern them.
+ * core.c -- thread registration, the records written outside the hot path,
+ * and the process events (fork, exit) that concern them; the chunks they go
+ * into are handed out by chunks.c.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +28,10 @@ _Static_assert(offsetof(struct hbt_record, flags) == offsetof(struct hbt_record,
 _Static_assert(offsetof(struct hbt_chunk_header, magic) == offsetof(struct hbt_slot, kindflags),
                "chunk magic is stored last like a record's kind word");
 _Static_assert(HBT_HEADER_SIZE + HBT_META_CAPACITY <= HBT_DATA_OFFSET, "metadata fits");
-_Static_assert(HBT_CHUNK_SIZE % 4096 == 0, "chunks are page aligned in the file");
+_Static_assert(HBT_CHUNK_SIZE % 4096 == 0, "largest chunks are page aligned in the file");
+_Static_assert(HBT_CHUNK_SIZE % HBT_UNIT_SIZE == 0 && 4096 % HBT_UNIT_SIZE == 0 &&
+               HBT_UNIT_SIZE % HBT_SLOT_SIZE == 0 && HBT_UNIT_SIZE >= 4 * HBT_SLOT_SIZE,
+               "units divide pages and chunks, and hold a header, two records and the reserved slot");
 
 __thread struct hbt_tls hbt_tls __attribute__((tls_model("initial-exec")));
 
@@ -76,6 +82,8 @@ int hbt_lock(void)
     if (pthread_mutex_timedlock(&hbt_g.lock, &dl) != 0) {
         pthread_setcancelstate(old, NULL);
         __atomic_store_n(&hbt_g.full, 1, __ATOMIC_RELEASE);
+        if (hbt_g.hdr)
+            __atomic_fetch_or(&hbt_g.hdr->lost_why, HBT_LOST_LOCK, __ATOMIC_RELAXED);
         if (!__atomic_exchange_n(&hbt_g.full_warned, 1, __ATOMIC_ACQ_REL))
             hbt_warn("hbtrace: tracer lock held for %d s by another thread; "
                      "further records are dropped", HBT_LOCK_TIMEOUT_S);
@@ -115,10 +123,61 @@ void hbt_unlock(void)
     pthread_setcancelstate(old, NULL);
 }
 
-/* Stop handing out chunks; one warning per process says why. */
+/*
+ * HBTRACE_REPORT: a file (made by `hbtool record`, on a RAM file system
+ * where it can) that the tracer appends one line to when it cannot write
+ * the trace, so that record can say what happened even when the trace
+ * folder's disk is full:
+ *   <what>\t<pid>\t<errno>\t<where>\n
+ * what: "start" (no trace file could be made; where = the folder),
+ * "grow" (the file could not grow; where = the file), "cap" (the file
+ * reached HBTRACE_MAX_MB; errno 0). Opened O_APPEND|O_NOFOLLOW, never
+ * created; one write(2) of less than PIPE_BUF bytes; async-signal-safe but
+ * never called from a signal handler.
+ */
+void hbt_report_line(const char *what, const char *where, int err)
+{
+    const char *path = hbt_getenv(HBT_ENV_HBTRACE_REPORT);
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    struct stat st;
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s\t%d\t%d\t%s\n", what, (int)getpid(), err,
+                     where ? where : "");
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && n > 0 && (size_t)n < sizeof line) {
+        ssize_t w = write(fd, line, (size_t)n);
+        (void)w;
+    }
+    close(fd);
+}
+
+static uint32_t hbt_lost_reason(int err)
+{
+    if (err == 0)
+        return HBT_LOST_CAP;
+    if (err == ENOSPC || err == EDQUOT)
+        return HBT_LOST_NOSPACE;
+    if (err == EFBIG)
+        return HBT_LOST_FSIZE;
+    return HBT_LOST_IO;
+}
+
+/* Stop handing out chunks; the header says why (lost_why, lost_errno), and
+ * one warning per process, and one line of HBTRACE_REPORT. */
 void hbt_set_full(unsigned mode, const char *why, int err)
 {
     __atomic_store_n(&hbt_g.full, 1, __ATOMIC_RELEASE);
+    struct hbt_file_header *h = hbt_g.hdr;
+    if (h) {
+        __atomic_fetch_or(&h->lost_why, hbt_lost_reason(err), __ATOMIC_RELAXED);
+        uint32_t none = 0;
+        if (err)
+            __atomic_compare_exchange_n(&h->lost_errno, &none, (uint32_t)err, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
     if (mode & HBT_M_SIGNAL)
         return;   /* no formatting inside a signal handler */
     if (__atomic_exchange_n(&hbt_g.full_warned, 1, __ATOMIC_ACQ_REL))
@@ -129,6 +188,7 @@ void hbt_set_full(unsigned mode, const char *why, int err)
     else
         hbt_warn("hbtrace: trace file %s reached %s; further records are "
                  "dropped and counted in lost_records", hbt_g.path, why);
+    hbt_report_line(err ? "grow" : "cap", hbt_g.path, err);
 }
 
 static void hbt_count_lost(void)
@@ -155,114 +215,6 @@ int hbt_ensure_open(void)
     }
     hbt_unlock();
     return st == HBT_ON;
-}
-
-/* ------------------------------------------------------------------ */
-/* chunks                                                              */
-
-/* Address of chunk i, and in *ext_end the first chunk past its extent; the
- * caller has seen mapped_chunks > i (acquire). */
-char *hbt_chunk_span(uint64_t i, uint64_t *ext_end)
-{
-    uint32_t lo = 0, hi = __atomic_load_n(&hbt_g.n_extents, __ATOMIC_ACQUIRE);
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (hbt_g.ext[mid].first <= i)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    const struct hbt_extent *e = &hbt_g.ext[lo];
-    if (ext_end)
-        *ext_end = e->first + e->count;
-    return e->base + (i - e->first) * hbt_g.chunk_size;
-}
-
-static struct hbt_slot *hbt_chunk_addr(uint64_t i)
-{
-    return (struct hbt_slot *)hbt_chunk_span(i, NULL);
-}
-
-/* Chunks that may have been handed out and lie inside the file: the reach
- * of a scan over the chunk area (next_chunk also counts refused requests). */
-uint64_t hbt_chunks_handed_out(void)
-{
-    uint64_t n = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_ACQUIRE);
-    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
-    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_ACQUIRE);
-    if (n > mapped)
-        n = mapped;
-    if (n > file)
-        n = file;
-    return n < hbt_g.max_chunks ? n : hbt_g.max_chunks;
-}
-
-/*
- * Hand out a fresh chunk. Lock-free unless the file has to grow (or, after
- * the trim at exit, be extended again), which a signal handler (no
- * HBT_M_GROW) never does.
- *
- * The fetch_add and the load of file_chunks are seq_cst (on x86 the same
- * instructions as relaxed ones): hbt_trim_locked lowers file_chunks and
- * then reads next_chunk, both seq_cst, so that every chunk number is either
- * seen by the trim (and kept in the file) or sees the lowered file_chunks
- * here (and extends the file under g.lock before the chunk is touched).
- */
-static struct hbt_slot *hbt_take_chunk(unsigned mode, uint64_t *index)
-{
-    if (__atomic_load_n(&hbt_g.full, __ATOMIC_ACQUIRE))
-        return NULL;
-    uint64_t i = __atomic_fetch_add(&hbt_g.next_chunk, 1, __ATOMIC_SEQ_CST);
-    if (i >= hbt_g.max_chunks) {
-        char why[64] = "";
-        if (!(mode & HBT_M_SIGNAL))
-            snprintf(why, sizeof why, "%s=%llu", hbt_env_name(HBT_ENV_HBTRACE_MAX_MB),
-                     (unsigned long long)hbt_g.max_mb);
-        hbt_set_full(mode, why, 0);
-        return NULL;
-    }
-    if (i >= __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE) ||
-        i >= __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST)) {
-        /* a chunk number given up here stays a never-used (magic 0) chunk */
-        if (!(mode & HBT_M_GROW) || !hbt_lock())
-            return NULL;
-        int ok = hbt_grow_locked(i, mode);
-        hbt_unlock();
-        if (!ok)
-            return NULL;
-    }
-    *index = i;
-    return hbt_chunk_addr(i);
-}
-
-static int hbt_new_chunk(struct hbt_tls *t, unsigned mode)
-{
-    uint64_t index = 0;
-    struct hbt_slot *c = hbt_take_chunk(mode, &index);
-    if (!c)
-        return 0;
-    /* before the chunk is used: wakes (or first starts) the pre-faulter
-     * when its headroom runs low; one atomic load otherwise */
-    hbt_prefault_kick(t, index, mode);
-    struct hbt_chunk_header *h = (struct hbt_chunk_header *)c;
-    h->os_tid = (uint64_t)syscall(SYS_gettid);
-    h->thread_slot = t->thread_slot;
-    h->chunk_seq = t->chunk_seq++;
-    h->user_thread = t->user_set ? t->user_thread : -1;
-    h->reserved = 0;
-    h->capacity = hbt_g.chunk_slots;
-    __atomic_store_n(&h->magic, HBT_CHUNK_MAGIC, __ATOMIC_RELEASE);
-
-    /* Switch chunks in an order that a signal handler interrupting us can
-     * live with: it reads slots and next, and scans for a free slot. */
-    t->limit = 0;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->next = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->slots = c;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->limit = hbt_g.chunk_slots - 1;
-    return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -438,7 +390,7 @@ void hbt_after_fork_child(void)
     if (st == HBT_ON) {
         uint32_t n = hbt_g.n_extents;
         for (uint32_t k = 0; k < n; k++)
-            munmap(hbt_g.ext[k].base, hbt_g.ext[k].count * hbt_g.chunk_size);
+            munmap(hbt_g.ext[k].base, hbt_g.ext[k].count * HBT_UNIT_SIZE);
         if (hbt_g.hdr)
             munmap(hbt_g.hdr, HBT_DATA_OFFSET);
         struct stat sb;
@@ -459,7 +411,7 @@ void hbt_after_fork_child(void)
     t->seq = 0;
     t->auto_seq = 0;
     t->registered = 0;
-    t->chunk_seq = 0;
+    t->chunk_seq = 0;   /* chunk_first means nothing while slots is NULL */
     t->end_recorded = 0;
     t->beat = NULL;
     t->monitor = 0;
@@ -493,6 +445,27 @@ int hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t max_slots,
     return 1;
 }
 
+/* Every chunk among the units handed out is a bystander's. Never past
+ * file_units: after the trim at exit the mappings reach beyond the end of
+ * the file. Async-signal-safe. */
+int hbt_chunks_are_bystander(int allow_signal)
+{
+    uint64_t n = hbt_units_handed_out();
+    for (uint64_t u = 0; u < n;) {
+        const struct hbt_slot *c = hbt_unit_addr(u);
+        const struct hbt_chunk_header *h = (const struct hbt_chunk_header *)c;
+        if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0) {
+            u++;
+            continue;
+        }
+        uint32_t cap = __atomic_load_n(&h->capacity, __ATOMIC_ACQUIRE);
+        if (!hbt_chunk_is_bystander(c, hbt_g.chunk_units * hbt_g.unit_slots, allow_signal))
+            return 0;
+        u += cap / hbt_g.unit_slots ? cap / hbt_g.unit_slots : 1;
+    }
+    return 1;
+}
+
 /* The same test on a whole file image of process `pid` (see hbt_take_over). */
 int hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid)
 {
@@ -500,17 +473,26 @@ int hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid)
     if (memcmp(h->magic, HBT_MAGIC, sizeof h->magic) != 0 ||
         h->version != HBT_VERSION || h->endian != HBT_ENDIAN_MARK ||
         h->pid != (uint32_t)pid || h->lost_records != 0 ||
-        h->data_offset != HBT_DATA_OFFSET || h->chunk_size == 0 ||
-        h->chunk_size % HBT_SLOT_SIZE != 0 || h->data_offset > size)
+        h->data_offset != HBT_DATA_OFFSET || h->unit_size != HBT_UNIT_SIZE ||
+        h->chunk_size != HBT_CHUNK_SIZE || h->data_offset > size)
         return 0;
     uint64_t len = h->data_length;
     if (len > size - h->data_offset)
         len = size - h->data_offset;
-    for (uint64_t c = 0; c < len / h->chunk_size; c++) {
-        const char *chunk = m + h->data_offset + c * h->chunk_size;
-        if (!hbt_chunk_is_bystander((const struct hbt_slot *)chunk,
-                                    h->chunk_size / HBT_SLOT_SIZE, 0))
+    uint32_t unit_slots = HBT_UNIT_SIZE / HBT_SLOT_SIZE;
+    for (uint64_t u = 0; u < len / HBT_UNIT_SIZE;) {
+        const char *chunk = m + h->data_offset + u * HBT_UNIT_SIZE;
+        const struct hbt_chunk_header *ch = (const struct hbt_chunk_header *)chunk;
+        if (ch->magic == 0) {
+            u++;
+            continue;
+        }
+        uint32_t cap = ch->capacity;
+        if (cap == 0 || cap % unit_slots != 0 ||
+            u * HBT_UNIT_SIZE + (uint64_t)cap * HBT_SLOT_SIZE > len ||
+            !hbt_chunk_is_bystander((const struct hbt_slot *)chunk, cap, 0))
             return 0;
+        u += cap / unit_slots;
     }
     return 1;
 }
@@ -530,12 +512,8 @@ int hbt_unlink_if_empty(int allow_signal)
     if (__atomic_load_n(&hbt_g.nthreads, __ATOMIC_ACQUIRE) > 1 ||
         __atomic_load_n(&hbt_g.hdr->lost_records, __ATOMIC_RELAXED) != 0)
         return 0;
-    /* never past file_chunks: after the trim at exit the mappings reach
-     * beyond the end of the file */
-    uint64_t n = hbt_chunks_handed_out();
-    for (uint64_t c = 0; c < n; c++)
-        if (!hbt_chunk_is_bystander(hbt_chunk_addr(c), hbt_g.chunk_slots, allow_signal))
-            return 0;
+    if (!hbt_chunks_are_bystander(allow_signal))
+        return 0;
     return unlink(hbt_g.path) == 0;
 }
 
@@ -547,13 +525,13 @@ int hbt_unlink_if_empty(int allow_signal)
  * Other threads run on during exit handlers and may still take chunks; the
  * tail beyond the allocation point is unused by definition, and growth
  * keeps working after the trim. Under g.lock (see hbt_trim_locked):
- * file_chunks, the reach of the file, is lowered to the chunks handed out
- * so far plus one, then next_chunk is read again (seq_cst on both sides,
+ * file_units, the reach of the file, is lowered to the units handed out
+ * so far (to the end of their page), then next_unit is read again (seq_cst on both sides,
  * see hbt_take_chunk), and the file is cut after max(both reads, the
  * chunks the pre-faulter's write fallback announced in pf.claim; its
  * madvise cannot fault past the end of a file). A chunk number handed out
  * before the lowering is inside what is kept; a later one at or beyond the
- * lowered file_chunks makes its thread extend the file again (g.lock,
+ * lowered file_units makes its thread extend the file again (g.lock,
  * posix_fallocate, data_length) before touching it, exactly as growth
  * does. The mappings stay; nothing touches them past the end of the file.
  * Nothing waits for another thread, nothing is dropped.

@@ -15,19 +15,21 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 #define HBT_MIB              (1024u * 1024u)
-#define HBT_FIRST_EXTENT     (1u * HBT_MIB)
+#define HBT_FIRST_EXTENT     HBT_CHUNK_SIZE     /* one largest chunk: a process
+                                                  that records little costs little */
 #define HBT_MAX_EXTENT       (64u * HBT_MIB)
 #define HBT_DEFAULT_MAX_MB   4096u
 #define HBT_HIGH_FD          512    /* keep our fd out of the low numbers that
                                        shells and daemons dup2 onto */
 #define HBT_MAX_SUFFIX       10000
-#define HBT_TAKE_OVER_MAX    (16u * HBT_MIB)   /* an empty trace is ~1 MiB */
+#define HBT_TAKE_OVER_MAX    (16u * HBT_MIB)   /* an empty trace is ~64 KiB */
 
 static int hbt_mkdir_p(const char *dir)
 {
@@ -159,9 +161,15 @@ static int hbt_check_fd(void)
 }
 
 /* Returns 0 or an errno value. Blocks are allocated so that later stores into
- * the mapping cannot fault on a full disk. */
+ * the mapping cannot fault on a full disk. Past the program's file size
+ * limit (RLIMIT_FSIZE) the kernel would answer with SIGXFSZ, which kills the
+ * process: refuse with EFBIG before asking it. */
 static int hbt_allocate(off_t off, off_t len)
 {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)off + (uint64_t)len > (uint64_t)rl.rlim_cur)
+        return EFBIG;
     int err = posix_fallocate(hbt_g.fd, off, len);
     if (err == EINVAL || err == EOPNOTSUPP || err == ENOSYS)
         err = ftruncate(hbt_g.fd, off + len) == 0 ? 0 : errno;
@@ -200,7 +208,8 @@ static void hbt_fill_header(struct hbt_file_header *h, uint64_t data_len)
     h->endian = HBT_ENDIAN_MARK;
     h->header_size = sizeof *h;
     h->slot_size = HBT_SLOT_SIZE;
-    h->chunk_size = hbt_g.chunk_size;
+    h->chunk_size = HBT_CHUNK_SIZE;
+    h->unit_size = HBT_UNIT_SIZE;
     h->flags = pre && strstr(pre, "libhbtrace") ? HBT_FLAG_PRELOAD : 0;
     h->meta_offset = HBT_HEADER_SIZE;
     h->meta_length = 0;
@@ -214,15 +223,19 @@ static void hbt_fill_header(struct hbt_file_header *h, uint64_t data_len)
     h->pid = (uint32_t)hbt_g.pid;
     h->rank = -1;
     h->lost_records = 0;
+    h->lost_why = 0;
+    h->lost_errno = 0;
 }
 
 void hbt_reset_counters(void)
 {
     hbt_g.hdr = NULL;
     hbt_g.fd = -1;
-    __atomic_store_n(&hbt_g.next_chunk, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&hbt_g.mapped_chunks, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&hbt_g.file_chunks, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.next_unit, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.mapped_units, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.file_units, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.free_lock, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_g.n_pieces, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.n_extents, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.nthreads, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hbt_g.full, 0, __ATOMIC_RELAXED);
@@ -242,17 +255,17 @@ int hbt_open_trace(void)
         dir = ".";
     hbt_reset_counters();
     hbt_g.pid = getpid();
-    hbt_g.chunk_size = HBT_CHUNK_SIZE;
-    hbt_g.chunk_slots = HBT_CHUNK_SIZE / HBT_SLOT_SIZE;
+    hbt_g.unit_slots = HBT_UNIT_SIZE / HBT_SLOT_SIZE;
+    hbt_g.chunk_units = HBT_CHUNK_SIZE / HBT_UNIT_SIZE;
     hbt_g.max_mb = hbt_max_mb();
     uint64_t cap = hbt_g.max_mb * HBT_MIB;
-    hbt_g.max_chunks = cap > HBT_DATA_OFFSET ? (cap - HBT_DATA_OFFSET) / hbt_g.chunk_size : 0;
+    hbt_g.max_units = cap > HBT_DATA_OFFSET ? (cap - HBT_DATA_OFFSET) / HBT_UNIT_SIZE : 0;
     hbt_prefault_config();
     hbt_mon_config();
     HBT_HOOK(hbt_status_config);
-    uint64_t first = HBT_FIRST_EXTENT / hbt_g.chunk_size;
-    if (first > hbt_g.max_chunks)
-        first = hbt_g.max_chunks;
+    uint64_t first = HBT_FIRST_EXTENT / HBT_UNIT_SIZE;
+    if (first > hbt_g.max_units)
+        first = hbt_g.max_units;
 
     int err = hbt_mkdir_p(dir);
     if (err)
@@ -278,26 +291,26 @@ int hbt_open_trace(void)
         err = EFBIG;
         goto fail_file;
     }
-    err = hbt_allocate(0, (off_t)(HBT_DATA_OFFSET + first * hbt_g.chunk_size));
+    err = hbt_allocate(0, (off_t)(HBT_DATA_OFFSET + first * HBT_UNIT_SIZE));
     if (err)
         goto fail_file;
     struct hbt_file_header *h = (void *)hbt_map(0, HBT_DATA_OFFSET);
-    char *base = hbt_map(HBT_DATA_OFFSET, first * hbt_g.chunk_size);
+    char *base = hbt_map(HBT_DATA_OFFSET, first * HBT_UNIT_SIZE);
     if (!h || !base) {
         err = errno;
         if (h)
             munmap(h, HBT_DATA_OFFSET);
         if (base)
-            munmap(base, first * hbt_g.chunk_size);
+            munmap(base, first * HBT_UNIT_SIZE);
         goto fail_file;
     }
     hbt_g.hdr = h;
     hbt_g.ext[0] = (struct hbt_extent){ .base = base, .first = 0, .count = first };
     __atomic_store_n(&hbt_g.n_extents, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&hbt_g.file_chunks, first, __ATOMIC_RELEASE);
-    __atomic_store_n(&hbt_g.mapped_chunks, first, __ATOMIC_RELEASE);
+    __atomic_store_n(&hbt_g.file_units, first, __ATOMIC_RELEASE);
+    __atomic_store_n(&hbt_g.mapped_units, first, __ATOMIC_RELEASE);
 
-    hbt_fill_header(h, first * hbt_g.chunk_size);
+    hbt_fill_header(h, first * HBT_UNIT_SIZE);
     hbt_meta_write_initial();
     /* magic last: a file with a magic has a complete header */
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -313,6 +326,7 @@ fail:
     hbt_g.path[0] = '\0';
     hbt_warn("hbtrace: cannot write trace file in %s: %s; tracing disabled",
              dir, strerror(err));
+    hbt_report_line("start", dir, err);
     return 0;
 }
 
@@ -323,27 +337,30 @@ fail:
  */
 static int hbt_extend_locked(uint64_t need, unsigned mode)
 {
-    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST);
-    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
+    uint64_t file = __atomic_load_n(&hbt_g.file_units, __ATOMIC_SEQ_CST);
+    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_units, __ATOMIC_ACQUIRE);
     if (file > need || file >= mapped)
         return 1;
     if (mode & HBT_M_AHEAD)
         return 0;   /* the pre-faulter does not pre-extend after the trim */
-    uint64_t upto = need + 1 < mapped ? need + 1 : mapped;
+    /* to the end of need's page: the file ends on a page boundary */
+    uint64_t upto = hbt_page_units(need + 1);
+    if (upto > mapped)
+        upto = mapped;
     int err = hbt_check_fd() ? 0 : (errno ? errno : EBADF);
     if (!err)
-        err = hbt_allocate((off_t)(HBT_DATA_OFFSET + file * hbt_g.chunk_size),
-                           (off_t)((upto - file) * hbt_g.chunk_size));
+        err = hbt_allocate((off_t)(HBT_DATA_OFFSET + file * HBT_UNIT_SIZE),
+                           (off_t)((upto - file) * HBT_UNIT_SIZE));
     if (err) {
         hbt_set_full(mode, NULL, err);
         return 0;
     }
-    __atomic_store_n(&hbt_g.file_chunks, upto, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&hbt_g.hdr->data_length, upto * hbt_g.chunk_size, __ATOMIC_RELEASE);
+    __atomic_store_n(&hbt_g.file_units, upto, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&hbt_g.hdr->data_length, upto * HBT_UNIT_SIZE, __ATOMIC_RELEASE);
     return 1;
 }
 
-/* Map more of the file until chunk `need` is covered. g.lock held.
+/* Map more of the file until unit `need` is covered. g.lock held.
  * HBT_M_AHEAD (the pre-faulter growing ahead of the allocation point): a
  * failure only returns 0; the tracer goes on with what is mapped.
  * Once closing (trim at exit), new extents are mapped as usual but the file
@@ -352,20 +369,22 @@ static int hbt_extend_locked(uint64_t need, unsigned mode)
  * extent behind. */
 int hbt_grow_locked(uint64_t need, unsigned mode)
 {
-    uint64_t max_ext = HBT_MAX_EXTENT / hbt_g.chunk_size;
+    uint64_t max_ext = HBT_MAX_EXTENT / HBT_UNIT_SIZE;
     int closing = __atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE);
     if (!hbt_extend_locked(need, mode))
         return 0;
-    while (__atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE) <= need) {
+    while (__atomic_load_n(&hbt_g.mapped_units, __ATOMIC_ACQUIRE) <= need) {
         if (__atomic_load_n(&hbt_g.full, __ATOMIC_ACQUIRE))
             return 0;
         uint32_t n = hbt_g.n_extents;
-        uint64_t mapped = hbt_g.mapped_chunks;
+        uint64_t mapped = hbt_g.mapped_units;
+        /* extents double from one largest chunk: every extent boundary is
+         * a multiple of chunk_units, which no chunk crosses */
         uint64_t count = hbt_g.ext[n - 1].count * 2;
         if (count > max_ext)
             count = max_ext;
-        if (count > hbt_g.max_chunks - mapped)
-            count = hbt_g.max_chunks - mapped;
+        if (count > hbt_g.max_units - mapped)
+            count = hbt_g.max_units - mapped;
         if (count == 0 || n >= HBT_MAX_EXTENTS) {
             if (mode & HBT_M_AHEAD)
                 return 0;
@@ -380,8 +399,8 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
                 hbt_set_full(mode, NULL, errno ? errno : EBADF);
             return 0;
         }
-        off_t off = (off_t)(HBT_DATA_OFFSET + mapped * hbt_g.chunk_size);
-        size_t len = count * hbt_g.chunk_size;
+        off_t off = (off_t)(HBT_DATA_OFFSET + mapped * HBT_UNIT_SIZE);
+        size_t len = count * HBT_UNIT_SIZE;
         int err = closing ? 0 : hbt_allocate(off, (off_t)len);
         char *base = err ? NULL : hbt_map(off, len);
         if (!base) {
@@ -391,12 +410,12 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
         }
         hbt_g.ext[n] = (struct hbt_extent){ .base = base, .first = mapped, .count = count };
         if (!closing)
-            __atomic_store_n(&hbt_g.file_chunks, mapped + count, __ATOMIC_SEQ_CST);
-        /* publish the extent, then the chunk count that makes it reachable */
+            __atomic_store_n(&hbt_g.file_units, mapped + count, __ATOMIC_SEQ_CST);
+        /* publish the extent, then the unit count that makes it reachable */
         __atomic_store_n(&hbt_g.n_extents, n + 1, __ATOMIC_RELEASE);
-        __atomic_store_n(&hbt_g.mapped_chunks, mapped + count, __ATOMIC_RELEASE);
+        __atomic_store_n(&hbt_g.mapped_units, mapped + count, __ATOMIC_RELEASE);
         if (!closing)
-            __atomic_store_n(&hbt_g.hdr->data_length, (mapped + count) * hbt_g.chunk_size,
+            __atomic_store_n(&hbt_g.hdr->data_length, (mapped + count) * HBT_UNIT_SIZE,
                              __ATOMIC_RELEASE);
     }
     return closing ? hbt_extend_locked(need, mode) : 1;
@@ -406,26 +425,27 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
  * g.lock held, so no growth runs meanwhile. */
 void hbt_trim_locked(void)
 {
-    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST);
-    /* one spare chunk: records of the exiting thread after this point (exit
-     * handlers that run after ours) need no system call */
-    uint64_t keep = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_SEQ_CST) + 1;
+    uint64_t file = __atomic_load_n(&hbt_g.file_units, __ATOMIC_SEQ_CST);
+    /* to the end of the allocation point's page: the file stays a whole
+     * number of pages, and the rest of that page is a little room for the
+     * records of exit handlers that run after ours */
+    uint64_t keep = hbt_page_units(__atomic_load_n(&hbt_g.next_unit, __ATOMIC_SEQ_CST));
     if (keep >= file)
         return;   /* nothing reserved beyond the allocation point */
-    __atomic_store_n(&hbt_g.file_chunks, keep, __ATOMIC_SEQ_CST);
-    /* chunk numbers handed out before the store above, and the chunks the
+    __atomic_store_n(&hbt_g.file_units, keep, __ATOMIC_SEQ_CST);
+    /* units handed out before the store above, and the units the
      * pre-faulter may be touching, stay inside the file */
-    uint64_t n = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_SEQ_CST);
-    uint64_t claim = __atomic_load_n(&hbt_g.pf.claim, __ATOMIC_SEQ_CST);
+    uint64_t n = hbt_page_units(__atomic_load_n(&hbt_g.next_unit, __ATOMIC_SEQ_CST));
+    uint64_t claim = hbt_page_units(__atomic_load_n(&hbt_g.pf.claim, __ATOMIC_SEQ_CST));
     if (n > keep)
         keep = n;
     if (claim > keep)
         keep = claim;
     if (keep < file && hbt_check_fd() &&
-        ftruncate(hbt_g.fd, (off_t)(HBT_DATA_OFFSET + keep * hbt_g.chunk_size)) == 0) {
-        __atomic_store_n(&hbt_g.hdr->data_length, keep * hbt_g.chunk_size, __ATOMIC_RELEASE);
-        __atomic_store_n(&hbt_g.file_chunks, keep, __ATOMIC_SEQ_CST);
+        ftruncate(hbt_g.fd, (off_t)(HBT_DATA_OFFSET + keep * HBT_UNIT_SIZE)) == 0) {
+        __atomic_store_n(&hbt_g.hdr->data_length, keep * HBT_UNIT_SIZE, __ATOMIC_RELEASE);
+        __atomic_store_n(&hbt_g.file_units, keep, __ATOMIC_SEQ_CST);
     } else {
-        __atomic_store_n(&hbt_g.file_chunks, file, __ATOMIC_SEQ_CST);   /* not cut */
+        __atomic_store_n(&hbt_g.file_units, file, __ATOMIC_SEQ_CST);   /* not cut */
     }
 }

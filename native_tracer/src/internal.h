@@ -4,7 +4,9 @@
  * Layout of the code:
  *   internal.h   this file: shared state, declarations, the beat hot path
  *   file.c       the trace file: name, creation or take-over, header, growth
- *   core.c       chunks, thread registration, records off the hot path,
+ *   chunks.c     the chunk area in units: handing out chunks, free runs of
+ *                units, the units an ended thread gives back
+ *   core.c       thread registration, records off the hot path,
  *                fork handling of the file, the trim at exit
  *   meta.c       the metadata text block
  *   env.c        the environment variables, named once in
@@ -71,6 +73,15 @@
 #define HBT_EXPORT __attribute__((visibility("default")))
 #define HBT_HIDDEN __attribute__((visibility("hidden")))
 #define HBT_COLD   __attribute__((noinline, cold))
+/* Not instrumented by ThreadSanitizer (make tsan): the libc interposers that
+ * the sanitizer's own start-up reaches (its sigaction interceptor calls the
+ * next sigaction, ours) before it can run instrumented code, and what they
+ * call. Nothing in a normal build. */
+#if defined(__SANITIZE_THREAD__)
+#define HBT_NO_TSAN __attribute__((no_sanitize_thread, noinline))
+#else
+#define HBT_NO_TSAN
+#endif
 
 #define HBT_TRACER_VERSION "0.1.0"
 #define HBT_NO_SLOT        UINT32_MAX
@@ -150,6 +161,7 @@ struct hbt_tls {
     int32_t  user_thread;     /* number set by the program, if user_set */
     uint32_t thread_slot;     /* registration order, valid if registered */
     uint32_t chunk_seq;       /* chunks taken so far */
+    uint64_t chunk_first;     /* unit number of the current chunk (slots) */
     int      cancel_state;    /* saved by hbt_lock, restored by hbt_unlock */
     uint8_t  registered;
     uint8_t  user_set;
@@ -224,9 +236,10 @@ enum {
 };
 
 #define HBT_MAX_EXTENTS 1024
+#define HBT_MAX_PIECES  256   /* free runs of units kept for reuse */
 
 struct hbt_extent {
-    char     *base;           /* mapping of chunks [first, first + count) */
+    char     *base;           /* mapping of units [first, first + count) */
     uint64_t  first;
     uint64_t  count;
 };
@@ -240,12 +253,12 @@ enum {
 
 struct hbt_prefault {
     int       enabled;            /* HBTRACE_PREFAULT, set when the file opens */
-    uint64_t  ahead;              /* headroom in chunks (HBTRACE_PREFAULT_MB) */
-    uint64_t  done;               /* atomic: chunks below this are populated
+    uint64_t  ahead;              /* headroom in units (HBTRACE_PREFAULT_MB) */
+    uint64_t  done;               /* atomic: units below this are populated
                                      (or were handed out before the
                                      pre-faulter reached them) */
     uint64_t  claim;              /* atomic: the pre-faulter may be touching
-                                     chunks below this right now; 0 = none */
+                                     units below this right now; 0 = none */
     int       run;                /* atomic: HBT_PF_* */
     int       stop;               /* atomic: asks the thread to return */
     int       waiting;            /* atomic: the thread sleeps on word */
@@ -263,18 +276,29 @@ struct hbt_global {
     uint64_t dev, ino;                  /* identity of the file, to notice a
                                            program that closed or reused fd */
     struct hbt_file_header *hdr;        /* mapping of the first page */
-    uint32_t chunk_size;
-    uint32_t chunk_slots;
-    uint64_t max_chunks;                /* from HBTRACE_MAX_MB */
+    /* The chunk area is counted in units of HBT_UNIT_SIZE bytes; a chunk
+     * is a run of units (hbtrace_format.h). */
+    uint32_t unit_slots;                /* slots per unit */
+    uint32_t chunk_units;               /* units of the largest chunk */
+    uint64_t max_units;                 /* from HBTRACE_MAX_MB */
     uint64_t max_mb;
-    uint64_t next_chunk;                /* atomic: chunks handed out */
-    uint64_t mapped_chunks;             /* atomic: chunks backed by a mapping */
-    uint64_t file_chunks;               /* atomic: chunks inside the allocated
-                                           file; below mapped_chunks only after
+    uint64_t next_unit;                 /* atomic: the allocation point: units
+                                           below it were handed out */
+    uint64_t mapped_units;              /* atomic: units backed by a mapping */
+    uint64_t file_units;                /* atomic: units inside the allocated
+                                           file; below mapped_units only after
                                            the trim at exit */
     uint32_t n_extents;                 /* atomic */
     uint32_t nthreads;                  /* atomic: threads registered */
     int full;                           /* atomic: cap reached or no space */
+    int free_lock;                      /* atomic spin lock of `pieces`, only
+                                           ever tried, never waited for */
+    uint32_t n_pieces;                  /* under free_lock */
+    struct hbt_piece { uint64_t first; uint64_t count; } pieces[HBT_MAX_PIECES];
+                                        /* unused runs of units below next_unit
+                                           (given back by ended threads, gaps
+                                           before a chunk that would have
+                                           crossed a chunk_units boundary) */
     int full_warned;                    /* atomic */
     int closing;                        /* atomic: trimmed at exit */
     pthread_mutex_t lock;               /* init, growth, metadata, trim */
@@ -292,11 +316,24 @@ HBT_HIDDEN int  hbt_grow_locked(uint64_t need, unsigned mode);
 HBT_HIDDEN void hbt_reset_counters(void);
 HBT_HIDDEN void hbt_trim_locked(void);
 
+/* ---- chunks.c ---- */
+HBT_HIDDEN char *hbt_unit_span(uint64_t i, uint64_t *ext_end);
+HBT_HIDDEN struct hbt_slot *hbt_unit_addr(uint64_t i);
+HBT_HIDDEN uint64_t hbt_units_handed_out(void);
+/* A new chunk for the calling thread (its size: see chunks.c); 0 if none. */
+HBT_HIDDEN int  hbt_new_chunk(struct hbt_tls *t, unsigned mode);
+/* At a thread's end: give back the unused units of its current chunk. */
+HBT_HIDDEN void hbt_release_chunk(struct hbt_tls *t);
+
 /* ---- core.c ---- */
 HBT_HIDDEN int  hbt_ensure_open(void);
 HBT_HIDDEN void hbt_set_full(unsigned mode, const char *why, int err);
+/* One line into HBTRACE_REPORT, if set (core.c says the format). */
+HBT_HIDDEN void hbt_report_line(const char *what, const char *where, int err);
 HBT_HIDDEN int  hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t max_slots,
                                         int allow_signal);
+/* Every chunk handed out so far is a bystander's (see hbt_unlink_if_empty). */
+HBT_HIDDEN int  hbt_chunks_are_bystander(int allow_signal);
 HBT_HIDDEN int  hbt_file_is_bystander(const char *m, uint64_t size, pid_t pid);
 HBT_HIDDEN uint32_t hbt_refill(struct hbt_tls *t, unsigned mode) HBT_COLD;
 HBT_HIDDEN void hbt_event(uint16_t kind, uint16_t flags, uint32_t aux, unsigned mode);
@@ -310,8 +347,7 @@ HBT_HIDDEN void hbt_register_thread(struct hbt_tls *t, uint32_t creator, unsigne
 HBT_HIDDEN int  hbt_self_slot(uint32_t *slot);
 HBT_HIDDEN void hbt_after_fork_child(void);
 HBT_HIDDEN int  hbt_unlink_if_empty(int allow_signal);
-HBT_HIDDEN char *hbt_chunk_span(uint64_t i, uint64_t *ext_end);
-HBT_HIDDEN uint64_t hbt_chunks_handed_out(void);
+
 HBT_HIDDEN void hbt_trim_at_exit(void);
 HBT_HIDDEN void hbt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HBT_HIDDEN int  hbt_lock(void);
@@ -378,7 +414,7 @@ HBT_HIDDEN void hbt_meta_write_initial(void);
 HBT_HIDDEN size_t hbt_utf8_prefix(const char *s, size_t len, size_t max);
 
 /* ---- lifecycle.c ---- */
-HBT_HIDDEN void *hbt_real(void **cache, const char *name);
+HBT_HIDDEN void *hbt_real(void **cache, const char *name) HBT_NO_TSAN;
 HBT_HIDDEN void *hbt_real_pthread_create(void);
 
 /* ---- prefault.c ---- */
@@ -435,6 +471,14 @@ HBT_HIDDEN void hbt_status_at_exit(void) __attribute__((weak));     /* process e
 /* ---- signals.c ---- */
 HBT_HIDDEN void hbt_signals_resolve(void);
 HBT_HIDDEN void hbt_signals_init(void);
+
+/* Units up to the end of the page holding unit u-1: the file ends on a
+ * page boundary. */
+static inline uint64_t hbt_page_units(uint64_t u)
+{
+    const uint64_t page = 4096u / HBT_UNIT_SIZE;
+    return (u + page - 1) / page * page;
+}
 
 static inline int hbt_state(void)
 {

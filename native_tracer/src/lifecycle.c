@@ -30,7 +30,7 @@ static void *hbt_real_create, *hbt_real_pexit, *hbt_real_exit;
  * is itself interposed could call back into us: the per-thread flag makes
  * such a nested call fail instead of recursing.
  */
-void *hbt_real(void **cache, const char *name)
+HBT_NO_TSAN void *hbt_real(void **cache, const char *name)
 {
     void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
     if (f)
@@ -69,6 +69,7 @@ static void hbt_thread_end(uint32_t how)
     HBT_HOOK(hbt_probe_thread_end, t);   /* its probe statistics, merged */
     hbt_event(HBT_REC_THREAD_END, 0, how, HBT_MODE_END);
     hbt_mon_thread_end(t, how);   /* the monitor reports it exited or failed */
+    hbt_release_chunk(t);         /* its unused units, for the threads to come */
 }
 
 static void hbt_cancelled(void *unused)

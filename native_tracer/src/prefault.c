@@ -68,14 +68,15 @@
 
 #define HBT_PF_DEFAULT_MB   4u
 #define HBT_PF_MAX_MB       1024u
-#define HBT_PF_STEP         4u       /* chunks per madvise: short mmap_lock holds */
+#define HBT_PF_STEP         (4u * HBT_CHUNK_SIZE / HBT_UNIT_SIZE)  /* units per madvise (4 largest
+                                                                chunks): short mmap_lock holds */
 #define HBT_PF_PERIOD_MS    50u
 #define HBT_PF_IDLE_MAX_MS  1000u
 #define HBT_PF_STACK        (128u * 1024u)
 #define HBT_PF_JOIN_S       2
 
 /* Read HBTRACE_PREFAULT and HBTRACE_PREFAULT_MB; called when the file opens
- * (chunk_size and max_chunks are set). */
+ * (max_units is set). */
 void hbt_prefault_config(void)
 {
     struct hbt_prefault *pf = &hbt_g.pf;
@@ -90,11 +91,11 @@ void hbt_prefault_config(void)
         if (!errno && !*end)
             mb = x > HBT_PF_MAX_MB ? HBT_PF_MAX_MB : x;
     }
-    pf->ahead = mb * 1024u * 1024u / hbt_g.chunk_size;
+    pf->ahead = mb * 1024u * 1024u / HBT_UNIT_SIZE;
     if (pf->ahead == 0)
         pf->enabled = 0;
-    else if (pf->ahead < 2)
-        pf->ahead = 2;
+    else if (pf->ahead < 2 * hbt_g.chunk_units)
+        pf->ahead = 2 * hbt_g.chunk_units;
 }
 
 static void hbt_pf_wake(struct hbt_prefault *pf)
@@ -131,15 +132,18 @@ static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_faile
 {
     if (__atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE))
         return 0;   /* trimmed at exit: nothing ahead is wanted any more */
-    uint64_t next = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_SEQ_CST);
-    uint64_t cap = hbt_g.max_chunks;
+    uint64_t next = __atomic_load_n(&hbt_g.next_unit, __ATOMIC_SEQ_CST);
+    uint64_t cap = hbt_g.max_units;
     uint64_t target = next + pf->ahead < cap ? next + pf->ahead : cap;
     uint64_t done = __atomic_load_n(&pf->done, __ATOMIC_RELAXED);
     if (done < next)
         done = next;   /* handed out before we got there: skip */
+    /* madvise takes page-aligned addresses: from the next page boundary (the
+     * page holding the allocation point is left to its writer) */
+    done = hbt_page_units(done);
     if (done >= target)
         return 0;
-    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_chunks, __ATOMIC_ACQUIRE);
+    uint64_t mapped = __atomic_load_n(&hbt_g.mapped_units, __ATOMIC_ACQUIRE);
     if (done >= mapped) {
         if (mapped == *grow_failed)
             return 0;   /* until a thread grows the file itself */
@@ -155,7 +159,7 @@ static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_faile
         return 1;
     }
     uint64_t ext_end;
-    char *addr = hbt_chunk_span(done, &ext_end);
+    char *addr = hbt_unit_span(done, &ext_end);
     uint64_t end = done + HBT_PF_STEP;
     if (end > target)
         end = target;
@@ -165,11 +169,11 @@ static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_faile
      * which the trim at exit may have lowered */
     if (*touch)
         __atomic_store_n(&pf->claim, end, __ATOMIC_SEQ_CST);
-    uint64_t file = __atomic_load_n(&hbt_g.file_chunks, __ATOMIC_SEQ_CST);
+    uint64_t file = __atomic_load_n(&hbt_g.file_units, __ATOMIC_SEQ_CST);
     if (end > file)
         end = file;
     if (end > done)
-        (void)hbt_pf_populate(addr, (size_t)(end - done) * hbt_g.chunk_size, touch);
+        (void)hbt_pf_populate(addr, (size_t)(end - done) * HBT_UNIT_SIZE, touch);
     if (*touch)
         __atomic_store_n(&pf->claim, 0, __ATOMIC_RELEASE);
     if (end <= done)
@@ -195,12 +199,12 @@ static void *hbt_pf_main(void *unused)
     int touch = 0;
     uint64_t grow_failed = UINT64_MAX;
     unsigned period = HBT_PF_PERIOD_MS;
-    uint64_t seen = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_RELAXED);
+    uint64_t seen = __atomic_load_n(&hbt_g.next_unit, __ATOMIC_RELAXED);
     while (!__atomic_load_n(&pf->stop, __ATOMIC_ACQUIRE)) {
         if (hbt_pf_work(pf, &touch, &grow_failed))
             continue;
         /* sleep until woken or `period` ms; `waiting` is set before the
-         * last look at next_chunk, so a wake-up is not lost */
+         * last look at next_unit, so a wake-up is not lost */
         uint32_t w = __atomic_load_n(&pf->word, __ATOMIC_SEQ_CST);
         __atomic_store_n(&pf->waiting, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&pf->stop, __ATOMIC_SEQ_CST) ||
@@ -212,7 +216,7 @@ static void *hbt_pf_main(void *unused)
                                         &pf->word, w);
         __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
 
-        uint64_t now = __atomic_load_n(&hbt_g.next_chunk, __ATOMIC_RELAXED);
+        uint64_t now = __atomic_load_n(&hbt_g.next_unit, __ATOMIC_RELAXED);
         if (now != seen || !timed_out) {
             seen = now;
             period = HBT_PF_PERIOD_MS;
@@ -264,21 +268,22 @@ void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode)
     int run = __atomic_load_n(&pf->run, __ATOMIC_ACQUIRE);
     if (run == HBT_PF_RUNNING) {
         uint64_t want = chunk + 1 + pf->ahead / 2;
-        if (want > hbt_g.max_chunks)
-            want = hbt_g.max_chunks;
+        if (want > hbt_g.max_units)
+            want = hbt_g.max_units;
         if (__atomic_load_n(&pf->done, __ATOMIC_RELAXED) >= want)
             return;
-        /* next_chunk was advanced (seq_cst) before we look at `waiting`;
-         * the thread sets `waiting` before it looks at next_chunk */
+        /* next_unit was advanced (seq_cst) before we look at `waiting`;
+         * the thread sets `waiting` before it looks at next_unit */
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         if (__atomic_load_n(&pf->waiting, __ATOMIC_SEQ_CST) &&
             __atomic_exchange_n(&pf->waiting, 0, __ATOMIC_SEQ_CST))
             hbt_pf_wake(pf);   /* async-signal-safe: a futex syscall */
         return;
     }
-    /* start on the second chunk of a thread: it is beating. Not from a
-     * signal handler (pthread_create is not async-signal-safe). */
-    if (run == HBT_PF_IDLE && t->chunk_seq >= 1 && (mode & HBT_M_GROW) &&
+    /* start when a thread takes a chunk of the largest size (its chunks
+     * double from one unit: it made some 2000 records, it is beating).
+     * Not from a signal handler (pthread_create is not async-signal-safe). */
+    if (run == HBT_PF_IDLE && t->chunk_seq >= 8 && (mode & HBT_M_GROW) &&
         !(mode & HBT_M_SIGNAL))
         hbt_pf_start();
 }

@@ -33,7 +33,7 @@ static const int hbt_fatal_signals[] = {
 
 #define HBT_ALTSTACK_SIZE (64u * 1024u)
 
-static int hbt_sigaction_real(int sig, const struct sigaction *act, struct sigaction *old)
+HBT_NO_TSAN static int hbt_sigaction_real(int sig, const struct sigaction *act, struct sigaction *old)
 {
     hbt_sigaction_fn f = (hbt_sigaction_fn)hbt_real(&hbt_real_sigaction, "sigaction");
     if (!f) {
@@ -68,7 +68,7 @@ static void hbt_on_signal(int sig, siginfo_t *info, void *ctx)
     errno = saved;
 }
 
-static int hbt_is_ours(const struct sigaction *sa)
+HBT_NO_TSAN static int hbt_is_ours(const struct sigaction *sa)
 {
     return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == hbt_on_signal;
 }
@@ -125,7 +125,7 @@ void hbt_signals_init(void)
         hbt_altstack();
 }
 
-HBT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+HBT_EXPORT HBT_NO_TSAN int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     int rc = hbt_sigaction_real(sig, act, old);
     if (rc == 0 && old && hbt_is_ours(old)) {
@@ -136,7 +136,7 @@ HBT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
     return rc;
 }
 
-HBT_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+HBT_EXPORT HBT_NO_TSAN sighandler_t signal(int sig, sighandler_t handler)
 {
     hbt_signal_fn f = (hbt_signal_fn)hbt_real(&hbt_real_signal, "signal");
     if (!f) {

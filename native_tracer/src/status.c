@@ -435,12 +435,7 @@ static int hbt_is_bystander(void)
     if (__atomic_load_n(&hbt_g.nthreads, __ATOMIC_ACQUIRE) > 1 ||
         !hbt_g.hdr || __atomic_load_n(&hbt_g.hdr->lost_records, __ATOMIC_RELAXED) != 0)
         return 0;
-    uint64_t n = hbt_chunks_handed_out();
-    for (uint64_t c = 0; c < n; c++)
-        if (!hbt_chunk_is_bystander((const struct hbt_slot *)hbt_chunk_span(c, NULL),
-                                    hbt_g.chunk_slots, 0))
-            return 0;
-    return 1;
+    return hbt_chunks_are_bystander(0);
 }
 
 /* ------------------------------------------------------------------ */

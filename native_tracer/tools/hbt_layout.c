@@ -26,7 +26,8 @@
     X(hbt_file_header, data_length) X(hbt_file_header, start_mono_ns)         \
     X(hbt_file_header, start_real_ns) X(hbt_file_header, clock_res_ns)        \
     X(hbt_file_header, pid) X(hbt_file_header, rank)                          \
-    X(hbt_file_header, reserved0) X(hbt_file_header, lost_records)            \
+    X(hbt_file_header, unit_size) X(hbt_file_header, lost_records)            \
+    X(hbt_file_header, lost_why) X(hbt_file_header, lost_errno)               \
     X(hbt_file_header, reserved)
 
 #define CHUNK_HEADER_FIELDS(X)                                                 \
