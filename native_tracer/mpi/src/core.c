@@ -284,6 +284,7 @@ void hbp_fill_header(struct hbp_file_header *h, int run_file)
 
 void hbp_start(void)
 {
+    hbp_g.saw_init = 1;
     if (hbp_state() != HBP_S_UNINIT || hbp_g.participating)
         return;
     if (hbp_env_flag(HBPROF_DISABLE))
@@ -362,6 +363,28 @@ void hbp_start(void)
     t->depth--;
 }
 
+/* A sampled poll (internal.h, hbp_poll_enter): the full entry, and the
+ * counter at its start, to measure what the call cost. */
+int hbp_poll_sample_enter(void)
+{
+    hbp_tls.depth = 1;
+    hbp_comp_pause();
+    hbp_g.poll_c0 = hbp_g.comp_mark;
+    return 3;
+}
+
+void hbp_poll_sample_leave(void)
+{
+    uint64_t c = hbp_comp_now();
+    double d = c > hbp_g.poll_c0 ? (double)(c - hbp_g.poll_c0) : 0.0;
+    /* a moving mean over about the last 16 samples (the first sets it) */
+    hbp_g.poll_mean = hbp_g.poll_samples ? hbp_g.poll_mean + (d - hbp_g.poll_mean) / 16.0 : d;
+    hbp_g.poll_samples++;
+    if (c > hbp_g.comp_mark)
+        hbp_g.comp_mark = c;
+    hbp_tls.depth = 0;
+}
+
 /*
  * End of the current segment: called by the wrapper of a boundary
  * collective after the real call returned (the call's bytes are already
@@ -404,6 +427,7 @@ void hbp_segment_end(unsigned coll)
 
 void hbp_finalize(void)
 {
+    hbp_g.saw_finalize = 1;
     if (!hbp_g.participating) {
         __atomic_store_n(&hbp_g.state, HBP_S_FINAL, __ATOMIC_RELAXED);
         return;
@@ -425,4 +449,46 @@ void hbp_finalize(void)
     hbp_g.perf_fd = -1;
     hbp_g.participating = 0;
     t->depth--;
+}
+
+/* ------------------------------------------------------------------ */
+/* the end of the process: MPI calls the profiler did not see            */
+
+/* the rank the launcher gave this process, -1 if none says */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return -1;
+}
+
+/*
+ * One line on stderr when this process used MPI in a way the profiler could
+ * not follow: MPI initialized, but not through an entry point it wraps (a
+ * binding it does not know, a direct PMPI_ call), or MPI_Finalize seen
+ * without MPI_Init. Runs at exit (libhbprof is nodelete; libmpi, which it
+ * depends on, is torn down after it).
+ */
+__attribute__((destructor)) static void hbp_end_check(void)
+{
+    if (hbp_g.saw_init || hbp_env_flag(HBPROF_DISABLE) || hbp_env_flag(HBPROF_QUIET))
+        return;
+    int init = 0;
+    if (PMPI_Initialized(&init) != MPI_SUCCESS)
+        init = 0;
+    if (!init && !hbp_g.saw_finalize)
+        return;   /* not an MPI program (or one that never started MPI) */
+    char msg[400];
+    int n = snprintf(msg, sizeof msg,
+                     "hbprof: rank %d: %s; this rank has no profile (its MPI calls were not seen)\n",
+                     launcher_rank(),
+                     hbp_g.saw_finalize ? "MPI_Finalize seen but MPI_Init not seen"
+                                        : "MPI was initialized, but MPI_Init was not seen (an MPI "
+                                          "binding or PMPI_ call libhbprof does not wrap)");
+    if (n > 0)
+        (void)!syscall(SYS_write, 2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }

@@ -138,6 +138,16 @@ struct hbp_global {
                                         an intercepted call */
     uint64_t cpu_val, cpu_wall;      /* last real CPU-time reading and the
                                         CLOCK_MONOTONIC time it was taken */
+    /* polling calls (hbp_poll_enter): */
+    uint32_t poll_seq;               /* polls so far (which one is sampled) */
+    uint32_t poll_pending;           /* unsampled polls since comp_mark */
+    double   poll_mean;              /* computation-counter units per poll,
+                                        moving mean of the sampled ones */
+    uint64_t poll_samples;           /* sampled polls so far */
+    uint64_t poll_c0;                /* counter at the sampled poll's entry */
+    /* how the process met MPI (the end-of-run check of core.c) */
+    int      saw_init, saw_finalize;
+    pid_t    ppid;                   /* parent (launcher daemon) at MPI_Init */
     struct hbp_bins bins[HBP_METRIC_COUNT];
     struct hbp_writer w;
     struct hbp_inject inj;
@@ -199,6 +209,8 @@ HBP_HIDDEN void hbp_run_finalize(int ok);   /* ok: this rank's file is complete 
 extern const unsigned hbp_wrap_count HBP_HIDDEN;
 extern const char *const hbp_wrap_name[] HBP_HIDDEN;
 extern const unsigned char hbp_wrap_collective[] HBP_HIDDEN;
+enum { HBP_KIND_COLLECTIVE = 1, HBP_KIND_P2P = 2, HBP_KIND_POLLING = 3, HBP_KIND_OTHER = 4 };
+extern const unsigned char hbp_wrap_kind[] HBP_HIDDEN;   /* HBP_KIND_* */
 extern unsigned char hbp_beat_on[] HBP_HIDDEN;   /* 0, or the event of its beats */
 HBP_HIDDEN void hbp_beats_init(void);            /* after PMPI_Init* succeeded */
 HBP_HIDDEN int  hbp_beat_enter(void);
@@ -254,12 +266,20 @@ static inline uint64_t hbp_comp_now(void)
 }
 
 /* close the current stretch of computation (an estimate may have run ahead
- * of the next real reading: never count backwards) */
+ * of the next real reading: never count backwards); the polls made in it
+ * without a clock reading are taken out at their sampled mean cost */
 static inline void hbp_comp_pause(void)
 {
     uint64_t c = hbp_comp_now();
-    if (c > hbp_g.comp_mark)
-        hbp_g.acc[HBP_M_COMPUTATION] += c - hbp_g.comp_mark;
+    if (c > hbp_g.comp_mark) {
+        uint64_t d = c - hbp_g.comp_mark;
+        if (hbp_g.poll_pending) {
+            double est = (double)hbp_g.poll_pending * hbp_g.poll_mean;
+            d = est >= (double)d ? 0 : d - (uint64_t)est;
+        }
+        hbp_g.acc[HBP_M_COMPUTATION] += d;
+    }
+    hbp_g.poll_pending = 0;
     hbp_g.comp_mark = c;
 }
 
@@ -287,6 +307,46 @@ static inline void hbp_leave(void)
     if (c > hbp_g.comp_mark)
         hbp_g.comp_mark = c;
     hbp_tls.depth = 0;
+}
+
+/*
+ * Polling calls (class poll: MPI_Test*, Iprobe, Improbe, Request_get_status,
+ * Win_test) cost about 10 ns in MPI; two clock reads would cost 60. So a poll
+ * reads no clock, but one in HBP_POLL_SAMPLE (and the first of the run), which
+ * goes the full way and measures its own cost in computation-counter units;
+ * the next hbp_comp_pause takes the unsampled polls out of the computation at
+ * the moving mean of those samples. With the injector on, every poll goes the
+ * full way (it may be delayed).
+ * Returns 0: pass through; 1: unsampled; 2: full (hbp_enter); 3: sampled.
+ */
+#define HBP_POLL_SAMPLE 64u
+
+HBP_HIDDEN int hbp_poll_sample_enter(void);
+HBP_HIDDEN void hbp_poll_sample_leave(void);
+
+static inline int hbp_poll_enter(void)
+{
+    struct hbp_tls *t = &hbp_tls;
+    if (!t->main || t->depth || hbp_state() != HBP_S_ON)
+        return 0;
+    if (__builtin_expect((hbp_g.inj.families & HBP_INJ_MPI) != 0, 0))
+        return hbp_enter(HBP_INJ_MPI) ? 2 : 0;
+    if (__builtin_expect((++hbp_g.poll_seq & (HBP_POLL_SAMPLE - 1)) != 0 && hbp_g.poll_samples, 1)) {
+        t->depth = 1;
+        hbp_g.poll_pending++;
+        return 1;
+    }
+    return hbp_poll_sample_enter();
+}
+
+static inline void hbp_poll_leave(int how)
+{
+    if (how == 3)
+        hbp_poll_sample_leave();
+    else if (how == 2)
+        hbp_leave();
+    else
+        hbp_tls.depth = 0;
 }
 
 static inline void hbp_add(unsigned m, uint64_t v)
