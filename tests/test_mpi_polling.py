@@ -1,0 +1,68 @@
+"""Polling calls under the profiler (class poll: MPI_Test*, Iprobe, ...): they read no clock
+but on one call in 64, and the others are taken out of the computation at the sampled
+mean cost. Real mpirun, 2 ranks: rank 1 sleeps 0.4 s before it sends, rank 0 polls for
+the message, once with nothing else to do (all MPI time), once with about 20 us of work
+between polls (mostly computation). The figure of what a poll costs is
+benchmarks/bench_mpi_polling.py's (README).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from test_mpi_profiler import M, built, mpirun, per_rank, read_run_file, run_file  # noqa: F401
+
+POLL = r"""
+#include <mpi.h>
+#include <time.h>
+static void nap(void) { struct timespec t = {0, 400000000L}; nanosleep(&t, 0); }
+static double sink;
+static void work(void) { for (int i = 0; i < 20000; i++) sink += 1e-9 * i; }
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int r, x = 0, flag;
+    long polls[2] = {0, 0};
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    for (int phase = 0; phase < 2; phase++) {
+        if (r == 1) {
+            nap();
+            MPI_Send(&x, 1, MPI_INT, 0, phase, MPI_COMM_WORLD);
+        } else {
+            MPI_Request rq;
+            MPI_Irecv(&x, 1, MPI_INT, 1, phase, MPI_COMM_WORLD, &rq);
+            for (flag = 0; !flag; polls[phase]++) {
+                if (phase == 1)
+                    work();
+                MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Finalize();
+    return !(r == 1 || (polls[0] > 1000 && polls[1] > 100));
+}
+"""
+
+
+@pytest.mark.parametrize("source", ["cputime", "instructions"])
+def test_polling_is_mpi_time_and_work_between_polls_is_computation(built, tmp_path, source):
+    src, exe = tmp_path / "poll.c", tmp_path / "poll"
+    src.write_text(POLL)
+    subprocess.run(["mpicc", "-O1", "-o", str(exe), str(src)], check=True)
+    r = mpirun(tmp_path, str(exe), np_=2, env={"HBPROF_COMPUTATION": source}, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = read_run_file(run_file(tmp_path))
+    if source == "instructions" and run["header"]["comp_source"] != 1:
+        pytest.skip("no user-space instruction counter here")
+    rec, val = per_rank(run)[0]
+    comp = val[:, M["computation"]]
+    # segment 0, a pure polling loop: its computation is what the loop does between polls,
+    # next to nothing beside segment 1's work (as long as segment 0, half of it polls)
+    assert comp[0] < 0.2 * comp[1], (comp[0], comp[1])
+    if source == "cputime":
+        dur = rec["duration_ns"].astype(float)
+        assert dur[0] > 0.35e9 and dur[1] > 0.35e9
+        assert comp[0] < 0.2 * dur[0], (comp[0], dur[0])
+        assert comp[1] > 0.6 * dur[1], (comp[1], dur[1])   # work between polls stays computation
