@@ -5,10 +5,12 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 __thread struct hbp_tls hbp_tls __attribute__((tls_model("initial-exec")));
+static void end_hooks_install(void);
 struct hbp_global hbp_g = { .perf_fd = -1, .w = { .fd = -1 } };
 
 _Static_assert(sizeof(struct hbp_file_header) == HBP_HEADER_SIZE, "header size");
@@ -353,6 +356,7 @@ void hbp_start(void)
     hbp_g.segment = 0;
     memset(hbp_g.acc, 0, sizeof hbp_g.acc);
     if (hbp_file_open() == 0) {
+        end_hooks_install();
         hbp_g.comp_mark = hbp_comp_read();
         hbp_g.cpu_val = hbp_g.comp_mark;
         hbp_g.cpu_wall = hbp_now_ns();
@@ -361,6 +365,102 @@ void hbp_start(void)
         __atomic_store_n(&hbp_g.state, HBP_S_OFF, __ATOMIC_RELEASE);
     }
     t->depth--;
+}
+
+/* ------------------------------------------------------------------ */
+/* how the rank ended (format version 2)                                 */
+
+void hbp_end_set(uint32_t how, int32_t detail)
+{
+    struct hbp_file_header *h = __atomic_load_n(&hbp_g.w.hdr, __ATOMIC_ACQUIRE);
+    if (!h || __atomic_load_n(&h->end_how, __ATOMIC_RELAXED) != HBP_END_UNKNOWN)
+        return;
+    if (hbp_g.ppid && getppid() != hbp_g.ppid)
+        __atomic_or_fetch(&h->flags, HBP_FLAG_ORPHANED, __ATOMIC_RELAXED);
+    if (how != HBP_END_FINALIZED)
+        h->run_ns = hbp_now_ns() - hbp_g.t0;   /* how long it ran (exact only if COMPLETE) */
+    __atomic_store_n(&h->end_detail, detail, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->end_how, how, __ATOMIC_RELEASE);
+}
+
+void hbp_abort_seen(int errorcode)
+{
+    if (hbp_state() == HBP_S_ON || hbp_state() == HBP_S_OFF)
+        hbp_end_set(HBP_END_ABORT, errorcode);
+}
+
+/* the fatal signals whose arrival is recorded; the previous handler (Open
+ * MPI's, the program's, or the default action) then runs as before */
+static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT,
+                                     SIGHUP, SIGQUIT, SIGPIPE, SIGXCPU };
+#define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
+static struct sigaction old_actions[N_FATAL];
+/* libc's sigaction, past any interposer loaded before us (libhbtrace keeps
+ * its own handler first and calls a program's from it: ours goes in front of
+ * it instead, and chains to it) */
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+static sigaction_fn real_sigaction = sigaction;
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    size_t i = 0;
+    while (i < N_FATAL && fatal_signals[i] != sig)
+        i++;
+    int st = hbp_state();
+    if (st == HBP_S_ON || st == HBP_S_OFF)
+        hbp_end_set(HBP_END_SIGNAL, sig);
+    if (i == N_FATAL)
+        return;
+    struct sigaction *o = &old_actions[i];
+    if (o->sa_flags & SA_SIGINFO) {
+        if (o->sa_sigaction) {
+            errno = saved;
+            o->sa_sigaction(sig, si, uc);
+        }
+    } else if (o->sa_handler == SIG_IGN) {
+        /* ignored before us: still ignored */
+    } else if (o->sa_handler == SIG_DFL) {
+        struct sigaction d;
+        memset(&d, 0, sizeof d);
+        d.sa_handler = SIG_DFL;
+        real_sigaction(sig, &d, NULL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);   /* the default action: the process ends by this signal */
+    } else {
+        errno = saved;
+        o->sa_handler(sig);
+    }
+    errno = saved;
+}
+
+static void on_process_exit(int status, void *arg)
+{
+    (void)arg;
+    int st = hbp_state();
+    if (st == HBP_S_ON || st == HBP_S_OFF)
+        hbp_end_set(HBP_END_EXIT, status);
+}
+
+static void end_hooks_install(void)
+{
+    hbp_g.ppid = getppid();
+    on_exit(on_process_exit, NULL);
+    void *next = dlsym(RTLD_NEXT, "sigaction");
+    if (next)
+        real_sigaction = (sigaction_fn)next;
+    for (size_t i = 0; i < N_FATAL; i++) {
+        struct sigaction a;
+        memset(&a, 0, sizeof a);
+        a.sa_sigaction = on_fatal;
+        a.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&a.sa_mask);
+        if (real_sigaction(fatal_signals[i], &a, &old_actions[i]) != 0)
+            memset(&old_actions[i], 0, sizeof old_actions[i]);   /* SIG_DFL */
+    }
 }
 
 /* A sampled poll (internal.h, hbp_poll_enter): the full entry, and the
@@ -438,6 +538,7 @@ void hbp_finalize(void)
         hbp_comp_pause();
         hbp_segment_end(HBP_COLL_FINALIZE);
         hbp_g.run_ns = hbp_g.seg_start - hbp_g.t0;   /* = end of the last segment */
+        hbp_end_set(HBP_END_FINALIZED, 0);
         if (hbp_state() == HBP_S_ON && hbp_file_finish() != 0)
             hbp_fail("cannot finish the rank file", errno);
     }

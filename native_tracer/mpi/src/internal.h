@@ -161,6 +161,10 @@ extern struct hbp_global hbp_g HBP_HIDDEN;
 /* ---- core.c ---- */
 HBP_HIDDEN void hbp_start(void);                 /* after PMPI_Init* returned */
 HBP_HIDDEN void hbp_finalize(void);              /* before PMPI_Finalize */
+/* How this rank ended (HBP_END_*), into its file's header at once; the first
+ * call wins. Async-signal-safe. */
+HBP_HIDDEN void hbp_end_set(uint32_t how, int32_t detail);
+HBP_HIDDEN void hbp_abort_seen(int errorcode);   /* before PMPI_Abort */
 HBP_HIDDEN void hbp_segment_end(unsigned coll);  /* inside a boundary wrapper */
 HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;

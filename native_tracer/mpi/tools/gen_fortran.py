@@ -60,7 +60,7 @@ def fortran_params(e: Entry, proto: Prototype) -> tuple[list[Param], int]:
 def conversions(e: Entry, params: list[Param]) -> tuple[str, str]:
     """C locals named as the list's parameters, converted from the Fortran arguments a1, a2, ...
     (only those the counting statement uses); and what frees them."""
-    stmt = count_statement(e) + (" comm" if e.cls == "boundary" else "")
+    stmt = count_statement(e) + (" comm" if e.cls == "boundary" else "") + (" errorcode" if e.cls == "abort" else "")
     used = [(i, p) for i, p in enumerate(params) if re.search(rf"\b{re.escape(p.name)}\b", stmt)]
     first, later, cleanup = [], [], []
     for i, p in used:
@@ -97,7 +97,7 @@ def emit_fortran(e: Entry, proto: Prototype, index: int | None, symbols: set[str
     args = "".join(f"a{i + 1}, " for i in range(len(params))) + "ierr" + \
         "".join(f", l{i + 1}" for i in range(strings))
     ptypes = ", ".join(["void *"] * len(params) + ["MPI_Fint *"] + ["size_t"] * strings)
-    convert, cleanup = conversions(e, params) if MPI_CLASSES[e.cls].call else ("", "")
+    convert, cleanup = conversions(e, params) if MPI_CLASSES[e.cls].call or e.cls == "abort" else ("", "")
     real77 = f'"{twin}"' if twin else "NULL"
     real08 = f'"{twin08}"' if twin08 else "NULL"
     out = [f"typedef void (*hbp_ft_{e.name})({ptypes});",

@@ -256,6 +256,7 @@ def _io(metric: str, bytes_metric: str | None = None) -> MpiClass:
 MPI_CLASSES = {
     "start": MpiClass(None, None),
     "finalize": MpiClass(None, None),
+    "abort": MpiClass(None, None),
     "time": MpiClass("HBP_INJ_MPI", None),
     "poll": MpiClass("HBP_INJ_MPI", None, poll=True),
     "p2p_blocking": _count("HBP_M_P2P_BLOCKING"),
@@ -317,6 +318,8 @@ def check_mpi(e: Entry, protos: dict[str, Prototype | None]) -> Prototype:
     names = [p.name for p in params]
     if RESERVED & set(names) or len(set(names)) != len(names):
         raise ListError(f"{e.name}: parameter names must be distinct and not {', '.join(sorted(RESERVED))}")
+    if e.cls == "abort" and not any(p.name == "errorcode" and p.type_key() == ("int",) for p in params):
+        raise ListError(f"{e.name}: class abort needs its error code as an int parameter named errorcode")
     if e.cls == "boundary" and not any(p.name == "comm" and p.type_key() == ("MPI_Comm",) for p in params):
         raise ListError(f"{e.name}: a boundary needs its communicator as a parameter named comm; "
                         f"give the parameters in the list")
@@ -353,6 +356,8 @@ def wrapper_body(e: Entry, index: int | None, call: str, after_call: str = "", c
                 f"        hbp_start();\n    }}\n")
     if e.cls == "finalize":
         return f"    hbp_finalize();   /* collective: every participating rank must join */\n    {call}\n{after_call}"
+    if e.cls == "abort":
+        return f"{convert.replace(8 * ' ', 4 * ' ')}    hbp_abort_seen(errorcode);\n    {call}\n{after_call}"
     # the beat (when on) is taken before the counting, inside the profiled call, so that
     # the tracer's work counts as MPI time and never as computation or I/O
     enter, leave = ("hbp_poll_enter()", "hbp_poll_leave(on);") if cls.poll else \
