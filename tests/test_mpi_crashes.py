@@ -136,6 +136,68 @@ def test_mpirun_killed(built, tmp_path):
     if runs:
         flags = struct.unpack_from("<I", runs[0].read_bytes(), 20)[0]
         assert flags & FLAG_ORPHANED
+    else:      # they ended when they lost it (Open MPI: _exit from a progress thread), orphaned
+        assert all(flags & FLAG_ORPHANED for _, _, flags in ends(tmp_path).values())
     text, run = verdict(tmp_path)
     assert run["class"] == "failed" and "LOW" not in text
-    assert "mpirun (the launcher) died" in text or "killed by" in text or "without a trace" in text, text
+    assert text.startswith(f"{tmp_path.name}: the run failed: mpirun (the launcher) died during the run; then "), text
+
+
+SURVIVE = r"""
+#include <mpi.h>
+#include <signal.h>
+static volatile sig_atomic_t got;
+static void on_int(int s) { (void)s; got = 1; }
+int main(int argc, char **argv)
+{
+    signal(SIGINT, on_int);       /* the program's own handler: it goes on */
+    signal(SIGPIPE, SIG_IGN);     /* ignored */
+    MPI_Init(&argc, &argv);
+    MPI_Barrier(MPI_COMM_WORLD);
+    raise(SIGINT);
+    raise(SIGPIPE);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return got ? 0 : 1;
+}
+"""
+
+
+def test_a_signal_the_program_survives_is_not_its_end(built, tmp_path):
+    """The profiler's handler runs the program's own (or respects SIG_IGN), and a rank that
+    goes on to MPI_Finalize ends 'finalized', with a verdict-capable whole profile."""
+    src, exe = tmp_path / "survive.c", tmp_path / "survive"
+    src.write_text(SURVIVE)
+    subprocess.run(["mpicc", "-o", str(exe), str(src)], check=True)
+    r = mpirun(tmp_path, str(exe), np_=2, env={"HBPROF_KEEP_RANK_FILES": "1"}, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr      # the program's handler ran
+    assert {how for how, _, _ in ends(tmp_path).values()} == {END["finalized"]}
+    _, run = verdict(tmp_path)
+    assert run["failure"] is None and run["class"] != "failed"
+
+
+def test_which_rank_failed_first():
+    """The rule of hbtool.io.hbprof.run_failure on hand-made ends (format version 2 codes)."""
+    from hbtool.io.hbprof import rank_end, run_failure
+
+    def e(rank, how, detail=0, t=1.0, orphaned=False):
+        return rank_end(rank, how, detail, how == 1, orphaned, int(t * 1e9) if how else 0, 2, 100 + rank)
+
+    fin = [e(r, 1) for r in range(3)]
+    assert run_failure(fin) is None
+    # a rank's own crash goes before the launcher's SIGTERMs, even when they came earlier
+    assert run_failure([e(0, 3, 15, 0.5), e(1, 3, 11, 0.9), e(2, 3, 15, 0.6)]) == \
+        "rank 1: killed by SIGSEGV after 0.900 s; ranks 0, 2: killed by SIGTERM"
+    # then the earliest of several aborts
+    assert run_failure([e(0, 2, 7, 0.4), e(1, 2, 9, 0.2), e(2, 0)]).startswith("rank 1: called MPI_Abort (error code 9)")
+    # one rank without a trace (SIGKILL) beside SIGTERMs: that one
+    assert run_failure([e(0, 3, 15), e(1, 0), e(2, 3, 15)]).startswith("rank 1: ended without a trace")
+    # several without a trace: not one of them named first
+    assert run_failure([e(0, 0), e(1, 0), e(2, 3, 15)]) == \
+        "ranks 0, 1: ended without a trace (SIGKILL or _exit; which first cannot be told); rank 2: killed by SIGTERM"
+    # mpirun died: said first, whatever the ranks did then
+    assert run_failure([e(0, 5, -61, orphaned=True), e(1, 1, orphaned=True)]) == \
+        "mpirun (the launcher) died during the run; then rank 0: called _exit(-61) without calling MPI_Finalize; " \
+        "rank 1: reached MPI_Finalize"
+    # a version 1 file says only that the rank did not finish
+    assert "version 1" in rank_end(0, 0, 0, False, False, 0, 1, 1)["ended"]

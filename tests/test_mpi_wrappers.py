@@ -111,7 +111,8 @@ def test_fortran_spellings_are_the_librarys(exported):
 
 def test_every_exported_libc_symbol_is_listed(exported):
     others = {s for s in exported if not s.startswith(("MPI_", "mpi_"))}
-    assert others == set(listed(POSIX_LIST))
+    # _exit/_Exit: how a rank ended (core.c), not I/O
+    assert others == set(listed(POSIX_LIST)) | {"_exit", "_Exit"}
 
 
 def test_the_wrappers_are_generated_and_stable(built, tmp_path):

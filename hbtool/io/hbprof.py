@@ -48,7 +48,7 @@ RUN_BINS = 512
 NO_INDEX = 65535
 FLAG_RANK_FILE, FLAG_RUN_FILE, FLAG_COMPLETE, FLAG_INJECT, FLAG_PRELOAD, FLAG_PARTIAL = 1, 2, 4, 8, 16, 32
 FLAG_ORPHANED = 0x40
-END_UNKNOWN, END_FINALIZED, END_ABORT, END_SIGNAL, END_EXIT = 0, 1, 2, 3, 4
+END_UNKNOWN, END_FINALIZED, END_ABORT, END_SIGNAL, END_EXIT, END_EXIT_NOW = 0, 1, 2, 3, 4, 5
 COMP_SOURCES = {0: "nothing (profiling off)", 1: "instructions", 2: "cputime"}
 REC_SEGMENT, REC_BIN_SET, REC_BIN_MERGE, REC_INJECT = 1, 2, 3, 4
 RANK_OK, RANK_FAILED, RANK_INCOMPLETE, RANK_INJECT, RANK_ORPHANED = 1, 2, 4, 8, 16
@@ -331,12 +331,16 @@ def rank_end(rank: int, how: int, detail: int, complete: bool, orphaned: bool, r
         kind, text = "signal", f"killed by {sig}"
     elif how == END_EXIT:
         kind, text = "exit", f"exited with status {detail} without calling MPI_Finalize"
+    elif how == END_EXIT_NOW:
+        kind, text = "exit", f"called _exit({detail}) without calling MPI_Finalize"
     elif version < 2:
         kind, text = "unknown", "did not reach MPI_Finalize (a version 1 profile does not say how it ended)"
     else:
         kind, text = "unknown", "ended without a trace (SIGKILL or _exit), or is still running"
-    if orphaned:
-        text += ", after its launcher (mpirun) had died"
+    if orphaned and kind != "finalized":
+        text += ", after mpirun had died"
+    elif orphaned:
+        text += ", orphaned (mpirun had died)"
     return {"rank": rank, "pid": pid, "how": kind, "detail": detail, "ended": text,
             "end_s": run_ns / 1e9 if how not in (END_UNKNOWN,) and run_ns else None,
             "complete": kind == "finalized", "orphaned": orphaned}
@@ -351,10 +355,14 @@ def run_failure(ends: list[dict]) -> str | None:
     live launcher): the rank that failed first and how, then what became of the others."""
     bad = [e for e in ends if not e["complete"]]
     orphans = [e["rank"] for e in ends if e["orphaned"]]
+    if orphans:   # the launcher went first: what became of every rank after it
+        groups: dict[str, list[int]] = {}
+        for e in ends:
+            groups.setdefault(e["ended"].replace(", after mpirun had died", "").replace(
+                ", orphaned (mpirun had died)", ""), []).append(e["rank"])
+        return "mpirun (the launcher) died during the run; then " + "; ".join(
+            f"{_ranks(rs)}: {text}" for text, rs in groups.items())
     if not bad:
-        if orphans:
-            return (f"mpirun (the launcher) died during the run: {_ranks(orphans)} went on without it and finished "
-                    f"orphaned")
         return None
 
     def first_key(e):
@@ -365,11 +373,20 @@ def run_failure(ends: list[dict]) -> str | None:
         return (order, e["end_s"] if e["end_s"] is not None else 1e300, e["rank"])
 
     culprit = min(bad, key=first_key)
-    when = f" after {culprit['end_s']:.3f} s" if culprit["end_s"] is not None else ""
-    line = f"rank {culprit['rank']}: {culprit['ended']}{when}"
     rest: dict[str, list[int]] = {}
+    if first_key(culprit)[0] == 1 and sum(first_key(e)[0] == 1 for e in bad) > 1:
+        # several ranks left no trace and none did anything else first: which went first
+        # cannot be told
+        first = [e for e in bad if first_key(e)[0] == 1]
+        line = f"{_ranks([e['rank'] for e in first])}: ended without a trace (SIGKILL or _exit; which first " \
+               f"cannot be told)"
+        culprits = {e["rank"] for e in first}
+    else:
+        when = f" after {culprit['end_s']:.3f} s" if culprit["end_s"] is not None else ""
+        line = f"rank {culprit['rank']}: {culprit['ended']}{when}"
+        culprits = {culprit["rank"]}
     for e in ends:
-        if e is not culprit:
+        if e["rank"] not in culprits:
             rest.setdefault(e["ended"], []).append(e["rank"])
     for text, rs in rest.items():
         line += f"; {_ranks(rs)}: {text}"

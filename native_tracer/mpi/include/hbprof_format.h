@@ -100,10 +100,14 @@
  * leaves it in its per-rank file (not for SIGKILL, which no one sees). */
 #define HBP_END_UNKNOWN       0u  /* still running, or ended unseen (SIGKILL,
                                      _exit); version 1 files */
-#define HBP_END_FINALIZED     1u  /* reached MPI_Finalize */
+#define HBP_END_FINALIZED     1u  /* reached MPI_Finalize (replaces a signal whose
+                                     handler let the rank go on) */
 #define HBP_END_ABORT         2u  /* called MPI_Abort; detail: its error code */
 #define HBP_END_SIGNAL        3u  /* a fatal signal; detail: its number */
 #define HBP_END_EXIT          4u  /* exit() without MPI_Finalize; detail: status */
+#define HBP_END_EXIT_NOW      5u  /* _exit() or _Exit() without MPI_Finalize (Open
+                                     MPI's ranks when they lose mpirun); detail: its
+                                     argument */
 
 /* comp_source: what the computation metric counts */
 #define HBP_COMP_NONE          0u  /* nothing measured (profiling off on that rank) */

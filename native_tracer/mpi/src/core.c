@@ -373,7 +373,10 @@ void hbp_start(void)
 void hbp_end_set(uint32_t how, int32_t detail)
 {
     struct hbp_file_header *h = __atomic_load_n(&hbp_g.w.hdr, __ATOMIC_ACQUIRE);
-    if (!h || __atomic_load_n(&h->end_how, __ATOMIC_RELAXED) != HBP_END_UNKNOWN)
+    /* the first end wins, but MPI_Finalize: a signal the program's own handler
+     * survived (it set a flag and went on) was not the end */
+    if (!h || (__atomic_load_n(&h->end_how, __ATOMIC_RELAXED) != HBP_END_UNKNOWN &&
+               how != HBP_END_FINALIZED))
         return;
     if (hbp_g.ppid && getppid() != hbp_g.ppid)
         __atomic_or_fetch(&h->flags, HBP_FLAG_ORPHANED, __ATOMIC_RELAXED);
@@ -407,12 +410,13 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
     size_t i = 0;
     while (i < N_FATAL && fatal_signals[i] != sig)
         i++;
-    int st = hbp_state();
-    if (st == HBP_S_ON || st == HBP_S_OFF)
-        hbp_end_set(HBP_END_SIGNAL, sig);
     if (i == N_FATAL)
         return;
     struct sigaction *o = &old_actions[i];
+    int st = hbp_state();
+    if ((st == HBP_S_ON || st == HBP_S_OFF) &&
+        ((o->sa_flags & SA_SIGINFO) || o->sa_handler != SIG_IGN))
+        hbp_end_set(HBP_END_SIGNAL, sig);   /* not when it was ignored before us */
     if (o->sa_flags & SA_SIGINFO) {
         if (o->sa_sigaction) {
             errno = saved;
@@ -445,9 +449,41 @@ static void on_process_exit(int status, void *arg)
         hbp_end_set(HBP_END_EXIT, status);
 }
 
+/* _exit and _Exit skip on_exit: the profiler's own, recording first (Open
+ * MPI's ranks end this way, from a progress thread, when they lose mpirun).
+ * With libhbtrace loaded before us, its _exit calls the next one: ours. */
+typedef void (*exit_fn)(int);
+static exit_fn real_exit_now, real_Exit;
+
+static void __attribute__((noreturn)) exit_now(exit_fn *real, const char *name, int status)
+{
+    int st = hbp_state();
+    if (st == HBP_S_ON || st == HBP_S_OFF)
+        hbp_end_set(HBP_END_EXIT_NOW, status);
+    exit_fn f = __atomic_load_n(real, __ATOMIC_ACQUIRE);
+    if (!f)
+        f = (exit_fn)dlsym(RTLD_NEXT, name);
+    if (f)
+        f(status);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+HBP_EXPORT void _exit(int status)
+{
+    exit_now(&real_exit_now, "_exit", status);
+}
+
+HBP_EXPORT void _Exit(int status)
+{
+    exit_now(&real_Exit, "_Exit", status);
+}
+
 static void end_hooks_install(void)
 {
     hbp_g.ppid = getppid();
+    __atomic_store_n(&real_exit_now, (exit_fn)dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELEASE);
+    __atomic_store_n(&real_Exit, (exit_fn)dlsym(RTLD_NEXT, "_Exit"), __ATOMIC_RELEASE);
     on_exit(on_process_exit, NULL);
     void *next = dlsym(RTLD_NEXT, "sigaction");
     if (next)
