@@ -130,6 +130,8 @@ def _mpi_ranks(meta: dict):
     if not src:
         return None
     d = Path(src)
+    if not d.exists():   # standard input, a table's run: nothing beside it
+        return None
     d = d if d.is_dir() else d.parent
     if not list(d.glob("*.hbp")):
         return None
