@@ -16,6 +16,9 @@
  *   wrap_posix.list the libc wrappers (open/close/read/write/... and stdio)
  *   wrap_posix.h    and what they share -> build/wrap_posix.gen.c
  *   inject.c      the interference injector (Gaussian sleeps)
+ *   ending.c      how the rank ended (signals, exit, _exit, MPI_Abort), and the
+ *                 end-of-process check for MPI calls not seen
+ *   fortran.c     what the generated Fortran wrappers need
  *   beats.c       heartbeats of the rank through libhbtrace when it is loaded
  *                 too (blocking collectives, or HBTRACE_MPI_BEATS's functions)
  *
@@ -161,10 +164,12 @@ extern struct hbp_global hbp_g HBP_HIDDEN;
 /* ---- core.c ---- */
 HBP_HIDDEN void hbp_start(void);                 /* after PMPI_Init* returned */
 HBP_HIDDEN void hbp_finalize(void);              /* before PMPI_Finalize */
+/* ---- ending.c ---- */
 /* How this rank ended (HBP_END_*), into its file's header at once; the first
- * call wins. Async-signal-safe. */
+ * call wins (but MPI_Finalize). Async-signal-safe. */
 HBP_HIDDEN void hbp_end_set(uint32_t how, int32_t detail);
 HBP_HIDDEN void hbp_abort_seen(int errorcode);   /* before PMPI_Abort */
+HBP_HIDDEN void hbp_end_hooks_install(void);     /* once the rank file is open */
 HBP_HIDDEN void hbp_segment_end(unsigned coll);  /* inside a boundary wrapper */
 HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
