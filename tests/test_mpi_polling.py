@@ -2,7 +2,8 @@
 but on one call in 64, and the others are taken out of the computation at the sampled
 mean cost. Real mpirun, 2 ranks: rank 1 sleeps 0.4 s before it sends, rank 0 polls for
 the message, once with nothing else to do (all MPI time), once with about 20 us of work
-between polls (mostly computation). The figure of what a poll costs is
+between polls (mostly computation); then 4 M local queries (MPI_Comm_rank, MPI_Type_size:
+the same sampled path) in a tight loop, MPI time too. The figure of what a poll costs is
 benchmarks/bench_mpi_polling.py's (README).
 """
 
@@ -38,6 +39,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int r, x = 0, flag;
     long polls[2] = {0, 0};
+    long long local_ns = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     for (int phase = 0; phase < 2; phase++) {
         if (r == 1) {
@@ -54,8 +56,17 @@ int main(int argc, char **argv)
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    if (r == 0) {   /* phase 2: local queries in a tight loop, MPI time too */
+        long long t0 = cpu();
+        for (int i = 0; i < 2000000; i++) {
+            MPI_Comm_rank(MPI_COMM_WORLD, &x);
+            MPI_Type_size(MPI_INT, &x);
+        }
+        local_ns = cpu() - t0;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
     if (r == 0)
-        printf("work_cpu_ns %lld\n", work_ns);
+        printf("work_cpu_ns %lld local_cpu_ns %lld\n", work_ns, local_ns);
     MPI_Finalize();
     return !(r == 1 || (polls[0] > 1000 && polls[1] > 100));
 }
@@ -84,3 +95,7 @@ def test_polling_is_mpi_time_and_work_between_polls_is_computation(built, tmp_pa
         # in it (on a loaded machine a rank runs only part of the wall time, so not that)
         work = int(re.search(r"work_cpu_ns (\d+)", r.stdout).group(1))
         assert 0.8 * work < comp[1] < 1.25 * work + 2e6, (comp[1], work)
+        # segment 2: 4 M local calls (MPI_Comm_rank, MPI_Type_size), a few ns each, and the
+        # loop around them: the calls are taken out at their sampled cost, not counted as work
+        local = int(re.search(r"local_cpu_ns (\d+)", r.stdout).group(1))
+        assert comp[2] < 0.5 * local, (comp[2], local)

@@ -94,10 +94,15 @@ def test_the_kind_of_every_call(built):
               "MPI_Type_vector": "other", "MPI_Comm_rank": "other", "MPI_Get_count": "other",
               "MPI_Get_address": "other", "MPI_File_read": "other"}
     assert {n: kind[n] for n in expect} == expect
-    # the polling calls go the cheap path
-    for name in ("MPI_Test", "MPI_Testany", "MPI_Iprobe", "MPI_Request_get_status"):
-        body = re.search(rf"HBP_EXPORT int {name}\(.*?\n}}\n", gen, re.S).group(0)
-        assert "hbp_poll_enter()" in body and "hbp_now_ns() : 0" in body, name
+    # the polling calls and the local ones go the sampled path; blocking and data-sized ones not
+    def body(name):
+        return re.search(rf"HBP_EXPORT int {name}\(.*?\n}}\n", gen, re.S).group(0)
+
+    for name in ("MPI_Test", "MPI_Testany", "MPI_Iprobe", "MPI_Request_get_status", "MPI_Comm_rank",
+                 "MPI_Type_size", "MPI_Type_commit"):
+        assert re.search(r"hbp_poll_enter\(\d+\)", body(name)) and "hbp_now_ns() : 0" in body(name), name
+    for name in ("MPI_Wait", "MPI_Cart_create", "MPI_Pack", "MPI_Send", "MPI_Comm_split"):
+        assert "hbp_poll_enter" not in body(name) and "hbp_enter(HBP_INJ_MPI)" in body(name), name
 
 
 def test_fortran_spellings_are_the_librarys(exported):

@@ -5,7 +5,8 @@
  *
  * Posts a receive that nothing matches, then times N calls of each polling
  * function on it (MPI_Test, Testany, Testall, Testsome, Iprobe, Improbe,
- * Request_get_status); prints one line per function:
+ * Request_get_status), and of two local queries (MPI_Comm_rank, MPI_Type_size);
+ * prints one line per function:
  *     pollbench MPI_Test ns_per_call 41.3
  * the best of R repetitions (the least disturbed). benchmarks/bench_mpi_polling.py
  * runs it with and without the profiler and prints the ratio. At the end the
@@ -24,10 +25,11 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-enum { T_TEST, T_TESTANY, T_TESTALL, T_TESTSOME, T_IPROBE, T_IMPROBE, T_GETSTATUS, T_COUNT };
+enum { T_TEST, T_TESTANY, T_TESTALL, T_TESTSOME, T_IPROBE, T_IMPROBE, T_GETSTATUS, T_COMMRANK,
+       T_TYPESIZE, T_COUNT };
 static const char *names[T_COUNT] = {
     "MPI_Test", "MPI_Testany", "MPI_Testall", "MPI_Testsome", "MPI_Iprobe", "MPI_Improbe",
-    "MPI_Request_get_status",
+    "MPI_Request_get_status", "MPI_Comm_rank", "MPI_Type_size",
 };
 
 static int poll_once(int which, MPI_Request *rq)
@@ -41,7 +43,9 @@ static int poll_once(int which, MPI_Request *rq)
     case T_TESTSOME:  MPI_Testsome(1, rq, &outc, ind, MPI_STATUSES_IGNORE); flag = outc > 0; break;
     case T_IPROBE:    MPI_Iprobe(MPI_ANY_SOURCE, 77, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE); break;
     case T_IMPROBE:   MPI_Improbe(MPI_ANY_SOURCE, 77, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE); break;
-    default:          MPI_Request_get_status(*rq, &flag, MPI_STATUS_IGNORE); break;
+    case T_GETSTATUS: MPI_Request_get_status(*rq, &flag, MPI_STATUS_IGNORE); break;
+    case T_COMMRANK:  MPI_Comm_rank(MPI_COMM_WORLD, &idx); flag = idx < 0; break;
+    default:          MPI_Type_size(MPI_DOUBLE, &idx); flag = idx != 8; break;
     }
     return flag;
 }

@@ -141,13 +141,11 @@ struct hbp_global {
                                         an intercepted call */
     uint64_t cpu_val, cpu_wall;      /* last real CPU-time reading and the
                                         CLOCK_MONOTONIC time it was taken */
-    /* polling calls (hbp_poll_enter): */
-    uint32_t poll_seq;               /* polls so far (which one is sampled) */
-    uint32_t poll_pending;           /* unsampled polls since comp_mark */
-    double   poll_mean;              /* computation-counter units per poll,
-                                        moving mean of the sampled ones */
-    uint64_t poll_samples;           /* sampled polls so far */
-    uint64_t poll_c0;                /* counter at the sampled poll's entry */
+    /* the sampled path (hbp_poll_enter): */
+    double   poll_pending;           /* estimated cost of the unsampled calls
+                                        since comp_mark, counter units */
+    uint64_t poll_c0;                /* counter at the sampled call's entry */
+    double   sample_bias;            /* what measuring a call adds to it */
     /* how the process met MPI (the end-of-run check of core.c) */
     int      saw_init, saw_finalize;
     pid_t    ppid;                   /* parent (launcher daemon) at MPI_Init */
@@ -282,13 +280,13 @@ static inline void hbp_comp_pause(void)
     uint64_t c = hbp_comp_now();
     if (c > hbp_g.comp_mark) {
         uint64_t d = c - hbp_g.comp_mark;
-        if (hbp_g.poll_pending) {
-            double est = (double)hbp_g.poll_pending * hbp_g.poll_mean;
+        if (hbp_g.poll_pending > 0) {
+            double est = hbp_g.poll_pending;
             d = est >= (double)d ? 0 : d - (uint64_t)est;
         }
         hbp_g.acc[HBP_M_COMPUTATION] += d;
     }
-    hbp_g.poll_pending = 0;
+    hbp_g.poll_pending = 0.0;
     hbp_g.comp_mark = c;
 }
 
@@ -319,39 +317,43 @@ static inline void hbp_leave(void)
 }
 
 /*
- * Polling calls (class poll: MPI_Test*, Iprobe, Improbe, Request_get_status,
- * Win_test) cost about 10 ns in MPI; two clock reads would cost 60. So a poll
- * reads no clock, but one in HBP_POLL_SAMPLE (and the first of the run), which
- * goes the full way and measures its own cost in computation-counter units;
- * the next hbp_comp_pause takes the unsampled polls out of the computation at
- * the moving mean of those samples. With the injector on, every poll goes the
+ * The sampled path (classes poll and local: MPI_Test*, Iprobe, Improbe,
+ * Request_get_status, Win_test; MPI_Comm_rank, MPI_Type_size and the other
+ * local calls). Such a call costs 5-30 ns in MPI; two clock reads would cost
+ * 60-100. So wrapper i reads no clock but on its first call and one call in
+ * HBP_POLL_SAMPLE after, which go the full way and measure what the call cost
+ * in computation-counter units (hbp_call_mean[i], a moving mean); each other
+ * call adds that mean to hbp_g.poll_pending, which the next hbp_comp_pause
+ * takes out of the computation. With the injector on, every call goes the
  * full way (it may be delayed).
  * Returns 0: pass through; 1: unsampled; 2: full (hbp_enter); 3: sampled.
  */
 #define HBP_POLL_SAMPLE 64u
 
+extern uint32_t hbp_call_n[] HBP_HIDDEN;     /* generated, by wrapper number */
+extern double hbp_call_mean[] HBP_HIDDEN;
 HBP_HIDDEN int hbp_poll_sample_enter(void);
-HBP_HIDDEN void hbp_poll_sample_leave(void);
+HBP_HIDDEN void hbp_poll_sample_leave(unsigned i);
 
-static inline int hbp_poll_enter(void)
+static inline __attribute__((always_inline)) int hbp_poll_enter(unsigned i)
 {
     struct hbp_tls *t = &hbp_tls;
     if (!t->main || t->depth || hbp_state() != HBP_S_ON)
         return 0;
     if (__builtin_expect((hbp_g.inj.families & HBP_INJ_MPI) != 0, 0))
         return hbp_enter(HBP_INJ_MPI) ? 2 : 0;
-    if (__builtin_expect((++hbp_g.poll_seq & (HBP_POLL_SAMPLE - 1)) != 0 && hbp_g.poll_samples, 1)) {
+    if (__builtin_expect((++hbp_call_n[i] & (HBP_POLL_SAMPLE - 1)) != 1, 1)) {
         t->depth = 1;
-        hbp_g.poll_pending++;
+        hbp_g.poll_pending += hbp_call_mean[i];
         return 1;
     }
     return hbp_poll_sample_enter();
 }
 
-static inline void hbp_poll_leave(int how)
+static inline __attribute__((always_inline)) void hbp_poll_leave(int how, unsigned i)
 {
     if (how == 3)
-        hbp_poll_sample_leave();
+        hbp_poll_sample_leave(i);
     else if (how == 2)
         hbp_leave();
     else

@@ -259,6 +259,7 @@ MPI_CLASSES = {
     "abort": MpiClass(None, None),
     "time": MpiClass("HBP_INJ_MPI", None),
     "poll": MpiClass("HBP_INJ_MPI", None, poll=True),
+    "local": MpiClass("HBP_INJ_MPI", None, poll=True),
     "p2p_blocking": _count("HBP_M_P2P_BLOCKING"),
     "p2p_nonblocking": _count("HBP_M_P2P_NONBLOCKING"),
     "one_to_all": _count("HBP_M_COLL_ONE_TO_ALL"),
@@ -360,7 +361,7 @@ def wrapper_body(e: Entry, index: int | None, call: str, after_call: str = "", c
         return f"{convert.replace(8 * ' ', 4 * ' ')}    hbp_abort_seen(errorcode);\n    {call}\n{after_call}"
     # the beat (when on) is taken before the counting, inside the profiled call, so that
     # the tracer's work counts as MPI time and never as computation or I/O
-    enter, leave = ("hbp_poll_enter()", "hbp_poll_leave(on);") if cls.poll else \
+    enter, leave = (f"hbp_poll_enter({index})", f"hbp_poll_leave(on, {index});") if cls.poll else \
         (f"hbp_enter({cls.family})", "hbp_leave();")
     body = (f"    int beat = hbp_beat_want({index});\n"
             f"    int on = {enter};\n"
@@ -395,7 +396,10 @@ def beat_tables(beating: list[Entry], kinds: dict[str, str]) -> str:
             f"const unsigned char hbp_wrap_collective[{len(beating)}] = {{\n{coll}}};\n"
             f"/* what kind of call each is (docs: native_tracer/mpi/README.md) */\n"
             f"const unsigned char hbp_wrap_kind[{len(beating)}] = {{\n{kind}}};\n"
-            f"unsigned char hbp_beat_on[{len(beating)}];\n")
+            f"unsigned char hbp_beat_on[{len(beating)}];\n"
+            f"/* the sampled path (classes poll and local): calls so far, mean cost of the sampled */\n"
+            f"uint32_t hbp_call_n[{len(beating)}];\n"
+            f"double hbp_call_mean[{len(beating)}];\n")
 
 
 # ---------------------------------------------------------------------------
@@ -439,10 +443,26 @@ def mpi_kind(name: str) -> str:
     return "other"
 
 
+# "other" functions whose cost depends on their data or on something outside the process:
+# measured on every call, never estimated from samples
+_OTHER_MEASURED = r"Pack|Unpack|Pack_external|Unpack_external|Reduce_local|Alloc_mem|Free_mem|Lookup_name" \
+                  r"|Publish_name|Unpublish_name|Open_port|Close_port|Comm_join|Register_datarep"
+
+
 def auto_entry(name: str) -> Entry:
-    """A header function the list does not name: time only (polling: the cheap path;
-    MPI-IO: the injector's mpiio family)."""
-    cls = "poll" if mpi_kind(name) == "polling" else "io_time" if name.startswith("MPI_File_") else "time"
+    """A header function the list does not name: time only. Polling calls take the sampled
+    path (class poll), and so do the local queries and constructors of kind other (class
+    local: MPI_Comm_rank, MPI_Type_size, MPI_Type_commit, ...: a few ns each, two clock
+    reads would cost 20 times that); MPI-IO takes the injector's mpiio family."""
+    kind = mpi_kind(name)
+    if kind == "polling":
+        cls = "poll"
+    elif name.startswith("MPI_File_"):
+        cls = "io_time"
+    elif kind == "other" and not re.fullmatch(_OTHER_MEASURED, name[4:]):
+        cls = "local"
+    else:
+        cls = "time"
     return Entry("mpi.h", name, cls, None, None, False, {})
 
 
