@@ -3,9 +3,10 @@
     python benchmarks/bench_mpi_polling.py [--rounds 5] [--calls 1000000] [--np 1]
 
 Runs native_tracer/mpi/examples/bin/pollbench (it posts a receive that nothing matches and
-times --calls calls of each polling function on it, best of 3) under mpirun, alternately
-without and with libhbprof preloaded, --rounds times each, and prints per function the
-median ns per call of both series and their ratio (target: at most 2x; issue 19). The
+times --calls calls of each polling function on it, and of two local queries,
+MPI_Comm_rank and MPI_Type_size, best of 3) under mpirun, alternately without and with
+libhbprof preloaded, --rounds times each, and prints per function the median ns per call
+of both series and their ratio (target for the polling calls: at most 2x; issue 19). The
 profiled runs write their profile into a temporary directory, which is removed.
 Build first: make -C native_tracer/mpi.
 """
@@ -24,6 +25,8 @@ from pathlib import Path
 MPI_DIR = Path(__file__).resolve().parent.parent / "native_tracer" / "mpi"
 LIB = MPI_DIR / "lib" / "libhbprof.so"
 PROG = MPI_DIR / "examples" / "bin" / "pollbench"
+#: not polling calls: local queries on the same sampled path (a few ns each bare)
+LOCAL = {"MPI_Comm_rank", "MPI_Type_size"}
 
 
 def one(np_: int, calls: int, preload: bool, workdir: str) -> dict[str, float]:
@@ -62,12 +65,13 @@ def main(argv: list[str] | None = None) -> int:
                 prof.setdefault(fn, []).append(ns)
     print(f"{a.np_} rank(s), {a.calls} calls per function, best of 3 per run, median of {a.rounds} runs")
     print(f"{'function':<24} {'bare ns':>8} {'profiled ns':>12} {'ratio':>6}")
-    worst = 0.0
+    worst = {"polling": 0.0, "local": 0.0}
     for fn in bare:
         b, p = statistics.median(bare[fn]), statistics.median(prof[fn])
-        worst = max(worst, p / b)
+        kind = "local" if fn in LOCAL else "polling"
+        worst[kind] = max(worst[kind], p / b)
         print(f"{fn:<24} {b:8.1f} {p:12.1f} {p / b:6.2f}")
-    print(f"worst ratio {worst:.2f} (target <= 2)")
+    print(f"worst ratio: polling calls {worst['polling']:.2f} (target <= 2); local queries {worst['local']:.2f}")
     return 0
 
 
