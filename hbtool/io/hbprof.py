@@ -322,7 +322,8 @@ def rank_end(rank: int, how: int, detail: int, complete: bool, orphaned: bool, r
              pid: int = 0) -> dict:
     """How one rank ended, decoded from its header or rank entry (format version 2; a
     version 1 file says only whether the rank reached MPI_Finalize)."""
-    if how == END_FINALIZED or (complete and how == END_UNKNOWN):
+    if how == END_FINALIZED or (complete and how not in (END_ABORT, END_SIGNAL, END_EXIT, END_EXIT_NOW)):
+        # (a complete file or an OK rank entry reached MPI_Finalize, whatever unknown code it holds)
         kind, text = "finalized", "reached MPI_Finalize"
     elif how == END_ABORT:
         kind, text = "abort", f"called MPI_Abort (error code {detail})"
