@@ -58,6 +58,7 @@ def test_mpi_abort(built, tmp_path):
     assert out.startswith(f"{tmp_path.name}: the run failed: rank 1: called MPI_Abort (error code 3)")
     assert "LOW" not in out and "MEDIUM" not in out and "HIGH" not in out
     assert run["class"] == "failed" and not run["judged"] and run["failure"].startswith("rank 1: called MPI_Abort")
+    assert run["interference_percent"] is None and run["probability_high"] is None   # no figure from partial data
 
 
 def test_segfault_through_record_and_info(built, tmp_path):

@@ -49,8 +49,9 @@ def interference(paths, top, fmt):
     rows = []
     for e in ests:
         c = by_run.get(e.name, {})
-        rows.append({"run": e.name, "interference_percent": e.interference_percent, "class": e.klass,
-                     "probability_high": e.probability_high,
+        partial = e.failure is not None   # no figure from a failed run's partial data
+        rows.append({"run": e.name, "interference_percent": None if partial else e.interference_percent,
+                     "class": e.klass, "probability_high": None if partial else e.probability_high,
                      "advice": FAILED_ADVICE if e.failure else ADVICE[e.klass] if e.judged else
                      "nothing can be judged: no group of 5 or more alike segments", "run_time_s": e.run_time_s,
                      "failure": e.failure,
