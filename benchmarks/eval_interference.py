@@ -1,6 +1,7 @@
 """Evaluate `hbtool interference` (seed 004) with real Open MPI runs and injected interference.
 
-    python benchmarks/eval_interference.py [--runs 16] [--seed 2026] [--parts accuracy,overhead,scale]
+    python benchmarks/eval_interference.py [--runs 16] [--seed 2026]
+                                           [--parts accuracy,overhead,scale,faults,fortran]
 
 1. accuracy: for each example (stencil: halo exchange + Allreduce + POSIX checkpoints;
    transpose: Bcast + sub-communicator Allreduce + MPI-IO checkpoints + Alltoall), --runs
@@ -15,6 +16,14 @@
    profiler preloaded, interleaved; the median of the program's own time.
 3. scale: a synthetic run file of 1 000 000 segments x 64 ranks, analysed end to end by
    `hbtool interference` (reading included), wall time (target < 10 s).
+4. faults: the stencil, 4 ranks, rank 1 ending at iteration 40 by MPI_Abort, a segfault,
+   exit without MPI_Finalize, SIGKILL, and mpirun itself killed: the wall time (nothing
+   may hang) and what `hbtool interference` says (target: class failed, the right rank
+   and how, in one line).
+5. fortran: examples/bin/fstencil (use mpi), fstencil_h (mpif.h), fstencil_f08 (use
+   mpi_f08) with 2 and 4 ranks: segments and blocking point-to-point calls per rank in the
+   run file against what the program does (ITERATIONS + 3 segments, 2 MPI_Sendrecv per
+   iteration).
 """
 
 from __future__ import annotations
@@ -197,6 +206,70 @@ def scale(args, tmp: Path) -> dict:
             "interference_percent": doc["interference_percent"]}
 
 
+def faults(tmp: Path) -> list[dict]:
+    """Each way of failing, once: wall time, hbtool's one line, its class."""
+    prog = MPI / "examples" / "bin" / "stencil"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBPROF_") and k != "LD_PRELOAD"}
+    out = []
+    for how in ("abort", "segv", "exit", "kill", "mpirun-killed"):
+        d = tmp / f"fault-{how}"
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "4", "-x", f"LD_PRELOAD={LIB}",
+               "-x", f"HBPROF_DIR={d}", str(prog), "--work", "100"]
+        cmd += ["--iterations", "3000"] if how == "mpirun-killed" else \
+            ["--iterations", "200", "--die-at", "40", "--die-rank", "1", "--die-how", how]
+        t0 = time.time()
+        p = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if how == "mpirun-killed":
+            while len(list(d.glob("hbprof-*-r*.hbp"))) < 4 and time.time() - t0 < 60:
+                time.sleep(0.1)
+            time.sleep(0.5)
+            kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+            p.kill()
+        try:
+            rc = p.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "hung (killed after 300 s)"
+        if how == "mpirun-killed":   # its orphans: wait for them, never leave them behind
+            while any(os.path.exists(f"/proc/{k}") for k in kids) and time.time() - t0 < 300:
+                time.sleep(0.2)
+            for k in kids:
+                if os.path.exists(f"/proc/{k}"):
+                    os.kill(int(k), 9)
+        wall = time.time() - t0
+        r = subprocess.run([*HBTOOL, "interference", str(d), "--format", "json"], capture_output=True, text=True,
+                           timeout=300)
+        run = json.loads(r.stdout)["runs"][0] if r.returncode == 0 else {}
+        out.append({"how": how, "exit": rc, "wall_s": wall, "class": run.get("class", "error"),
+                    "said": run.get("failure") or (r.stderr.strip() or "no failure reported")})
+    return out
+
+
+def fortran(tmp: Path, iters: int = 40) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBPROF_") and k != "LD_PRELOAD"}
+    from hbtool.io.hbprof import read_rank_stream
+
+    out = []
+    for prog in ("fstencil", "fstencil_h", "fstencil_f08"):
+        exe = MPI / "examples" / "bin" / prog
+        if not exe.exists():
+            continue
+        for np_ in (2, 4):
+            d = tmp / f"{prog}-{np_}"
+            d.mkdir(parents=True, exist_ok=True)
+            cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np_), "-x", f"LD_PRELOAD={LIB}",
+                   "-x", f"HBPROF_DIR={d}", "-x", "HBPROF_KEEP_RANK_FILES=1", str(exe), str(iters), "2"]
+            r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=300)
+            ranks = [read_rank_stream(str(f)) for f in sorted(d.glob("hbprof-*-r*.hbp"))]
+            segs = sorted({len(x["segment"]) for x in ranks})
+            p2p = sorted({int(x["values"][:, x["names"].index("p2p_blocking")].sum()) for x in ranks})
+            out.append({"prog": prog, "np": np_, "exit": r.returncode, "ranks": len(ranks), "segments": segs,
+                        "p2p": p2p, "ok": r.returncode == 0 and len(ranks) == np_ and segs == [iters + 3]
+                        and p2p == [2 * iters]})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=16, help="runs per example, interference rising (default 16)")
@@ -209,7 +282,7 @@ def main() -> None:
     ap.add_argument("--scale-segments", type=int, default=1_000_000)
     ap.add_argument("--scale-ranks", type=int, default=64)
     ap.add_argument("--scale-repeats", type=int, default=3)
-    ap.add_argument("--parts", default="accuracy,overhead,scale")
+    ap.add_argument("--parts", default="accuracy,overhead,scale,faults,fortran")
     ap.add_argument("--keep", metavar="DIR")
     args = ap.parse_args()
     if not LIB.exists():
@@ -254,6 +327,15 @@ def main() -> None:
         print(f"\n## scale: {s['segments']:,} segments x {s['ranks']} ranks ({s['bytes'] / 1e9:.1f} GB run file)")
         print(f"  hbtool interference, end to end: {s['warm_s']:.2f} s (first run, cold: {s['cold_s']:.2f} s); "
               f"{s['interfered']} segments judged interfered of {s['hit']} hit")
+    if "faults" in parts:
+        print("\n## faults: stencil, 4 ranks, rank 1 ends at iteration 40 (or mpirun is killed)")
+        for f in faults(tmp):
+            print(f"  {f['how']:<14} exit {f['exit']!s:<4} {f['wall_s']:6.1f} s  {f['class']:<7} {f['said']}")
+    if "fortran" in parts:
+        print("\n## fortran: segments and blocking p2p calls per rank (want ITERATIONS + 3 = 43 and 80)")
+        for f in fortran(tmp):
+            print(f"  {f['prog']:<13} -np {f['np']}: exit {f['exit']}, {f['ranks']} rank files, segments "
+                  f"{f['segments']}, p2p_blocking {f['p2p']}: {'right' if f['ok'] else 'WRONG'}")
     print(f"\n(total {time.time() - t0:.0f} s)")
     if ctx:
         ctx.cleanup()

@@ -9,7 +9,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need=()
-for pkg in gcc make libc6-dev libopenmpi-dev openmpi-bin clang libomp-dev; do
+# gfortran: mpifort, for the MPI profiler's Fortran example and tests
+for pkg in gcc make libc6-dev libopenmpi-dev openmpi-bin clang libomp-dev gfortran; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

@@ -35,12 +35,12 @@ HEADER = np.dtype([
     ("metric_entry_size", "u4"), ("rank_entry_size", "u4"), ("rank_table_offset", "u8"),
     ("bin_table_offset", "u8"), ("bin_entry_size", "u4"), ("inject_families", "u4"),
     ("data_offset", "u8"), ("data_length", "u8"), ("inject_mean_ns", "u8"), ("inject_sd_ns", "u8"),
-    ("inject_prob", "f8"), ("inject_seed", "u8"), ("reserved", "u8", (1,)), ("host", "S64")])
+    ("inject_prob", "f8"), ("inject_seed", "u8"), ("end_how", "u4"), ("end_detail", "i4"), ("host", "S64")])
 METRIC_ENTRY = np.dtype([("name", "S32"), ("unit", "u4"), ("bins_used", "u4")])
 RANK_ENTRY = np.dtype([
     ("rank", "i4"), ("flags", "u4"), ("run_ns", "u8"), ("segment_count", "u8"),
     ("first_record", "u8"), ("start_real_ns", "i8"), ("start_mono_ns", "u8"), ("pid", "u4"),
-    ("comp_source", "u4"), ("reserved", "u8"), ("host", "S64")])
+    ("comp_source", "u4"), ("end_how", "u4"), ("end_detail", "i4"), ("host", "S64")])
 BIN = np.dtype([("value", "f8"), ("count", "u8")])
 SEGMENT_RECORD = np.dtype([
     ("duration_ns", "u8"), ("end_ns", "u8"), ("segment", "u4"), ("bin", "u1", (22,)),
@@ -78,7 +78,7 @@ def _header(raw: bytes):
     if h["endian"] != ENDIAN_MARK:
         h = np.frombuffer(raw, HEADER.newbyteorder(), count=1)[0]
         assert h["endian"] == ENDIAN_MARK, "no endianness mark"
-    assert h["magic"] == MAGIC.rstrip(b"\0") and h["version"] == 1 and h["header_size"] == 256
+    assert h["magic"] == MAGIC.rstrip(b"\0") and h["version"] == 2 and h["header_size"] == 256
     return h
 
 
@@ -265,7 +265,7 @@ def test_layout_matches_header(layout, struct):
 
 def test_layout_constants(layout):
     k = layout["constants"]
-    assert k["HBP_VERSION"] == 1 and k["HBP_ENDIAN_MARK"] == ENDIAN_MARK and k["HBP_HEADER_SIZE"] == 256
+    assert k["HBP_VERSION"] == 2 and k["HBP_ENDIAN_MARK"] == ENDIAN_MARK and k["HBP_HEADER_SIZE"] == 256
     assert (k["HBP_FLAG_RANK_FILE"], k["HBP_FLAG_RUN_FILE"], k["HBP_FLAG_COMPLETE"], k["HBP_FLAG_INJECT"],
             k["HBP_FLAG_PRELOAD"], k["HBP_FLAG_PARTIAL"]) == (1, 2, 4, 8, 16, 32)
     assert (k["HBP_REC_SEGMENT"], k["HBP_REC_BIN_SET"], k["HBP_REC_BIN_MERGE"], k["HBP_REC_INJECT"]) == (1, 2, 3, 4)

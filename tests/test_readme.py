@@ -38,6 +38,7 @@ def test_python_examples_print_what_they_say():
 #: commands that end as the README says they do, not with 0
 EXIT_STATUS = {
     "hbtool record -o trace -- native_tracer/examples/bin/pi_pthread": 128 + 11,  # the program dies by SIGSEGV
+    "hbtool record --mpi -o crashed -- mpirun": 128 + 11,   # rank 1 dies by SIGSEGV, mpirun says 139
 }
 #: what the tour's commands need beside them, linked into the folder they run in
 LINKED = ("sample_traces", "native_tracer", "benchmarks")

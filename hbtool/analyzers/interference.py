@@ -107,6 +107,9 @@ class Estimate:
     group_sizes: dict
     segment_groups: np.ndarray = field(repr=False, default=None)
     segment_keys: list = field(repr=False, default=None)
+    #: the run failed (a rank aborted, crashed, exited without MPI_Finalize, or mpirun died):
+    #: one line saying how, from the profile; then klass is "failed" and nothing is judged
+    failure: str | None = None
 
 
 def probability_high(x: float) -> float:
@@ -152,12 +155,13 @@ def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
     total = float(impact.sum())
     pct = 100.0 * total / run_ns if run_ns > 0 else 0.0
     rate = n / (run_ns / 1e9) if run_ns > 0 else float("nan")
-    if n and rate >= config.INTERFERENCE_MAX_RATE_HZ:
+    failure = p.meta.get("failure") if p.meta else None
+    if n and rate >= config.INTERFERENCE_MAX_RATE_HZ and not failure:
         warnings.append(
             f"{p.name}: {rate:.0f} segments/s (segments of {1e3 / rate:.2f} ms on average): collectives this "
             f"frequent make segments too short to judge well; the estimate may be off "
             f"(seed 004 saw this at about 300 Hz)")
-    if not judged.any():
+    if not judged.any() and not failure:
         warnings.append(f"{p.name}: no group has {config.INTERFERENCE_MIN_GROUP} segments or more: nothing can be "
                         f"judged")
     idx = np.argsort(-impact, kind="stable")[:top]
@@ -166,12 +170,13 @@ def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
                 for i in idx if impact[i] > 0]
     keys = _group_keys(cl, s, gid, ngroups)
     return Estimate(
-        name=p.name, interference_percent=pct, klass=classify(pct), probability_high=probability_high(pct),
+        name=p.name, interference_percent=pct, klass="failed" if failure else classify(pct),
+        probability_high=probability_high(pct), failure=failure,
         run_time_s=run_ns / 1e9, segments=n,
         processes=p.nprocesses if p.nprocesses is not None else _count_distinct(p.rank), clusters=int(cl.max()) + 1 if n else 0,
         groups=ngroups, groups_judged=int(judged_g.sum()), segments_judged=int(judged.sum()),
         segments_interfered=int(interfered.sum()), impact_s=total / 1e9, computation_source=p.computation_source,
-        collective_rate_hz=rate, judged=bool(judged.any()), top=top_rows, warnings=warnings,
+        collective_rate_hz=rate, judged=bool(judged.any()) and not failure, top=top_rows, warnings=warnings,
         group_medians={keys[g]: float(med_g[g]) for g in range(ngroups)},
         group_sizes={keys[g]: int(sizes[g]) for g in range(ngroups)},
         segment_groups=gid, segment_keys=keys)
@@ -261,4 +266,5 @@ def assess(profiles, top: int = 10) -> tuple[list[Estimate], list[dict]]:
     """The whole method over one or more runs of one program: each run's estimate, and,
     given several runs, each run's measured interference beside it (:func:`measured`)."""
     ests = [estimate(p, top=top) for p in profiles]
-    return ests, (measured(ests) if len(ests) > 1 else [])
+    whole = [e for e in ests if not e.failure]   # a failed run's time measures nothing
+    return ests, (measured(whole) if len(whole) > 1 else [])

@@ -84,12 +84,65 @@ def info(paths, beats, fmt):
         )
         if meta.get("note"):
             preamble.append(f"  note: {meta['note']}")
+        mpi = _mpi_ranks(meta)
+        if mpi:
+            line, pid_rank, ends, failure = mpi
+            preamble.append(line)
+            run["mpi"] = {"ranks": ends, "failure": failure}
+            by_proc = {p["process"]: pid_rank.get(p["pid"]) for p in procs}
+            how = {e["rank"]: e["ended"] for e in ends}
+            for r in rows:
+                if r["run"] == name:
+                    rank = by_proc.get(r["process"])
+                    r["rank"] = -1 if rank is None else rank
+                    if rank is not None and str(r.get("ended", "")).startswith("no end record") and \
+                            rank in how and how[rank] != "reached MPI_Finalize":
+                        r["ended"] = f"MPI profile: {how[rank]}"
     preamble.append("")
     multi = (s["process"].nunique() > 1) if len(s) else False
     cols = COLUMNS if multi else [c for c in COLUMNS if c != "process"]
+    has_rank = any("rank" in r for r in rows)
+    if has_rank:
+        for r in rows:
+            r.setdefault("rank", -1)
+        cols = [c for c in cols if c != "process"][:1] + (["process"] if multi else []) + ["rank"] + \
+            [c for c in cols if c not in ("run", "process")]
     if len(waits):  # the time each thread waited in barriers, critical sections, ... (tracer wait records)
         cols = cols[:-1] + ["wait_s", "wait_pct"] + cols[-1:]
     if fmt == "csv":
-        cols = COLUMNS + ["ending", "os_tids"] + (["wait_s", "wait_pct"] if len(waits) else [])
+        cols = COLUMNS + ["ending", "os_tids"] + (["wait_s", "wait_pct"] if len(waits) else []) + \
+            (["rank"] if has_rank else [])
     emit(fmt, rows, cols, key="threads", extra={"runs": runs}, preamble=preamble, headers=HEADERS,
          decimals=DECIMALS)
+
+
+def _mpi_ranks(meta: dict):
+    """An MPI run recorded with 'hbtool record --mpi': its profile (run file or per-rank files,
+    beside the trace) gives each rank's pid and how it ended. Returns (one line for the
+    preamble, {pid: rank}, the ranks' ends, how the run failed or None), or None when
+    there is no profile there."""
+    from pathlib import Path
+
+    from ..errors import HbtoolError
+    from ..io import read_profile
+
+    src = meta.get("source")
+    if not src:
+        return None
+    d = Path(src)
+    if not d.exists():   # standard input, a table's run: nothing beside it
+        return None
+    d = d if d.is_dir() else d.parent
+    if not list(d.glob("*.hbp")):
+        return None
+    try:
+        prof = read_profile(d)
+    except HbtoolError as exc:
+        return f"  MPI profile beside it cannot be read: {exc}", {}, [], None
+    ends = prof.meta.get("rank_ends") or []
+    pid_rank = {e["pid"]: e["rank"] for e in ends if e.get("pid")}
+    n = len(ends)
+    failure = prof.meta.get("failure")
+    line = f"  MPI: {n} rank{'s' if n != 1 else ''} (the 'rank' column; -1: not a rank, e.g. mpirun); " + \
+        (f"the run failed: {failure}" if failure else "every rank reached MPI_Finalize")
+    return line, pid_rank, ends, failure

@@ -12,6 +12,7 @@ CSV_COLUMNS = ["run", "interference_percent", "class", "probability_high", "run_
 ADVICE = {"low": "trust this run for performance analysis",
           "medium": "usable to gauge performance; consider measuring again",
           "high": "measure again: this run is heavily perturbed"}
+FAILED_ADVICE = "no verdict: the run failed, its profile holds partial data"
 
 
 @click.command()
@@ -48,9 +49,12 @@ def interference(paths, top, fmt):
     rows = []
     for e in ests:
         c = by_run.get(e.name, {})
-        rows.append({"run": e.name, "interference_percent": e.interference_percent, "class": e.klass,
-                     "probability_high": e.probability_high, "advice": ADVICE[e.klass] if e.judged else
+        partial = e.failure is not None   # no figure from a failed run's partial data
+        rows.append({"run": e.name, "interference_percent": None if partial else e.interference_percent,
+                     "class": e.klass, "probability_high": None if partial else e.probability_high,
+                     "advice": FAILED_ADVICE if e.failure else ADVICE[e.klass] if e.judged else
                      "nothing can be judged: no group of 5 or more alike segments", "run_time_s": e.run_time_s,
+                     "failure": e.failure,
                      "segments": e.segments, "processes": e.processes, "clusters": e.clusters, "groups": e.groups,
                      "groups_judged": e.groups_judged, "segments_judged": e.segments_judged,
                      "segments_interfered": e.segments_interfered, "impact_s": e.impact_s,
@@ -60,7 +64,7 @@ def interference(paths, top, fmt):
     if fmt == "json":
         first = rows[0]
         extra = {k: first[k] for k in ("interference_percent", "class", "probability_high", "segments", "clusters",
-                                        "groups", "segments_judged", "segments_interfered", "judged")}
+                                        "groups", "segments_judged", "segments_interfered", "judged", "failure")}
         extra["run"] = first["run"]
         if cmp:
             import numpy as np
@@ -78,6 +82,10 @@ def interference(paths, top, fmt):
 def _text(rows, cmp) -> str:
     out = []
     for r in rows:
+        if r["failure"]:
+            out.append(f"{r['run']}: the run failed: {r['failure']}; no verdict ({r['segments']} segments "
+                       f"recorded)")
+            continue
         if not r["judged"]:
             out.append(f"{r['run']}: nothing can be judged: no group of 5 or more alike segments "
                        f"({r['segments']} segments in {r['groups']} groups)")

@@ -156,7 +156,7 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
         signal.signal(signal.SIGTERM, old_term)
     failures = _read_report(report)
     if not quiet:
-        _summary(outdir, rc, static, failures)
+        _summary(outdir, rc, static, failures, mpi)
         if thread_env:
             _fault_summary(outdir, thread_env[names.HBTRACE_INJECT])
     if created:
@@ -403,11 +403,39 @@ def _losses(trace, failures: list[dict]) -> str:
             f"(in {where}): the trace lacks them from that moment on")
 
 
-def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] | None = None) -> None:
+def _mpi_summary(outdir: Path) -> None:
+    """What the MPI profiler left: the run file, or (a run that failed) the per-rank files
+    and how the run failed, or nothing and why."""
+    import re
+
+    from ..errors import HbtoolError
+    from ..io import read_profile
+
+    profiles = sorted(p for p in outdir.glob("*.hbp") if not re.search(r"-r\d+$", p.stem))
+    ranks = sorted(p for p in outdir.glob("*.hbp") if re.search(r"-r\d+$", p.stem))
+    if not profiles and not ranks:
+        click.echo(f"hbtool: no MPI profile written to {outdir}/: the profiler saw no MPI_Init (not an MPI "
+                   f"program, or its MPI calls go where libhbprof cannot see them)", err=True)
+        return
+    target = profiles[0] if len(profiles) == 1 else outdir
+    try:
+        failure = read_profile(target).meta.get("failure")
+    except HbtoolError as exc:
+        failure = f"its profile cannot be read: {exc}"
+    if profiles:
+        click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}"
+                   + (f"; the run failed: {failure}" if failure else ""), err=True)
+    if ranks and not profiles:
+        click.echo(f"hbtool: the MPI run did not finish: {failure or 'no run file'}; it left {len(ranks)} per-rank "
+                   f"file{'s' if len(ranks) != 1 else ''} in {outdir}/ (hbprof-*-r<rank>.hbp; "
+                   f"'hbtool interference {outdir}' reads them)", err=True)
+
+
+def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] | None = None,
+             mpi: bool = False) -> None:
     """One line on what was written, counted as 'hbtool info' counts it, and one more for
     each way the tracer failed to write it (the trace could not be created, or grow)."""
     failures = failures or []
-    import re
 
     from ..errors import HbtoolError
     from ..io import read_heartbeats
@@ -419,9 +447,8 @@ def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] |
         how = f"; the program was killed by {signal_name(-rc)}"
     elif rc:
         how = f"; the program exited with status {rc}"
-    profiles = sorted(p for p in outdir.glob("*.hbp") if not re.search(r"-r\d+$", p.stem))
-    if profiles:
-        click.echo(f"hbtool: MPI profile written: {', '.join(str(p) for p in profiles)}", err=True)
+    if mpi:
+        _mpi_summary(outdir)
     files = sorted(outdir.glob("*.hbt"))
     started = _failed_starts(failures)
     if not files and not started and not static:

@@ -31,7 +31,9 @@ from ..model import SegmentProfile, Segments
 from .registry import MAGIC_HBPROF, ReadOptions
 
 MAGIC = MAGIC_HBPROF
-VERSION = 1
+VERSION = 2
+#: versions this reader takes: 1 lacks how each rank ended (end_how 0 everywhere)
+VERSIONS = (1, 2)
 ENDIAN_MARK = 0x01020304
 HEADER_SIZE = 256
 RANK_DATA_OFFSET = 4096
@@ -45,9 +47,11 @@ RANK_BINS = 256
 RUN_BINS = 512
 NO_INDEX = 65535
 FLAG_RANK_FILE, FLAG_RUN_FILE, FLAG_COMPLETE, FLAG_INJECT, FLAG_PRELOAD, FLAG_PARTIAL = 1, 2, 4, 8, 16, 32
+FLAG_ORPHANED = 0x40
+END_UNKNOWN, END_FINALIZED, END_ABORT, END_SIGNAL, END_EXIT, END_EXIT_NOW = 0, 1, 2, 3, 4, 5
 COMP_SOURCES = {0: "nothing (profiling off)", 1: "instructions", 2: "cputime"}
 REC_SEGMENT, REC_BIN_SET, REC_BIN_MERGE, REC_INJECT = 1, 2, 3, 4
-RANK_OK, RANK_FAILED, RANK_INCOMPLETE, RANK_INJECT = 1, 2, 4, 8
+RANK_OK, RANK_FAILED, RANK_INCOMPLETE, RANK_INJECT, RANK_ORPHANED = 1, 2, 4, 8, 16
 #: most ranks accepted from a header (the rank table is read whole)
 MAX_RANKS = 1 << 20
 
@@ -63,7 +67,7 @@ def header_dtype(o: str = "<") -> np.dtype:
         ("rank_table_offset", o + "u8"), ("bin_table_offset", o + "u8"), ("bin_entry_size", o + "u4"),
         ("inject_families", o + "u4"), ("data_offset", o + "u8"), ("data_length", o + "u8"),
         ("inject_mean_ns", o + "u8"), ("inject_sd_ns", o + "u8"), ("inject_prob", o + "f8"),
-        ("inject_seed", o + "u8"), ("reserved", o + "u8", (1,)), ("host", "S64"),
+        ("inject_seed", o + "u8"), ("end_how", o + "u4"), ("end_detail", o + "i4"), ("host", "S64"),
     ])
 
 
@@ -75,7 +79,7 @@ def rank_dtype(o: str = "<") -> np.dtype:
     return np.dtype([
         ("rank", o + "i4"), ("flags", o + "u4"), ("run_ns", o + "u8"), ("segment_count", o + "u8"),
         ("first_record", o + "u8"), ("start_real_ns", o + "i8"), ("start_mono_ns", o + "u8"), ("pid", o + "u4"),
-        ("comp_source", o + "u4"), ("reserved", o + "u8"), ("host", "S64"),
+        ("comp_source", o + "u4"), ("end_how", o + "u4"), ("end_detail", o + "i4"), ("host", "S64"),
     ])
 
 
@@ -132,9 +136,9 @@ def _header(buf, path: str, size: int) -> tuple[np.void, str]:
     else:
         raise _bad(path, f"corrupted header (endianness mark {mark:#x})")
     h = np.frombuffer(raw, dtype=header_dtype(o), count=1)[0]
-    if int(h["version"]) != VERSION:
-        raise _bad(path, f"profile format version {int(h['version'])}; this hbtool reads version {VERSION} "
-                         f"(upgrade hbtool?)")
+    if int(h["version"]) not in VERSIONS:
+        raise _bad(path, f"profile format version {int(h['version'])}; this hbtool reads versions "
+                         f"{', '.join(map(str, VERSIONS))} (upgrade hbtool?)")
     if int(h["header_size"]) != HEADER_SIZE:
         raise _bad(path, f"corrupted header (header size {int(h['header_size'])})")
     m = int(h["metric_count"])
@@ -268,13 +272,19 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
     segs = Segments(segment=np.flatnonzero(have), computation=comp[have], duration_ns=dur_max[have],
                     features=feat.T[have], processes=present[have])
     src = COMP_SOURCES.get(int(h["comp_source"]), f"source {int(h['comp_source'])}")
+    meta = _meta(h, path, "run")
+    ends = [rank_end(int(e["rank"]), int(e["end_how"]) if not int(e["flags"]) & RANK_FAILED else END_UNKNOWN,
+                     int(e["end_detail"]), bool(int(e["flags"]) & RANK_OK), bool(int(e["flags"]) & RANK_ORPHANED),
+                     int(e["run_ns"]), int(h["version"]), int(e["pid"])) for e in ranks]
+    meta["rank_ends"] = sorted(ends, key=lambda e: e["rank"])
+    meta["failure"] = run_failure(meta["rank_ends"])
     if int(h["flags"]) & FLAG_PARTIAL:
         warnings.append(f"{path}: some ranks' records are missing (the profile says it is partial)")
     return SegmentProfile(
         name=name, rank=np.empty(0, np.int64), segment=np.empty(0, np.int64), duration_ns=np.empty(0, np.int64),
         computation=np.empty(0), features=np.zeros((0, len(fidx))), feature_names=names[1:],
         run_time_ns=int(h["run_ns"]) or None, computation_source=src, warnings=warnings,
-        meta=_meta(h, path, "run"), aggregated=segs, nprocesses=int(nranks - sum(1 for w in warnings if "failed" in w)))
+        meta=meta, aggregated=segs, nprocesses=int(nranks - sum(1 for w in warnings if "failed" in w)))
 
 
 def _median_from_indices(idx: np.ndarray, present: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -298,6 +308,90 @@ def _meta(h, path, kind) -> dict:
             "injector": ({"mean_ns": int(h["inject_mean_ns"]), "sd_ns": int(h["inject_sd_ns"]),
                           "probability": float(h["inject_prob"]), "seed": int(h["inject_seed"]),
                           "families": int(h["inject_families"])} if int(h["flags"]) & FLAG_INJECT else None)}
+
+
+# --------------------------------------------------------------------------- how ranks ended
+
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM", 24: "SIGXCPU"}
+#: signals a launcher sends to end the ranks that are left when one failed
+_FOLLOW_UP = {"SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGPIPE"}
+
+
+def rank_end(rank: int, how: int, detail: int, complete: bool, orphaned: bool, run_ns: int, version: int,
+             pid: int = 0) -> dict:
+    """How one rank ended, decoded from its header or rank entry (format version 2; a
+    version 1 file says only whether the rank reached MPI_Finalize)."""
+    if how == END_FINALIZED or (complete and how not in (END_ABORT, END_SIGNAL, END_EXIT, END_EXIT_NOW)):
+        # (a complete file or an OK rank entry reached MPI_Finalize, whatever unknown code it holds)
+        kind, text = "finalized", "reached MPI_Finalize"
+    elif how == END_ABORT:
+        kind, text = "abort", f"called MPI_Abort (error code {detail})"
+    elif how == END_SIGNAL:
+        sig = _SIGNALS.get(detail, f"signal {detail}")
+        kind, text = "signal", f"killed by {sig}"
+    elif how == END_EXIT:
+        kind, text = "exit", f"exited with status {detail} without calling MPI_Finalize"
+    elif how == END_EXIT_NOW:
+        kind, text = "exit", f"called _exit({detail}) without calling MPI_Finalize"
+    elif version < 2:
+        kind, text = "unknown", "did not reach MPI_Finalize (a version 1 profile does not say how it ended)"
+    else:
+        kind, text = "unknown", "ended without a trace (SIGKILL or _exit), or is still running"
+    if orphaned and kind != "finalized":
+        text += ", after mpirun had died"
+    elif orphaned:
+        text += ", orphaned (mpirun had died)"
+    return {"rank": rank, "pid": pid, "how": kind, "detail": detail, "ended": text,
+            "end_s": run_ns / 1e9 if how not in (END_UNKNOWN,) and run_ns else None,
+            "complete": kind == "finalized", "orphaned": orphaned}
+
+
+def _ranks(rs: list[int]) -> str:
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
+
+
+def run_failure(ends: list[dict]) -> str | None:
+    """One line saying how the run failed (None when every rank reached MPI_Finalize under a
+    live launcher): the rank that failed first and how, then what became of the others."""
+    bad = [e for e in ends if not e["complete"]]
+    orphans = [e["rank"] for e in ends if e["orphaned"]]
+    if orphans:   # the launcher went first: what became of every rank after it
+        groups: dict[str, list[int]] = {}
+        for e in ends:
+            groups.setdefault(e["ended"].replace(", after mpirun had died", "").replace(
+                ", orphaned (mpirun had died)", ""), []).append(e["rank"])
+        return "mpirun (the launcher) died during the run; then " + "; ".join(
+            f"{_ranks(rs)}: {text}" for text, rs in groups.items())
+    if not bad:
+        return None
+
+    def first_key(e):
+        # what a rank did itself (abort, a crash, exit) first; then a rank that left no trace
+        # (SIGKILL is what leaves none); then the signals a launcher sends to the rest
+        follow = e["how"] == "signal" and _SIGNALS.get(e["detail"]) in _FOLLOW_UP
+        order = 2 if follow else 1 if e["how"] in ("unknown", "no file") else 0
+        return (order, e["end_s"] if e["end_s"] is not None else 1e300, e["rank"])
+
+    culprit = min(bad, key=first_key)
+    rest: dict[str, list[int]] = {}
+    if first_key(culprit)[0] == 1 and sum(first_key(e)[0] == 1 for e in bad) > 1:
+        # several ranks left no trace and none did anything else first: which went first
+        # cannot be told
+        first = [e for e in bad if first_key(e)[0] == 1]
+        line = f"{_ranks([e['rank'] for e in first])}: ended without a trace (SIGKILL or _exit; which first " \
+               f"cannot be told)"
+        culprits = {e["rank"] for e in first}
+    else:
+        when = f" after {culprit['end_s']:.3f} s" if culprit["end_s"] is not None else ""
+        line = f"rank {culprit['rank']}: {culprit['ended']}{when}"
+        culprits = {culprit["rank"]}
+    for e in ends:
+        if e["rank"] not in culprits:
+            rest.setdefault(e["ended"], []).append(e["rank"])
+    for text, rs in rest.items():
+        line += f"; {_ranks(rs)}: {text}"
+    return line
 
 
 # --------------------------------------------------------------------------- per-rank files
@@ -326,7 +420,7 @@ def read_rank_stream(path: str) -> dict:
             raise _bad(path, f"the records ({length} bytes at {do}) lie outside the file's {size} bytes (truncated)")
     else:
         length = (size - do) // RANK_RECORD_SIZE * RANK_RECORD_SIZE
-        warnings.append(f"{path}: rank {int(h['rank'])} did not reach MPI_Finalize: reading what it recorded")
+        pass   # how it ended: "end" below; the profile's meta["failure"] says it in one line
     n = length // RANK_RECORD_SIZE
     if n > config.MAX_PROFILE_ROWS:
         raise _bad(path, f"{n} records, more than the {config.MAX_PROFILE_ROWS} hbtool reads")
@@ -355,7 +449,10 @@ def read_rank_stream(path: str) -> dict:
                        binr["from_slot"].astype(np.int64), binr["value"].astype(np.float64),
                        np.ascontiguousarray(segr["bin"][:, :m]).astype(np.int64), m, RANK_BINS)
     inj = injr[kind == REC_INJECT]
-    return {"header": h, "names": names, "rank": int(h["rank"]), "segment": segr["segment"][isseg].astype(np.int64),
+    end = rank_end(int(h["rank"]), int(h["end_how"]), int(h["end_detail"]), complete,
+                   bool(int(h["flags"]) & FLAG_ORPHANED), int(h["run_ns"]), int(h["version"]), int(h["pid"]))
+    return {"header": h, "names": names, "rank": int(h["rank"]), "end": end,
+            "segment": segr["segment"][isseg].astype(np.int64),
             "duration_ns": segr["duration_ns"][isseg].astype(np.int64), "values": vals,
             "injected": {int(s): (int(ns), int(c)) for s, ns, c in zip(inj["segment"], inj["injected_ns"],
                                                                       inj["delayed_calls"])},
@@ -378,15 +475,20 @@ def read_rank_files(paths: list[str], name: str) -> SegmentProfile:
     if not len(seg):
         raise TraceFormatError(f"{name}: the per-rank files hold no segments")
     warnings = [w for pa in parts for w in pa["warnings"]]
-    # a segment every rank did not finish (the run died inside it) is not comparable
     h = parts[0]["header"]
     nranks = int(h["nranks"])
-    if len(parts) < nranks:
-        warnings.append(f"{name}: files of {len(parts)} of {nranks} ranks")
+    ends = [pa["end"] for pa in parts]
+    have = {e["rank"] for e in ends}
+    ends += [{"rank": r, "pid": 0, "how": "no file", "detail": 0, "ended": "left no profile file", "end_s": None,
+              "complete": False, "orphaned": False} for r in range(nranks) if r not in have]
+    ends.sort(key=lambda e: e["rank"])
+    meta = _meta(h, paths[0], "per-rank")
+    meta["rank_ends"] = ends
+    meta["failure"] = run_failure(ends)
     src = COMP_SOURCES.get(int(h["comp_source"]), "unknown")
     return SegmentProfile(name=name, rank=rank, segment=seg, duration_ns=dur, computation=vals[:, 0],
                           features=vals[:, 1:], feature_names=names[1:], run_time_ns=None,
-                          computation_source=src, warnings=warnings, meta=_meta(h, paths[0], "per-rank"))
+                          computation_source=src, warnings=warnings, meta=meta)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -466,7 +568,8 @@ def write_run_file(path: str, rank: np.ndarray, segment: np.ndarray, duration_ns
     rt = np.zeros(nranks, dtype=rank_dtype())
     for r in range(nranks):
         sel = np.flatnonzero(rank == r)
-        rt[r] = (r, RANK_OK, run_ns, len(sel), sel[0] if len(sel) else 0, 0, 0, 0, comp_source, 0, b"test")
+        rt[r] = (r, RANK_OK, run_ns, len(sel), sel[0] if len(sel) else 0, 0, 0, 0, comp_source, END_FINALIZED, 0,
+                 b"test")
     recs = np.zeros(len(rank), dtype=run_record_dtype())
     recs["duration_ns"] = duration_ns
     recs["segment"] = segment

@@ -12,8 +12,10 @@
  *   mpiio : MPI_File_open of <dir>/ckpt-<prog>.bin on MPI_COMM_WORLD,
  *           MPI_File_write_at_all of its n doubles at rank * n * 8,
  *           MPI_File_close
- * --die-at I makes rank --die-rank (default 1) SIGKILL itself at the start
- * of iteration I (after I complete iterations).
+ * --die-at I makes rank --die-rank (default 1) end at the start of
+ * iteration I (after I complete iterations), as --die-how says: kill
+ * (SIGKILL itself, the default), segv (a segmentation fault), abort
+ * (MPI_Abort(MPI_COMM_WORLD, 3)) or exit (exit(4), without MPI_Finalize).
  */
 #ifndef HBPROF_EXAMPLES_COMMON_H
 #define HBPROF_EXAMPLES_COMMON_H
@@ -51,6 +53,7 @@ struct opts {
     int    blocking;      /* stencil: MPI_Sendrecv instead of Isend/Irecv */
     long   die_at;
     int    die_rank;
+    int    die_how;       /* 0 kill, 1 segv, 2 abort, 3 exit */
 };
 
 static const char *prog_name = "example";
@@ -72,6 +75,7 @@ static inline void usage_common(FILE *f)
             "  --seed S              seed of the data and the random knobs (1)\n"
             "  --die-at I            rank --die-rank SIGKILLs itself at the start of iteration I\n"
             "  --die-rank R          (1)\n"
+            "  --die-how H           kill (default), segv, abort (MPI_Abort 3) or exit (exit(4))\n"
             "  --help                this text\n");
 }
 
@@ -155,6 +159,14 @@ static inline void parse_opts(int argc, char **argv, struct opts *o, int rank, i
             bad = !o->blocking && strcmp(v, "nonblocking");
         } else if (!strcmp(a, "--die-at")) {
             bad = parse_long(v, 0, &o->die_at);
+        } else if (!strcmp(a, "--die-how")) {
+            static const char *const hows[] = { "kill", "segv", "abort", "exit" };
+            bad = 1;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(v, hows[k])) {
+                    o->die_how = k;
+                    bad = 0;
+                }
         } else if (!strcmp(a, "--die-rank")) {
             bad = parse_long(v, 0, &l);
             o->die_rank = (int)l;
@@ -212,6 +224,14 @@ static inline void maybe_die(const struct opts *o, long i, int rank)
 {
     if (o->die_at == i && rank == o->die_rank) {
         fflush(stdout);
+        if (o->die_how == 1) {
+            volatile int *nowhere = NULL;
+            *nowhere = 1;
+        } else if (o->die_how == 2) {
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        } else if (o->die_how == 3) {
+            exit(4);
+        }
         kill(getpid(), SIGKILL);
     }
 }

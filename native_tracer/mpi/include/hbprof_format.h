@@ -65,7 +65,7 @@
 #include <stdint.h>
 
 #define HBP_MAGIC             "HBPROF\0"  /* 8 bytes: "HBPROF" and two NULs */
-#define HBP_VERSION           1u
+#define HBP_VERSION           2u          /* 2: how each rank ended (end_how, end_detail) */
 #define HBP_ENDIAN_MARK       0x01020304u
 #define HBP_HEADER_SIZE       256u
 #define HBP_RANK_DATA_OFFSET  4096u       /* data_offset of a per-rank file */
@@ -91,6 +91,23 @@
 #define HBP_FLAG_PRELOAD      0x10u  /* the profiler was loaded with LD_PRELOAD */
 #define HBP_FLAG_PARTIAL      0x20u  /* run file: some rank's records are missing
                                         (see hbp_rank_entry.flags) */
+#define HBP_FLAG_ORPHANED     0x40u  /* version 2: the rank's parent process (the
+                                        launcher's daemon, or mpirun) died before the
+                                        rank ended (run file: before some rank did) */
+
+/* end_how (version 2): how a rank ended, in its file's header and its rank
+ * entry; end_detail says more. Stored when it happens, so a rank that dies
+ * leaves it in its per-rank file (not for SIGKILL, which no one sees). */
+#define HBP_END_UNKNOWN       0u  /* still running, or ended unseen (SIGKILL,
+                                     _exit); version 1 files */
+#define HBP_END_FINALIZED     1u  /* reached MPI_Finalize (replaces a signal whose
+                                     handler let the rank go on) */
+#define HBP_END_ABORT         2u  /* called MPI_Abort; detail: its error code */
+#define HBP_END_SIGNAL        3u  /* a fatal signal; detail: its number */
+#define HBP_END_EXIT          4u  /* exit() without MPI_Finalize; detail: status */
+#define HBP_END_EXIT_NOW      5u  /* _exit() or _Exit() without MPI_Finalize (Open
+                                     MPI's ranks when they lose mpirun); detail: its
+                                     argument */
 
 /* comp_source: what the computation metric counts */
 #define HBP_COMP_NONE          0u  /* nothing measured (profiling off on that rank) */
@@ -197,6 +214,7 @@ static inline uint32_t hbp_metric_unit(unsigned m)
 #define HBP_RANK_INCOMPLETE 0x4u  /* fewer records arrived than the rank declared:
                                      the missing ones are all-zero (flags 0) */
 #define HBP_RANK_INJECT     0x8u  /* the injector was active on this rank */
+#define HBP_RANK_ORPHANED   0x10u /* version 2: its parent died before it ended */
 
 /* hbp_run_record.flags */
 #define HBP_RUNREC_VALID    0x1u  /* 0 in a slot no record arrived for */
@@ -235,7 +253,8 @@ struct hbp_file_header {          /* 256 bytes, offset 0 of both kinds of file *
     uint64_t inject_sd_ns;        /* 160: injector: standard deviation */
     double   inject_prob;         /* 168: injector: probability per call */
     uint64_t inject_seed;         /* 176: injector: HBPROF_INJECT_SEED */
-    uint64_t reserved[1];         /* 184 */
+    uint32_t end_how;             /* 184: HBP_END_* (version 2; 0 in version 1) */
+    int32_t  end_detail;          /* 188: error code, signal or exit status */
     char     host[64];            /* 192: host name, NUL-padded */
 };
 
@@ -256,7 +275,8 @@ struct hbp_rank_entry {           /* 128 bytes, run file only */
     uint64_t start_mono_ns;       /*  40: CLOCK_MONOTONIC at its segment 0 start */
     uint32_t pid;                 /*  48 */
     uint32_t comp_source;         /*  52: HBP_COMP_* on this rank */
-    uint64_t reserved;            /*  56 */
+    uint32_t end_how;             /*  56: HBP_END_* (version 2; 0 in version 1) */
+    int32_t  end_detail;          /*  60 */
     char     host[64];            /*  64: NUL-padded */
 };
 

@@ -16,6 +16,9 @@
  *   wrap_posix.list the libc wrappers (open/close/read/write/... and stdio)
  *   wrap_posix.h    and what they share -> build/wrap_posix.gen.c
  *   inject.c      the interference injector (Gaussian sleeps)
+ *   ending.c      how the rank ended (signals, exit, _exit, MPI_Abort), and the
+ *                 end-of-process check for MPI calls not seen
+ *   fortran.c     what the generated Fortran wrappers need
  *   beats.c       heartbeats of the rank through libhbtrace when it is loaded
  *                 too (blocking collectives, or HBTRACE_MPI_BEATS's functions)
  *
@@ -138,6 +141,14 @@ struct hbp_global {
                                         an intercepted call */
     uint64_t cpu_val, cpu_wall;      /* last real CPU-time reading and the
                                         CLOCK_MONOTONIC time it was taken */
+    /* the sampled path (hbp_poll_enter): */
+    double   poll_pending;           /* estimated cost of the unsampled calls
+                                        since comp_mark, counter units */
+    uint64_t poll_c0;                /* counter at the sampled call's entry */
+    double   sample_bias;            /* what measuring a call adds to it */
+    /* how the process met MPI (the end-of-run check of core.c) */
+    int      saw_init, saw_finalize;
+    pid_t    ppid;                   /* parent (launcher daemon) at MPI_Init */
     struct hbp_bins bins[HBP_METRIC_COUNT];
     struct hbp_writer w;
     struct hbp_inject inj;
@@ -151,6 +162,12 @@ extern struct hbp_global hbp_g HBP_HIDDEN;
 /* ---- core.c ---- */
 HBP_HIDDEN void hbp_start(void);                 /* after PMPI_Init* returned */
 HBP_HIDDEN void hbp_finalize(void);              /* before PMPI_Finalize */
+/* ---- ending.c ---- */
+/* How this rank ended (HBP_END_*), into its file's header at once; the first
+ * call wins (but MPI_Finalize). Async-signal-safe. */
+HBP_HIDDEN void hbp_end_set(uint32_t how, int32_t detail);
+HBP_HIDDEN void hbp_abort_seen(int errorcode);   /* before PMPI_Abort */
+HBP_HIDDEN void hbp_end_hooks_install(void);     /* once the rank file is open */
 HBP_HIDDEN void hbp_segment_end(unsigned coll);  /* inside a boundary wrapper */
 HBP_HIDDEN uint64_t hbp_comp_read(void);
 HBP_HIDDEN void hbp_fail(const char *what, int err) HBP_COLD;
@@ -199,6 +216,8 @@ HBP_HIDDEN void hbp_run_finalize(int ok);   /* ok: this rank's file is complete 
 extern const unsigned hbp_wrap_count HBP_HIDDEN;
 extern const char *const hbp_wrap_name[] HBP_HIDDEN;
 extern const unsigned char hbp_wrap_collective[] HBP_HIDDEN;
+enum { HBP_KIND_COLLECTIVE = 1, HBP_KIND_P2P = 2, HBP_KIND_POLLING = 3, HBP_KIND_OTHER = 4 };
+extern const unsigned char hbp_wrap_kind[] HBP_HIDDEN;   /* HBP_KIND_* */
 extern unsigned char hbp_beat_on[] HBP_HIDDEN;   /* 0, or the event of its beats */
 HBP_HIDDEN void hbp_beats_init(void);            /* after PMPI_Init* succeeded */
 HBP_HIDDEN int  hbp_beat_enter(void);
@@ -254,12 +273,20 @@ static inline uint64_t hbp_comp_now(void)
 }
 
 /* close the current stretch of computation (an estimate may have run ahead
- * of the next real reading: never count backwards) */
+ * of the next real reading: never count backwards); the polls made in it
+ * without a clock reading are taken out at their sampled mean cost */
 static inline void hbp_comp_pause(void)
 {
     uint64_t c = hbp_comp_now();
-    if (c > hbp_g.comp_mark)
-        hbp_g.acc[HBP_M_COMPUTATION] += c - hbp_g.comp_mark;
+    if (c > hbp_g.comp_mark) {
+        uint64_t d = c - hbp_g.comp_mark;
+        if (hbp_g.poll_pending > 0) {
+            double est = hbp_g.poll_pending;
+            d = est >= (double)d ? 0 : d - (uint64_t)est;
+        }
+        hbp_g.acc[HBP_M_COMPUTATION] += d;
+    }
+    hbp_g.poll_pending = 0.0;
     hbp_g.comp_mark = c;
 }
 
@@ -287,6 +314,50 @@ static inline void hbp_leave(void)
     if (c > hbp_g.comp_mark)
         hbp_g.comp_mark = c;
     hbp_tls.depth = 0;
+}
+
+/*
+ * The sampled path (classes poll and local: MPI_Test*, Iprobe, Improbe,
+ * Request_get_status, Win_test; MPI_Comm_rank, MPI_Type_size and the other
+ * local calls). Such a call costs 5-30 ns in MPI; two clock reads would cost
+ * 60-100. So wrapper i reads no clock but on its first call and one call in
+ * HBP_POLL_SAMPLE after, which go the full way and measure what the call cost
+ * in computation-counter units (hbp_call_mean[i], a moving mean); each other
+ * call adds that mean to hbp_g.poll_pending, which the next hbp_comp_pause
+ * takes out of the computation. With the injector on, every call goes the
+ * full way (it may be delayed).
+ * Returns 0: pass through; 1: unsampled; 2: full (hbp_enter); 3: sampled.
+ */
+#define HBP_POLL_SAMPLE 64u
+
+extern uint32_t hbp_call_n[] HBP_HIDDEN;     /* generated, by wrapper number */
+extern double hbp_call_mean[] HBP_HIDDEN;
+HBP_HIDDEN int hbp_poll_sample_enter(void);
+HBP_HIDDEN void hbp_poll_sample_leave(unsigned i);
+
+static inline __attribute__((always_inline)) int hbp_poll_enter(unsigned i)
+{
+    struct hbp_tls *t = &hbp_tls;
+    if (!t->main || t->depth || hbp_state() != HBP_S_ON)
+        return 0;
+    if (__builtin_expect((hbp_g.inj.families & HBP_INJ_MPI) != 0, 0))
+        return hbp_enter(HBP_INJ_MPI) ? 2 : 0;
+    if (__builtin_expect((++hbp_call_n[i] & (HBP_POLL_SAMPLE - 1)) != 1, 1)) {
+        t->depth = 1;
+        hbp_g.poll_pending += hbp_call_mean[i];
+        return 1;
+    }
+    return hbp_poll_sample_enter();
+}
+
+static inline __attribute__((always_inline)) void hbp_poll_leave(int how, unsigned i)
+{
+    if (how == 3)
+        hbp_poll_sample_leave(i);
+    else if (how == 2)
+        hbp_leave();
+    else
+        hbp_tls.depth = 0;
 }
 
 static inline void hbp_add(unsigned m, uint64_t v)

@@ -158,8 +158,8 @@ int hbp_file_finish(void)
     h->run_ns = hbp_g.run_ns;
     if (rc == 0)
         __atomic_store_n(&h->flags, h->flags | HBP_FLAG_COMPLETE, __ATOMIC_RELEASE);
+    __atomic_store_n(&w->hdr, NULL, __ATOMIC_RELEASE);   /* before the unmap: signal handlers */
     munmap(h, HBP_RANK_DATA_OFFSET);
-    w->hdr = NULL;
     return rc;
 }
 
@@ -208,8 +208,9 @@ void hbp_file_close(int unlink_it)
         w->ext = NULL;
     }
     if (w->hdr) {
-        munmap(w->hdr, HBP_RANK_DATA_OFFSET);
-        w->hdr = NULL;
+        struct hbp_file_header *h = w->hdr;
+        __atomic_store_n(&w->hdr, NULL, __ATOMIC_RELEASE);
+        munmap(h, HBP_RANK_DATA_OFFSET);
     }
     if (w->fd >= 0) {
         syscall(SYS_close, w->fd);

@@ -354,9 +354,11 @@ static void root_merge_metric(struct root *R, unsigned m, int n)
 static int root_finish(struct root *R, int n, int csv)
 {
     struct sink *s = &R->sink;
-    int partial = 0;
+    int partial = 0, orphaned = 0;
     uint64_t run_ns = 0;
     for (int r = 0; r < n; r++) {
+        if (R->ranks[r].flags & HBP_RANK_ORPHANED)
+            orphaned = 1;
         if ((R->ranks[r].flags & HBP_RANK_OK) && R->received[r] != R->ranks[r].segment_count) {
             R->ranks[r].flags |= HBP_RANK_INCOMPLETE;
             partial = 1;
@@ -380,7 +382,8 @@ static int root_finish(struct root *R, int n, int csv)
     memset(&h, 0, sizeof h);
     hbp_fill_header(&h, 1);
     h.flags = HBP_FLAG_RUN_FILE | HBP_FLAG_COMPLETE | (csv ? HBP_FLAG_INJECT : 0) |
-              (hbp_g.preload ? HBP_FLAG_PRELOAD : 0) | (partial ? HBP_FLAG_PARTIAL : 0);
+              (hbp_g.preload ? HBP_FLAG_PRELOAD : 0) | (partial ? HBP_FLAG_PARTIAL : 0) |
+              (orphaned ? HBP_FLAG_ORPHANED : 0);
     h.run_ns = run_ns;
     h.segment_count = R->total;
     h.metric_table_offset = R->metric_off;
@@ -455,6 +458,9 @@ void hbp_run_finalize(int ok)
     mine.start_mono_ns = hbp_g.t0;
     mine.pid = (uint32_t)hbp_g.pid;
     mine.comp_source = ok ? hbp_g.comp_source : HBP_COMP_NONE;
+    mine.end_how = HBP_END_FINALIZED;
+    if (hbp_g.ppid && getppid() != hbp_g.ppid)
+        mine.flags |= HBP_RANK_ORPHANED;   /* mpirun (or its daemon) died during the run */
     memcpy(mine.host, hbp_g.host, sizeof mine.host);
     PMPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, R ? R->ranks : NULL, (int)sizeof mine,
                 MPI_BYTE, 0, comm);

@@ -35,6 +35,18 @@
 
 #include "internal.h"
 
+#include <stdlib.h>
+
+/* ---- the Fortran wrappers (tools/gen_fortran.py; src/fortran.c) ---- */
+
+/* the real Fortran function `name` (dlsym RTLD_NEXT, cached in *cache);
+ * NULL, with one warning, if the MPI library has none */
+HBP_HIDDEN void *hbp_fortran_real(void **cache, const char *name);
+/* a Fortran choice buffer as C sees it: Fortran's MPI_IN_PLACE becomes MPI_IN_PLACE */
+HBP_HIDDEN const void *hbp_fortran_buf(const void *p);
+/* n Fortran datatype handles as a malloc'ed C array (NULL if none or no memory) */
+HBP_HIDDEN MPI_Datatype *hbp_fortran_types(const void *f, int n);
+
 /* ---- sizes of the arguments, for the byte expressions of the list ---- */
 
 static inline uint64_t tsize(MPI_Datatype dt)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,9 +55,10 @@ TOKEN = re.compile(r"\.\.\.|[A-Za-z_]\w*|\[[^\]]*\]|\S")
 class Param:
     type_tokens: tuple[str, ...]    # without the name; an array is a trailing "*"
     name: str | None
+    dims: tuple[str, ...] = ()      # an array of arrays: the inner dimensions ("[3]")
 
     def type_key(self) -> tuple[str, ...]:
-        return self.type_tokens
+        return self.type_tokens + self.dims
 
     def type_text(self) -> str:
         s = ""
@@ -69,6 +71,8 @@ class Param:
 
     def decl(self, name: str) -> str:
         t = self.type_text()
+        if self.dims:   # int ranges[][3]: a pointer to arrays of 3
+            return f"{t[:-1].rstrip()} (*{name}){''.join(self.dims)}"
         return f"{t}{name}" if t.endswith("*") else f"{t} {name}"
 
 
@@ -121,16 +125,16 @@ def split_top(text: str, sep: str) -> list[str]:
 
 def parse_param(text: str) -> Param:
     toks = [t for t in TOKEN.findall(text) if t not in QUALIFIERS_DROPPED]
-    arrays = 0
+    dims: list[str] = []
     while toks and toks[-1].startswith("["):
-        toks.pop()
-        arrays += 1
+        dims.insert(0, "[" + toks.pop()[1:-1].strip() + "]")
     if not toks or any(t in "(){};," for t in toks):
         raise ListError(f"cannot parse the parameter '{text.strip()}'")
     name = None
     if len(toks) > 1 and re.fullmatch(r"[A-Za-z_]\w*", toks[-1]) and toks[-1] not in TYPE_WORDS:
         name = toks.pop()
-    return Param(tuple(toks) + ("*",) * arrays, name)
+    # the first dimension decays to a pointer; inner ones stay part of the type
+    return Param(tuple(toks) + (("*",) if dims else ()), name, tuple(dims[1:]))
 
 
 def parse_params(text: str) -> tuple[tuple[Param, ...], bool]:
@@ -234,6 +238,7 @@ class MpiClass:
     family: str | None               # HBP_INJ_*; None: start/finalize
     call: str | None                 # the counting statement, or None (time only)
     keys: frozenset[str] = frozenset()
+    poll: bool = False               # time only, through the cheap polling path
 
 
 def _count(metric: str) -> MpiClass:
@@ -251,7 +256,10 @@ def _io(metric: str, bytes_metric: str | None = None) -> MpiClass:
 MPI_CLASSES = {
     "start": MpiClass(None, None),
     "finalize": MpiClass(None, None),
+    "abort": MpiClass(None, None),
     "time": MpiClass("HBP_INJ_MPI", None),
+    "poll": MpiClass("HBP_INJ_MPI", None, poll=True),
+    "local": MpiClass("HBP_INJ_MPI", None, poll=True),
     "p2p_blocking": _count("HBP_M_P2P_BLOCKING"),
     "p2p_nonblocking": _count("HBP_M_P2P_NONBLOCKING"),
     "one_to_all": _count("HBP_M_COLL_ONE_TO_ALL"),
@@ -299,7 +307,7 @@ def check_mpi(e: Entry, protos: dict[str, Prototype | None]) -> Prototype:
     if e.ret not in (None, "int"):
         raise ListError(f"{e.name}: an MPI function returns int, the list says {e.ret}")
     if e.params is None:
-        params = tuple(Param(p.type_tokens, p.name or f"p{i + 1}") for i, p in enumerate(h.params))
+        params = tuple(Param(p.type_tokens, p.name or f"p{i + 1}", p.dims) for i, p in enumerate(h.params))
     else:
         if e.variadic or [p.type_key() for p in e.params] != [p.type_key() for p in h.params]:
             listed = Prototype("int", e.params, e.variadic)
@@ -311,6 +319,8 @@ def check_mpi(e: Entry, protos: dict[str, Prototype | None]) -> Prototype:
     names = [p.name for p in params]
     if RESERVED & set(names) or len(set(names)) != len(names):
         raise ListError(f"{e.name}: parameter names must be distinct and not {', '.join(sorted(RESERVED))}")
+    if e.cls == "abort" and not any(p.name == "errorcode" and p.type_key() == ("int",) for p in params):
+        raise ListError(f"{e.name}: class abort needs its error code as an int parameter named errorcode")
     if e.cls == "boundary" and not any(p.name == "comm" and p.type_key() == ("MPI_Comm",) for p in params):
         raise ListError(f"{e.name}: a boundary needs its communicator as a parameter named comm; "
                         f"give the parameters in the list")
@@ -322,56 +332,188 @@ def gated(expr: str | None) -> str:
     return f"(rc == MPI_SUCCESS ? (uint64_t)({expr}) : 0u)" if expr else "0u"
 
 
-def emit_mpi(e: Entry, proto: Prototype, index: int | None) -> str:
-    """The wrapper of e; index: its number in the beat tables (None: start, finalize)."""
+def count_statement(e: Entry) -> str:
+    """The counting call of e's class with its expressions filled in ("" for time-only classes)."""
     cls = MPI_CLASSES[e.cls]
-    params = ", ".join(p.decl(p.name) for p in proto.params) or "void"
-    args = ", ".join(p.name for p in proto.params)
-    real = f"P{e.name}({args})"
-    head = f"HBP_EXPORT int {e.name}({params})\n{{\n"
+    if not cls.call:
+        return ""
+    calls = e.fields.get("calls")
+    return cls.call.format(
+        calls=f"(uint64_t)({calls})" if calls else "1u", sent=gated(e.fields.get("sent")),
+        received=gated(e.fields.get("received")), bytes=gated(e.fields.get("bytes")),
+        code="HBP_COLL_" + e.name[4:].upper())
+
+
+def wrapper_body(e: Entry, index: int | None, call: str, after_call: str = "", convert: str = "",
+                 cleanup: str = "") -> str:
+    """The statements of a wrapper of e around `call` (a statement that sets int rc).
+
+    after_call: statements right after the call (the Fortran wrappers take rc from ierr);
+    convert/cleanup: around the counting, while profiling (the Fortran wrappers' handle
+    conversions). Start and finalize have no index."""
+    cls = MPI_CLASSES[e.cls]
     if e.cls == "start":
-        return head + f"    int rc = {real};\n    if (rc == MPI_SUCCESS) {{\n        hbp_beats_init();\n" \
-                      f"        hbp_start();\n    }}\n    return rc;\n}}\n"
+        return (f"    {call}\n{after_call}    if (rc == MPI_SUCCESS) {{\n        hbp_beats_init();\n"
+                f"        hbp_start();\n    }}\n")
     if e.cls == "finalize":
-        return head + f"    hbp_finalize();   /* collective: every participating rank must join */\n" \
-                      f"    return {real};\n}}\n"
+        return f"    hbp_finalize();   /* collective: every participating rank must join */\n    {call}\n{after_call}"
+    if e.cls == "abort":
+        return f"{convert.replace(8 * ' ', 4 * ' ')}    hbp_abort_seen(errorcode);\n    {call}\n{after_call}"
     # the beat (when on) is taken before the counting, inside the profiled call, so that
     # the tracer's work counts as MPI time and never as computation or I/O
+    enter, leave = (f"hbp_poll_enter({index})", f"hbp_poll_leave(on, {index});") if cls.poll else \
+        (f"hbp_enter({cls.family})", "hbp_leave();")
     body = (f"    int beat = hbp_beat_want({index});\n"
-            f"    int on = hbp_enter({cls.family});\n"
+            f"    int on = {enter};\n"
             f"    uint64_t t0 = beat ? hbp_now_ns() : 0;\n"
-            f"    int rc = {real};\n"
+            f"    {call}\n{after_call}"
             f"    if (beat)\n        hbp_beat_done({index}, (const void *)&{e.name}, t0);\n"
             f"    if (on) {{\n")
-    if cls.call:
-        calls = e.fields.get("calls")
-        body += "        " + cls.call.format(
-            calls=f"(uint64_t)({calls})" if calls else "1u", sent=gated(e.fields.get("sent")),
-            received=gated(e.fields.get("received")), bytes=gated(e.fields.get("bytes")),
-            code="HBP_COLL_" + e.name[4:].upper()) + "\n"
-    return head + body + "        hbp_leave();\n    }\n    return rc;\n}\n"
+    stmt = count_statement(e)
+    if stmt:
+        body += convert + "        " + stmt + "\n" + cleanup
+    return body + f"        {leave}\n    }}\n"
 
 
-def beat_tables(beating: list[Entry]) -> str:
-    """The tables of beats.c: every function that can beat, by wrapper number."""
+def emit_mpi(e: Entry, proto: Prototype, index: int | None) -> str:
+    """The C wrapper of e; index: its number in the beat tables (None: start, finalize)."""
+    params = ", ".join(p.decl(p.name) for p in proto.params) or "void"
+    args = ", ".join(p.name for p in proto.params)
+    head = f"HBP_EXPORT int {e.name}({params})\n{{\n"
+    return head + wrapper_body(e, index, f"int rc = P{e.name}({args});") + "    return rc;\n}\n"
+
+
+def beat_tables(beating: list[Entry], kinds: dict[str, str]) -> str:
+    """The tables of beats.c: every function that can beat, by wrapper number; and every
+    wrapped function with its kind (collective, p2p, polling, other)."""
     names = "".join(f'    "{e.name}",\n' for e in beating)
     coll = "".join(f"    {int(e.fields.get('beat') == 'collective')},   /* {e.name} */\n" for e in beating)
+    kind = "".join(f"    HBP_KIND_{kinds[e.name].upper()},   /* {e.name} */\n" for e in beating)
     return (f"\n/* the functions HBTRACE_MPI_BEATS may name, by wrapper number */\n"
             f"const unsigned hbp_wrap_count = {len(beating)};\n"
             f"const char *const hbp_wrap_name[{len(beating)}] = {{\n{names}}};\n"
             f"/* 1: a blocking collective (beat=collective in the list), beats by default */\n"
             f"const unsigned char hbp_wrap_collective[{len(beating)}] = {{\n{coll}}};\n"
-            f"unsigned char hbp_beat_on[{len(beating)}];\n")
+            f"/* what kind of call each is (docs: native_tracer/mpi/README.md) */\n"
+            f"const unsigned char hbp_wrap_kind[{len(beating)}] = {{\n{kind}}};\n"
+            f"unsigned char hbp_beat_on[{len(beating)}];\n"
+            f"/* the sampled path (classes poll and local): calls so far, mean cost of the sampled */\n"
+            f"uint32_t hbp_call_n[{len(beating)}];\n"
+            f"double hbp_call_mean[{len(beating)}];\n")
 
 
-def generate_mpi(list_path: Path, header_text: str) -> str:
-    protos = header_prototypes(header_text, "P?MPI_")
+# ---------------------------------------------------------------------------
+# mpi: every function of the header
+
+# Functions of mpi.h that are not wrapped, by rule (tests/test_mpi_wrappers.py holds the
+# same reasons): they return no error code, or take variable arguments.
+def not_wrapped(name: str, proto: Prototype) -> str | None:
+    """Why the header's function `name` is not wrapped, or None if it is."""
+    if re.search(r"_(c2f|f2c)$", name):
+        return "a handle conversion between C and Fortran: local, a few ns (the profiler calls it itself)"
+    if proto.ret != "int":
+        return f"returns {proto.ret}, not an error code (MPI_Wtime, MPI_Wtick: local clock reads)"
+    if proto.variadic:
+        return "takes variable arguments (MPI_Pcontrol: a request to the profiler, costs nothing)"
+    return None
+
+
+_POLLING = r"Test|Testall|Testany|Testsome|Iprobe|Improbe|Request_get_status|Win_test"
+_COLL_OPS = (r"Barrier|Bcast|Gatherv?|Scatterv?|Allgatherv?|Alltoall[vw]?|Reduce|Allreduce|Reduce_scatter"
+             r"|Reduce_scatter_block|Scan|Exscan")
+_COLLECTIVE = (rf"I?(?:{_COLL_OPS})|I?Neighbor_\w+|(?:{_COLL_OPS})_init|Comm_(?:create(?:_group|_from_group)?"
+               r"|dup\w*|idup\w*"
+               r"|split\w*|spawn\w*|accept|connect|disconnect|free)|Cart_(?:create|sub)|Graph_create"
+               r"|Dist_graph_create\w*|Intercomm_(?:create|merge)|Win_(?:create|create_dynamic|allocate\w*|fence|free)"
+               r"|File_(?:open|close|set_view|set_size|preallocate|set_atomicity|sync|set_info|\w+_all"
+               r"|\w+_all_(?:begin|end)|\w+_ordered|\w+_ordered_(?:begin|end))|Finalize|Init|Init_thread")
+_P2P = (r"I?[BSR]?send|I?recv|[BSR]?send_init|Recv_init|Sendrecv\w*|M?probe|I?mrecv|Start|Startall|Cancel"
+        r"|Request_free|Wait|Waitall|Waitany|Waitsome|Buffer_(?:attach|detach)|Put|Get|Accumulate"
+        r"|Get_accumulate|Fetch_and_op|Compare_and_swap|R(?:put|get|accumulate|get_accumulate)"
+        r"|Win_(?:lock\w*|unlock\w*|flush\w*|sync|start|complete|post|wait)")
+
+
+def mpi_kind(name: str) -> str:
+    """collective, p2p (point-to-point, one-sided, completion), polling or other, by name
+    (any case: the nonblocking forms are I + the name, Ialltoallv)."""
+    short = name[4:]
+    for kind, pat in (("polling", _POLLING), ("collective", _COLLECTIVE), ("p2p", _P2P)):
+        if re.fullmatch(pat, short, re.IGNORECASE):
+            return kind
+    return "other"
+
+
+# "other" functions whose cost depends on their data or on something outside the process:
+# measured on every call, never estimated from samples
+_OTHER_MEASURED = r"Pack|Unpack|Pack_external|Unpack_external|Reduce_local|Alloc_mem|Free_mem|Lookup_name" \
+                  r"|Publish_name|Unpublish_name|Open_port|Close_port|Comm_join|Register_datarep"
+
+
+def auto_entry(name: str) -> Entry:
+    """A header function the list does not name: time only. Polling calls take the sampled
+    path (class poll), and so do the local queries and constructors of kind other (class
+    local: MPI_Comm_rank, MPI_Type_size, MPI_Type_commit, ...: a few ns each, two clock
+    reads would cost 20 times that); MPI-IO takes the injector's mpiio family."""
+    kind = mpi_kind(name)
+    if kind == "polling":
+        cls = "poll"
+    elif name.startswith("MPI_File_"):
+        cls = "io_time"
+    elif kind == "other" and not re.fullmatch(_OTHER_MEASURED, name[4:]):
+        cls = "local"
+    else:
+        cls = "time"
+    return Entry("mpi.h", name, cls, None, None, False, {})
+
+
+def catalog(list_path: Path, header_text: str) -> tuple[list[Entry], dict[str, str], dict[str, Prototype]]:
+    """(the wrapped functions: the list's lines, then every other function mpi.h declares,
+    by name; {name: why it is not wrapped}; the header's prototypes)."""
+    protos = {n: p for n, p in header_prototypes(header_text, "P?MPI_").items()}
     entries = parse_list(list_path, MPI_KEYS)
+    listed = {e.name for e in entries}
+    skipped: dict[str, str] = {}
+    for name in sorted(n for n in protos if n.startswith("MPI_")):
+        proto = protos[name]
+        if name in listed or proto is None or "P" + name not in protos:
+            continue   # check_mpi judges listed ones; the others fail loudly there when listed
+        why = not_wrapped(name, proto)
+        if why:
+            skipped[name] = why
+        else:
+            entries.append(auto_entry(name))
+    return entries, skipped, protos
+
+
+def header_params(e: Entry, proto: Prototype) -> Prototype:
+    """A header function's prototype with its parameters renamed p1, p2, ... (names the
+    header gives could clash with the wrapper's own variables)."""
+    return Prototype(proto.ret, tuple(Param(p.type_tokens, f"p{i + 1}", p.dims)
+                                      for i, p in enumerate(proto.params)), proto.variadic)
+
+
+def generate_mpi(list_path: Path, header_text: str, fortran_symbols: set[str] | None = None) -> str:
+    from gen_fortran import emit_fortran
+    entries, skipped, protos = catalog(list_path, header_text)
     beating = [e for e in entries if MPI_CLASSES.get(e.cls, MPI_CLASSES["time"]).family is not None]
     index = {e.name: i for i, e in enumerate(beating)}
-    text = render(list_path, entries, lambda e: emit_mpi(e, check_mpi(e, protos), index.get(e.name)),
-                  "wrap_mpi.h", " and the installed mpi.h")
-    return text + beat_tables(beating)
+    kinds = {e.name: mpi_kind(e.name) for e in entries}
+    fsyms = fortran_symbols or set()
+
+    def emit(e: Entry) -> str:
+        if e.where == "mpi.h":
+            proto = check_mpi(Entry(e.where, e.name, e.cls, None, None, False, {}),
+                              {e.name: header_params(e, protos[e.name]),
+                               "P" + e.name: header_params(e, protos["P" + e.name])})
+        else:
+            proto = check_mpi(e, protos)
+        text = emit_mpi(e, proto, index.get(e.name))
+        return text + emit_fortran(e, proto, index.get(e.name), fsyms)
+
+    text = render(list_path, entries, emit, "wrap_mpi.h", " and the installed mpi.h" +
+                  (" and the Fortran libraries' symbols" if fsyms else ""))
+    not_w = "".join(f" *   {n}: {why}\n" for n, why in sorted(skipped.items()))
+    return text + f"\n/*\n * Declared by mpi.h and not wrapped:\n{not_w} */\n" + beat_tables(beating, kinds)
 
 
 # ---------------------------------------------------------------------------
@@ -444,7 +586,9 @@ def render(list_path: Path, entries: list[Entry], emit, include: str, also_from:
         raise ListError("\n".join(errors))
     top = (f"/*\n * Generated by tools/gen_wrappers.py from src/{list_path.name}{also_from};\n"
            f" * do not edit. {len(entries)} wrappers.\n */\n"
-           f'#include "{include}"\n\n')
+           f'#include "{include}"\n\n'
+           f"/* deprecated functions are wrapped too: programs still call them */\n"
+           f'#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n\n')
     return top + "\n".join(out)
 
 
@@ -455,13 +599,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("kind", choices=["mpi", "posix"])
     ap.add_argument("list", type=Path)
     ap.add_argument("--header", type=Path, help="mpi: the preprocessed mpi.h (mpicc -E -P)")
+    ap.add_argument("--fortran-symbols", type=Path,
+                    help="mpi: the symbols the MPI Fortran libraries export (nm -D), one a line; Fortran "
+                         "entry points are wrapped only where the library has them and their PMPI twins")
     ap.add_argument("-o", "--output", type=Path, required=True)
     args = ap.parse_args(argv)
     try:
         if args.kind == "mpi":
             if args.header is None:
                 ap.error("mpi needs --header")
-            text = generate_mpi(args.list, args.header.read_text())
+            syms = set(args.fortran_symbols.read_text().split()) if args.fortran_symbols else None
+            text = generate_mpi(args.list, args.header.read_text(), syms)
         else:
             text = generate_posix(args.list)
     except (ListError, OSError) as e:
@@ -473,4 +621,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # run as the module gen_wrappers, the one gen_fortran imports (one ListError, one table)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gen_wrappers
+    sys.exit(gen_wrappers.main(sys.argv[1:]))
