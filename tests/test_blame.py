@@ -116,3 +116,32 @@ def test_a_death_is_blamed_on_the_thread_it_came_from(tmp_path, kind, label, sta
             assert not tl[k][-1]["ended_process"]
     d = diagnose(out)
     assert {t["status"] for t in d.values()} == {"shutdown"}  # the process died around every thread
+
+
+def test_a_model_keeps_each_threads_normal_work_and_judges_the_master_by_it(tmp_path):
+    normal = []
+    for i in range(2):
+        r, out, _ = record(tmp_path, f"n{i}")
+        assert r.returncode == 0, r.stderr
+        normal.append(out)
+    model = tmp_path / "model.json"
+    r = run_hbtool("train", "--normal", *normal, "-o", model)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(model.read_text())
+    assert sorted(doc["work"]) == [str(k) for k in range(THREADS)] and all(v > 0 for v in doc["work"].values())
+    assert doc["ranges"]["WR"][1] >= 3.0   # never tighter than the built-in bound
+    # the master stalls: its team cannot judge it, the model's normal runs can
+    r, out, truth = record(tmp_path, "busy0", "--inject", "busy", "--thread", "0", "--beat", "300",
+                           "--inject-wait-ms", str(WAIT_MS))
+    assert r.returncode == 0 and truth["fired"], r.stderr
+    r = run_hbtool("diagnose", out, "--model", model, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+    assert d[0]["status"] == "memoryleak" and "model's normal runs" in d[0]["WR_against"], d[0]
+    assert all(d[k]["status"] == "normal" for k in range(1, THREADS)), d
+    # a damaged work table: one line, exit 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**doc, "work": {"0": -1}}))
+    r = run_hbtool("diagnose", out, "--model", bad)
+    assert r.returncode == 2 and "work per thread is damaged" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
