@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import HeartbeatTrace
-from .features import FEATURES, FeatureSettings, Series, compute_features, make_series, too_few_beats
+from .features import FEATURES, FeatureSettings, LazySeries, Series, compute_features, make_series, too_few_beats
 from .summary import summarize_threads
 
 KEY = ["run", "process", "thread"]
@@ -17,17 +17,20 @@ REFERENCE_COLUMNS = ["reference_kind", "reference_run", "reference_process", "re
 
 
 def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
+    loaders = getattr(trace, "thread_loaders", None)
+    if loaders is not None:  # a StreamedTrace: each thread's beats read from the file when needed
+        return {k: LazySeries(load, n, settings.window) for k, n, load in loaders()}
     return {k: make_series(g["t"].to_numpy(), settings.window) for k, g in trace.threads()}
 
 
 def team_reference(series: dict[tuple, Series], settings: FeatureSettings):
     """The thread whose (beats, completion time, mean heart rate) lies closest to the
     team's median of each (log scale); None when no thread has features."""
-    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.t[-1] > 0}
+    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.last_t() > 0}
     if not cand:
         return None
     keys = list(cand)
-    vec = np.array([[np.log(s.beats), np.log(s.t[-1]), np.log(max(np.nanmean(s.hr[settings.window:]), 1e-300))]
+    vec = np.array([[np.log(s.beats), np.log(s.last_t()), np.log(max(s.mean_hr(settings.window), 1e-300))]
                     for s in cand.values()])
     med = np.median(vec, axis=0)
     d = np.abs(vec - med).sum(axis=1)
@@ -52,7 +55,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     """
     settings = settings or FeatureSettings()
     series = thread_series(trace, settings)
-    summary = summarize_threads(trace).set_index(KEY) if len(trace.beats) else None
+    summary = summarize_threads(trace).set_index(KEY) if trace.beat_count() else None
     ref_series, ref_default = {}, None
     if reference is not None:
         rs = thread_series(reference, settings)

@@ -88,7 +88,7 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
         bad_end = pend is None or pend.abnormal
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
         tids = set(ev["os_tid"].tolist())
-        tids |= set(trace.beats.loc[(trace.beats["run"] == run) & (trace.beats["process"] == process), "os_tid"].tolist())
+        tids |= _beat_tids(trace, run, process)
         for tid in sorted(t for t in tids if t >= 0):
             te = ev[(ev["os_tid"] == tid) & (ev["kind"] == "thread_end")]
             if len(te):
@@ -138,7 +138,7 @@ def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame) -> pd.DataFrame:
     ev = trace.events
     if not len(ev):
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    b = trace.beats
+    b = _beats_or_stats(trace)
     seen = set(zip(b["run"].astype(str), b["process"], b["os_tid"])) if len(b) else set()
     ends = thread_endings(trace)
     end_by_tid = {(r.run, r.process, r.os_tid): r for r in ends.itertuples()}
@@ -162,13 +162,30 @@ def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
+def _beats_or_stats(trace: HeartbeatTrace) -> pd.DataFrame:
+    """The beats table, or for a trace whose beats stay in the file its per-thread stats
+    (both have run, process, thread, os_tid)."""
+    stats = getattr(trace, "stats", None)
+    return stats if stats is not None else trace.beats
+
+
+def _beat_tids(trace: HeartbeatTrace, run, process) -> set:
+    """OS threads of one process that made beats."""
+    b = _beats_or_stats(trace)
+    return set(b.loc[(b["run"] == run) & (b["process"] == process), "os_tid"].tolist())
+
+
 def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
-    b = trace.beats
+    stats = getattr(trace, "stats", None)
+    b = stats if stats is not None else trace.beats
     cols = SUMMARY_COLUMNS
     if not len(b):
         return pd.DataFrame(columns=cols)
     g = b.groupby(["run", "process", "thread"], sort=False, observed=True)
-    s = g.agg(beats=("t", "size"), first_s=("t", "min"), last_s=("t", "max")).reset_index()
+    if stats is not None:  # beats summarised per OS thread and source by the reader
+        s = g.agg(beats=("beats", "sum"), first_s=("first_s", "min"), last_s=("last_s", "max")).reset_index()
+    else:
+        s = g.agg(beats=("t", "size"), first_s=("t", "min"), last_s=("t", "max")).reset_index()
     s["duration_s"] = s["last_s"] - s["first_s"]
     with np.errstate(divide="ignore", invalid="ignore"):
         s["mean_rate"] = np.where(s["duration_s"] > 0, (s["beats"] - 1) / s["duration_s"], np.nan)

@@ -34,8 +34,8 @@ def info(paths, beats, fmt):
     from ..analyzers.summary import summarize_threads, wait_times
     from .hsa_common import read_all
 
-    trace = read_all(paths, beats=beats, need_beats=False)
-    if not len(trace.beats) and not len(trace.events):
+    trace = read_all(paths, beats=beats, need_beats=False, stream=True)
+    if not trace.beat_count() and not len(trace.events):
         raise click.UsageError(f"{', '.join(paths)}: the trace holds no heartbeats and no lifecycle records")
     s = summarize_threads(trace, beatless=True)
     waits = wait_times(trace)

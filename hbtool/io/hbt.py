@@ -38,6 +38,7 @@ FLAG_CONVERTED = 0x2
 
 REC_BEAT = 1
 REC_NAME = 14
+REC_PROBE = 15  # t_ns holds a value, not a time
 REC_WAIT = 17
 #: largest code _dense maps with a table (construct ids are at most a few thousand)
 DENSE_MAX = 1 << 20
@@ -130,8 +131,11 @@ def is_hbt(head: bytes) -> bool:
 # --------------------------------------------------------------------------- reading
 
 
-def _parse_header(buf, path: str) -> tuple[np.void, str]:
-    size = len(buf)
+def _parse_header(buf, path: str, size: int | None = None) -> tuple[np.void, str]:
+    """The header of a file of `size` bytes (default len(buf)) whose first bytes are `buf`."""
+    size = len(buf) if size is None else size
+    if len(buf) < min(size, HEADER_SIZE):
+        raise TraceFormatError(f"{path}: the file shrank while being read")
     if size < HEADER_SIZE:
         raise TraceFormatError(
             f"{path}: only {size} bytes, shorter than the {HEADER_SIZE}-byte header of an hbtrace file"
@@ -182,7 +186,12 @@ def _parse_header(buf, path: str) -> tuple[np.void, str]:
 
 def _parse_metadata(buf, hdr) -> dict[str, str]:
     mo, ml = int(hdr["meta_offset"]), int(hdr["meta_length"])
-    text = bytes(buf[mo : mo + ml]).decode("utf-8", errors="replace")
+    return metadata_text(bytes(buf[mo : mo + ml]))
+
+
+def metadata_text(raw: bytes) -> dict[str, str]:
+    """The metadata section's "key=value" lines as a dict."""
+    text = raw.decode("utf-8", errors="replace")
     meta = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -191,17 +200,21 @@ def _parse_metadata(buf, hdr) -> dict[str, str]:
     return meta
 
 
-def read_hbt_file(path: str | os.PathLike) -> dict:
+def read_hbt_file(path: str | os.PathLike, fh=None) -> dict:
     """Parse one binary trace file into raw arrays (no run assembly).
 
     Returns a dict with ``header`` (dict), ``meta`` (dict), ``records``
     (structured array with extra fields os_tid, thread_slot, order),
-    and ``warnings``.
+    and ``warnings``. `fh`: the file already open (read from its start).
     """
     path = str(path)
     warnings: list[str] = []
-    with open(path, "rb") as fh:
+    if fh is not None:
+        fh.seek(0)
         buf = fh.read()
+    else:
+        with open(path, "rb") as f:
+            buf = f.read()
     size = len(buf)
     if size == 0:
         raise TraceFormatError(f"{path}: empty file, not an hbtrace file")
@@ -248,21 +261,7 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
         padded[: raw.size] = raw
         raw = padded
     heads = raw.reshape(nchunks, chunk)[:, :SLOT_SIZE].copy().view(hdt).reshape(nchunks)
-    magic = heads["magic"]
-    used = magic == CHUNK_MAGIC
-    bad = ~used & (magic != 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise TraceFormatError(
-            f"{path}: corrupted chunk header at byte {do + i * chunk} (bad magic {int(magic[i]):#x})"
-        )
-    badcap = used & (heads["capacity"] != spc)
-    if badcap.any():
-        i = int(np.flatnonzero(badcap)[0])
-        raise TraceFormatError(
-            f"{path}: corrupted chunk header at byte {do + i * chunk} "
-            f"(capacity {int(heads['capacity'][i])}, expected {spc})"
-        )
+    used = used_chunks(heads, spc, path, do, chunk)
     # used chunks in record order: by thread slot, then the thread's chunk sequence
     idx = np.flatnonzero(used)
     idx = idx[np.lexsort((heads["chunk_seq"][idx], heads["thread_slot"][idx]))]
@@ -281,7 +280,52 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
     tid = np.repeat(h["os_tid"].astype(np.int64), counts)
     out["os_tid"] = np.where(tid == 0, -1, tid)  # 0: unknown (converted files)
     out["thread_slot"] = np.repeat(h["thread_slot"].astype(np.int64), counts)
+    bad = bad_times(out["kind"], out["t_ns"], int(hdr["start_mono_ns"]))
+    if bad.any():
+        warnings.append(bad_time_warning(path, int(bad.sum())))
+        out = {k: v[~bad] for k, v in out.items()}
     return out
+
+
+def used_chunks(heads: np.ndarray, spc: int, path, first_byte: int, chunk: int) -> np.ndarray:
+    """Which of these chunk headers (the first at byte `first_byte`) are in use; a
+    TraceFormatError for a bad magic number or capacity."""
+    magic = heads["magic"]
+    used = magic == CHUNK_MAGIC
+    bad = ~used & (magic != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceFormatError(
+            f"{path}: corrupted chunk header at byte {first_byte + i * chunk} (bad magic {int(magic[i]):#x})"
+        )
+    badcap = used & (heads["capacity"] != spc)
+    if badcap.any():
+        i = int(np.flatnonzero(badcap)[0])
+        raise TraceFormatError(
+            f"{path}: corrupted chunk header at byte {first_byte + i * chunk} "
+            f"(capacity {int(heads['capacity'][i])}, expected {spc})"
+        )
+    return used
+
+
+def bad_times(kind: np.ndarray, t_ns: np.ndarray, start_mono_ns: int) -> np.ndarray:
+    """Records whose time stamp cannot be right: more than config.MAX_TRACE_SPAN_NS from the
+    tracer's start (a corrupted file; such a time would also overflow the analyses' clocks).
+    Records that hold no time in t_ns (names, probe values) are never flagged."""
+    lo, hi = time_bounds(start_mono_ns)
+    timed = (kind != REC_NAME) & (kind != REC_PROBE)
+    return timed & ((t_ns < lo) | (t_ns > hi))
+
+
+def time_bounds(start_mono_ns: int) -> tuple[np.uint64, np.uint64]:
+    """The plausible record times (raw clock values) of a file whose tracer started then."""
+    return (np.uint64(max(start_mono_ns - config.MAX_TRACE_SPAN_NS, 0)),
+            np.uint64(start_mono_ns + config.MAX_TRACE_SPAN_NS))
+
+
+def bad_time_warning(path, n: int) -> str:
+    return (f"{path}: skipped {n} record{'s' if n != 1 else ''} whose time stamp lies more than "
+            f"{config.MAX_TRACE_SPAN_NS // (365 * 86400 * 10**9)} years from the tracer's start (a corrupted file)")
 
 
 def _monitor_frame(r, sel, t_ns, run, proc, path, warnings) -> pd.DataFrame:
@@ -333,6 +377,9 @@ def _unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     s = seq.astype(np.int64)
     if s.size == 0:
         return s
+    if group[0] == group[-1] and (group == group[0]).all():  # one group: wraps are the only drops
+        if not (np.diff(s) < -(1 << 31)).any():
+            return s
     if (np.diff(group) != 0).sum() >= np.unique(group).size:  # interleaved: unwrap each group apart
         order = np.argsort(group, kind="stable")
         out = np.empty_like(s)
@@ -388,12 +435,17 @@ def process_order(parsed: list[dict], offsets: list[int]) -> list[int]:
 def read_heartbeat_trace(path: Path, options: ReadOptions) -> HeartbeatTrace:
     """The registry's reader: one trace file, or a run directory of them."""
     files, run = trace_paths(path)
+    if options.stream:
+        from .hbt_stream import read_hbt_stream
+
+        return read_hbt_stream([str(f) for f in files], run=run)
     return read_hbt([str(f) for f in files], run=run)
 
 
-def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
-    """Read binary trace files of one run (one file per process)."""
-    parsed = [read_hbt_file(p) for p in paths]
+def read_hbt(paths: list[str], run: str, files: list | None = None) -> HeartbeatTrace:
+    """Read binary trace files of one run (one file per process). `files`: the files
+    already open, in the order of `paths`."""
+    parsed = [read_hbt_file(p, fh) for p, fh in zip(paths, files or [None] * len(paths))]
     warnings = [w for p in parsed for w in p["warnings"]]
     offsets, zero_mono = run_offsets(parsed)
     beats, events, monitor, waits, procmeta = [], [], [], [], []
@@ -431,67 +483,94 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                 }
             )
         )
-        iswait = kind == REC_WAIT
-        if iswait.any():
-            waits.append(pd.DataFrame({
-                "run": run, "process": proc, "thread": thread[iswait], "os_tid": r["os_tid"][iswait],
-                "t_ns": t_ns[iswait], "t": t_ns[iswait] / 1e9,
-                "wait_ns": (r["iter"][iswait].astype(np.uint32).astype(np.int64) << 32)
-                | r["aux"][iswait].astype(np.int64),
-                "sync": _coded(r["flags"][iswait].astype(np.int64) >> 4, SYNC_KINDS, "sync"),
-                "source": _coded(source_code[iswait], SOURCES, "source"),
-                "construct": construct[iswait],
-            }))
-        known = np.isin(kind, list(REC_KINDS))
-        ismon = np.isin(kind, list(MONITOR_KINDS))
-        # instruments (queues, probes, status) are read by hbtool.io.instruments
-        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait
-        if unknown.any():
-            warnings.append(
-                f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
-                f"know (written by a newer tracer?)"
-            )
-        ev = ~isbeat & known
         # the user thread number of an OS thread: the one its beats carry
         btid, first = np.unique(r["os_tid"][isbeat], return_index=True)
         tid_thread = dict(zip(btid.tolist(), thread[isbeat][first].tolist()))
-        ev_tid = r["os_tid"][ev]
-        events.append(
-            pd.DataFrame(
-                {
-                    "run": run,
-                    "process": proc,
-                    "os_tid": ev_tid,
-                    "thread": [tid_thread.get(x, -1) for x in ev_tid.tolist()],
-                    "t_ns": t_ns[ev],
-                    "t": t_ns[ev] / 1e9,
-                    "kind": [REC_KINDS[int(k)] for k in kind[ev]],
-                    "detail": r["aux"][ev].astype(np.int64),
-                    "flags": r["flags"][ev].astype(np.int64),
-                }
-            )
+        w, e, m = side_frames(r, ~isbeat, t_ns, thread, source_code, construct, tid_thread, run, proc, paths[i],
+                              warnings)
+        events.append(e)
+        if w is not None:
+            waits.append(w)
+        if m is not None:
+            monitor.append(m)
+        procmeta.append(process_meta(paths[i], proc, hdr, p["meta"], offsets[i]))
+    return HeartbeatTrace(
+        beats=pd.concat(beats, ignore_index=True),
+        events=pd.concat(events, ignore_index=True),
+        runs={run: run_meta(paths, zero_mono, procmeta)},
+        warnings=warnings,
+        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
+        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
+    )
+
+
+def side_frames(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, source_code: np.ndarray,
+                construct: pd.Categorical, tid_thread: dict, run: str, proc: int, path, warnings: list[str]):
+    """The waits, lifecycle events and monitor records among the records `sel` of one
+    process (every array aligned with `r`): (waits or None, events, monitor or None)."""
+    kind = r["kind"]
+    iswait = sel & (kind == REC_WAIT)
+    waits = None
+    if iswait.any():
+        waits = pd.DataFrame({
+            "run": run, "process": proc, "thread": thread[iswait], "os_tid": r["os_tid"][iswait],
+            "t_ns": t_ns[iswait], "t": t_ns[iswait] / 1e9,
+            "wait_ns": (r["iter"][iswait].astype(np.uint32).astype(np.int64) << 32)
+            | r["aux"][iswait].astype(np.int64),
+            "sync": _coded(r["flags"][iswait].astype(np.int64) >> 4, SYNC_KINDS, "sync"),
+            "source": _coded(source_code[iswait], SOURCES, "source"),
+            "construct": construct[iswait],
+        })
+    known = sel & np.isin(kind, list(REC_KINDS))
+    ismon = sel & np.isin(kind, list(MONITOR_KINDS))
+    # instruments (queues, probes, status) are read by hbtool.io.instruments
+    unknown = sel & (kind != REC_BEAT) & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait
+    if unknown.any():
+        warnings.append(
+            f"{path}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
+            f"know (written by a newer tracer?)"
         )
-        if ismon.any():
-            monitor.append(_monitor_frame(r, ismon, t_ns, run, proc, paths[i], warnings))
-        procmeta.append(
-            {
-                "file": str(paths[i]),
-                "process": int(proc),
-                "pid": int(hdr["pid"]),
-                "rank": int(hdr["rank"]),
-                "host": p["meta"].get("host", ""),
-                "clock": CLOCKS.get(hdr["clock_id"], f"clock {hdr['clock_id']}"),
-                "clock_res_ns": int(hdr["clock_res_ns"]),
-                "start_real_ns": int(hdr["start_real_ns"]),
-                "start_mono_ns": int(hdr["start_mono_ns"]),
-                "t0_offset_ns": int(offsets[i]),
-                "preload": bool(hdr["flags"] & FLAG_PRELOAD),
-                "converted": bool(hdr["flags"] & FLAG_CONVERTED),
-                "lost_records": int(hdr["lost_records"]),
-                "meta": p["meta"],
-            }
-        )
-    meta = {
+    ev = known
+    ev_tid = r["os_tid"][ev]
+    events = pd.DataFrame(
+        {
+            "run": run,
+            "process": proc,
+            "os_tid": ev_tid,
+            "thread": [tid_thread.get(x, -1) for x in ev_tid.tolist()],
+            "t_ns": t_ns[ev],
+            "t": t_ns[ev] / 1e9,
+            "kind": [REC_KINDS[int(k)] for k in kind[ev]],
+            "detail": r["aux"][ev].astype(np.int64),
+            "flags": r["flags"][ev].astype(np.int64),
+        }
+    )
+    monitor = _monitor_frame(r, ismon, t_ns, run, proc, path, warnings) if ismon.any() else None
+    return waits, events, monitor
+
+
+def process_meta(path, proc: int, hdr: dict, meta: dict, offset: int) -> dict:
+    """What a run's metadata says of one of its processes (files)."""
+    return {
+        "file": str(path),
+        "process": int(proc),
+        "pid": int(hdr["pid"]),
+        "rank": int(hdr["rank"]),
+        "host": meta.get("host", ""),
+        "clock": CLOCKS.get(hdr["clock_id"], f"clock {hdr['clock_id']}"),
+        "clock_res_ns": int(hdr["clock_res_ns"]),
+        "start_real_ns": int(hdr["start_real_ns"]),
+        "start_mono_ns": int(hdr["start_mono_ns"]),
+        "t0_offset_ns": int(offset),
+        "preload": bool(hdr["flags"] & FLAG_PRELOAD),
+        "converted": bool(hdr["flags"] & FLAG_CONVERTED),
+        "lost_records": int(hdr["lost_records"]),
+        "meta": meta,
+    }
+
+
+def run_meta(paths: list[str], zero_mono: int | None, procmeta: list[dict]) -> dict:
+    return {
         "format": "hbtrace",
         "source": os.path.commonpath([str(p) for p in paths]) if len(paths) > 1 else str(paths[0]),
         # converted files know lifecycle only if their source did
@@ -500,14 +579,6 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         "lifecycle": all(not pm["converted"] or pm["meta"].get("lifecycle") == "1" for pm in procmeta),
         "processes": procmeta,
     }
-    return HeartbeatTrace(
-        beats=pd.concat(beats, ignore_index=True),
-        events=pd.concat(events, ignore_index=True),
-        runs={run: meta},
-        warnings=warnings,
-        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
-        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
-    )
 
 
 def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,19 @@ BEAT_SOURCES = ("api", "openmp", "mpi")
 #: openmp, else mpi) or one source
 BEAT_CHOICES = ("auto",) + BEAT_SOURCES
 
+#: columns of StreamedTrace.stats: the beats of a trace summarised per (run, process, thread,
+#: OS thread, source), for traces whose beats stay in their files
+STATS_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "source": "category",
+    "beats": "int64",
+    "first_s": "float64",   # the first beat's time, seconds since the run started
+    "last_s": "float64",
+}
+
 #: columns of HeartbeatTrace.waits: time a thread spent waiting in a synchronisation
 #: (tracer `wait` records, automatic only)
 WAIT_COLUMNS: dict[str, str] = {
@@ -200,21 +213,18 @@ class HeartbeatTrace:
             out.setdefault((run, int(process)), {})[str(source)] = int(k)
         return out
 
+    def beat_count(self) -> int:
+        """How many beats the trace holds."""
+        return len(self.beats)
+
     def with_beats(self, which: str = "auto") -> "HeartbeatTrace":
         """The trace with only the beats an analysis should use: `which` one of BEAT_SOURCES,
         or "auto": per process, its api beats when it has any (the program's own beats say
         what a unit of its work is), else its openmp beats, else its mpi beats. Each run's
         metadata gets ``beats``: {process: the source used} and ``beats_available``:
         {process: {source: beats in the trace}}."""
-        if which not in BEAT_CHOICES:
-            raise ValueError(f"beats: {which!r} is not one of {', '.join(BEAT_CHOICES)}")
-        chosen: dict[tuple, str] = {}
-        for key, counts in self.sources().items():
-            if which != "auto":
-                chosen[key] = which
-            else:
-                # a source this hbtool does not know (a newer tracer's) only when there is nothing else
-                chosen[key] = next((s for s in BEAT_SOURCES if counts.get(s)), max(counts, key=counts.get))
+        available = self.sources()
+        chosen = choose_sources(available, which)
         b = self.beats
         if len(b):
             keys = b[["run", "process", "source"]].astype({"run": str, "source": str})
@@ -223,10 +233,117 @@ class HeartbeatTrace:
             mask = keys.merge(allowed, how="left", indicator=True)["_merge"].to_numpy() == "both"
             if not mask.all():
                 b = b[mask].reset_index(drop=True)
-        runs = {name: dict(meta) for name, meta in self.runs.items()}
-        for (run, process), src in chosen.items():
-            runs.setdefault(run, {}).setdefault("beats", {})[process] = src
-        for (run, process), counts in self.sources().items():
-            runs[run].setdefault("beats_available", {})[process] = counts
-        return HeartbeatTrace(beats=b, events=self.events, runs=runs, warnings=list(self.warnings),
-                              monitor=self.monitor, waits=self.waits)
+        return HeartbeatTrace(beats=b, events=self.events, runs=runs_with_sources(self.runs, chosen, available),
+                              warnings=list(self.warnings), monitor=self.monitor, waits=self.waits)
+
+
+def choose_sources(available: dict[tuple, dict[str, int]], which: str) -> dict[tuple, str]:
+    """(run, process) -> the source of beats HeartbeatTrace.with_beats(which) keeps."""
+    if which not in BEAT_CHOICES:
+        raise ValueError(f"beats: {which!r} is not one of {', '.join(BEAT_CHOICES)}")
+    chosen: dict[tuple, str] = {}
+    for key, counts in available.items():
+        if which != "auto":
+            chosen[key] = which
+        else:
+            # a source this hbtool does not know (a newer tracer's) only when there is nothing else
+            chosen[key] = next((s for s in BEAT_SOURCES if counts.get(s)), max(counts, key=counts.get))
+    return chosen
+
+
+def runs_with_sources(runs: dict, chosen: dict[tuple, str], available: dict[tuple, dict[str, int]]) -> dict:
+    """Run metadata with ``beats`` and ``beats_available`` (HeartbeatTrace.with_beats)."""
+    runs = {name: dict(meta) for name, meta in runs.items()}
+    for (run, process), src in chosen.items():
+        runs.setdefault(run, {}).setdefault("beats", {})[process] = src
+    for (run, process), counts in available.items():
+        runs[run].setdefault("beats_available", {})[process] = counts
+    return runs
+
+
+class StreamedTrace(HeartbeatTrace):
+    """A trace whose beats stay in their files (hbtool.io.hbt_stream reads the tracer's
+    binary files this way): ``stats`` (STATS_COLUMNS) summarises the beats per thread, and
+    :meth:`thread_loaders` reads one thread's beat times when an analysis asks for them, so
+    that memory does not grow with the trace. Events, waits and monitor records are in
+    memory as in HeartbeatTrace. Reading ``beats`` reads every beat into memory (as the
+    eager reader does), for the analyses that need the whole table.
+
+    ``source`` is the reader's object: ``materialize()`` -> HeartbeatTrace,
+    ``load_times(process, thread, sources)`` -> beat times (s) in beats-table order."""
+
+    def __init__(self, source, stats: pd.DataFrame, events: pd.DataFrame | None = None, runs: dict | None = None,
+                 warnings: list[str] | None = None, monitor: pd.DataFrame | None = None,
+                 waits: pd.DataFrame | None = None, which: str | None = None):
+        self._source = source
+        self._beats = None
+        self._which = which
+        stats = conform(stats, STATS_COLUMNS)
+        if len(stats):
+            stats = sort_rows(stats, ["run", "process", "thread", "os_tid", "source"])
+        self.stats = stats
+        self.events = conform(events if events is not None else empty_frame(EVENT_COLUMNS), EVENT_COLUMNS)
+        self.runs = runs if runs is not None else {}
+        self.warnings = warnings if warnings is not None else []
+        self.monitor = conform(monitor if monitor is not None else empty_frame(MONITOR_COLUMNS), MONITOR_COLUMNS)
+        self.waits = conform(waits if waits is not None else empty_frame(WAIT_COLUMNS), WAIT_COLUMNS)
+
+    @property
+    def beats(self) -> pd.DataFrame:
+        if self._beats is None:
+            whole = self._source.materialize()
+            self._beats = (whole.with_beats(self._which) if self._which else whole).beats
+        return self._beats
+
+    @beats.setter
+    def beats(self, value: pd.DataFrame) -> None:
+        self._beats = value
+
+    def __repr__(self) -> str:
+        return f"StreamedTrace(runs={list(self.runs)}, beats={self.beat_count()}, threads={len(self.thread_keys())})"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def beat_count(self) -> int:
+        return int(self.stats["beats"].sum())
+
+    def sources(self) -> dict[tuple, dict[str, int]]:
+        if not len(self.stats):
+            return {}
+        n = self.stats.groupby(["run", "process", "source"], observed=True)["beats"].sum()
+        out: dict[tuple, dict[str, int]] = {}
+        for (run, process, source), k in n.items():
+            if k:
+                out.setdefault((run, int(process)), {})[str(source)] = int(k)
+        return out
+
+    def with_beats(self, which: str = "auto") -> "StreamedTrace":
+        available = self.sources()
+        chosen = choose_sources(available, which)
+        st = self.stats
+        if len(st):
+            keep = [chosen.get((r, int(p))) == src
+                    for r, p, src in zip(st["run"].astype(str), st["process"], st["source"].astype(str))]
+            st = st[np.asarray(keep, dtype=bool)].reset_index(drop=True)
+        return StreamedTrace(self._source, st, self.events, runs_with_sources(self.runs, chosen, available),
+                             list(self.warnings), self.monitor, self.waits, which=which)
+
+    def thread_keys(self) -> list[tuple]:
+        """(run, process, thread) of every thread with beats, in beats-table order."""
+        if not len(self.stats):
+            return []
+        k = self.stats[["run", "process", "thread"]].drop_duplicates()
+        return [(r, int(p), int(t)) for r, p, t in k.itertuples(index=False, name=None)]
+
+    def thread_loaders(self) -> list[tuple]:
+        """One (key, beats, load) per thread with beats: load() reads the thread's beat times
+        (s, in beats-table order) from the trace."""
+        out = []
+        g = self.stats.groupby(["run", "process", "thread"], sort=False, observed=True)
+        for (run, process, thread), rows in g:
+            sources = sorted(set(rows["source"].astype(str)))
+            n = int(rows["beats"].sum())
+            out.append(((run, int(process), int(thread)), n,
+                        lambda p=int(process), t=int(thread), s=sources: self._source.load_times(p, t, s)))
+        return out
