@@ -21,6 +21,7 @@ ENDINGS = {
     "process_exit": "another thread's exit or _exit ended the process around it",
     "process_signal": "a fatal signal in another thread killed the process around it",
     "no_end_record": "the trace stops with no end: SIGKILL, or the trace was cut short",
+    "running": "no end yet: the trace is live (its program still runs)",
     "unknown": "the trace has no lifecycle records",
 }
 
@@ -84,6 +85,8 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     rows = []
     ev_all = trace.events
     for (run, process), ev in ev_all.groupby(["run", "process"], sort=False, observed=True):
+        live = any(p.get("live") and p.get("process") == process
+                   for p in trace.runs.get(run, {}).get("processes", []))
         pend = process_end(ev)
         bad_end = pend is None or pend.abnormal
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
@@ -105,6 +108,8 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
                 else:
                     kind, text = "process_signal", f"{text} (in another thread)"
                 rows.append((run, process, tid, kind, text, pend_t, bool(bad_end)))
+            elif live:
+                rows.append((run, process, tid, "running", "still running (live trace)", np.nan, False))
             else:
                 rows.append((run, process, tid, "no_end_record",
                              "no end record (killed by SIGKILL, or the trace was cut short)", np.nan, True))

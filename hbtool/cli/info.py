@@ -60,6 +60,7 @@ def info(paths, beats, fmt):
                 for p in procs
             ],
             "lifecycle": bool(meta.get("lifecycle")),
+            "live": bool(meta.get("live")),
         }
         runs.append(run)
         where = f"{len(procs)} process{'es' if len(procs) != 1 else ''}, " if procs else ""
@@ -82,6 +83,10 @@ def info(paths, beats, fmt):
             f"{run['beats']} {'/'.join(used) + ' ' if used else ''}beats{clock}"
             + (f"; also {', '.join(other)} beats (--beats picks)" if other else "")
         )
+        if meta.get("live"):
+            who = ", ".join(str(p["pid"]) for p in procs if p.get("live"))
+            preamble.append(f"  live: the traced program (pid {who}) is still running: a snapshot of the records "
+                            f"written so far")
         if meta.get("note"):
             preamble.append(f"  note: {meta['note']}")
     preamble.append("")

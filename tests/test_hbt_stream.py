@@ -1,0 +1,182 @@
+"""The bounded-memory reader of tracer traces (hbtool.io.hbt_stream): the same answers as
+the reader that loads every beat, on real traces; live traces read as consistent
+snapshots; corrupted time stamps skipped with a warning."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbtool import config
+from hbtool.analyzers.diagnosis import features_table
+from hbtool.analyzers.summary import summarize_threads
+from hbtool.io import read_heartbeats
+from hbtool.io.hbt import record_dtype
+from hbtool.model.heartbeats import StreamedTrace
+
+from conftest import ROOT, SAMPLES, build_traced, run_hbtool
+
+HBT_SAMPLES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and list(p.glob("*.hbt")))
+
+
+def _both(path, which="auto"):
+    eager = read_heartbeats(path).with_beats(which)
+    streamed = read_heartbeats(path, stream=True).with_beats(which)
+    assert isinstance(streamed, StreamedTrace) and not isinstance(eager, StreamedTrace)
+    return eager, streamed
+
+
+def _same_trace(eager, streamed):
+    """Everything but the beats table is equal, and each thread's beat times are."""
+    pd.testing.assert_frame_equal(summarize_threads(eager, beatless=True), summarize_threads(streamed, beatless=True))
+    for name in ("events", "monitor", "waits"):
+        a, b = getattr(eager, name), getattr(streamed, name)
+        pd.testing.assert_frame_equal(a.astype({c: str for c in a.select_dtypes("category")}),
+                                      b.astype({c: str for c in b.select_dtypes("category")}))
+    assert eager.warnings == streamed.warnings
+    assert eager.runs == streamed.runs
+    assert eager.sources() == streamed.sources()
+    assert streamed.beat_count() == len(eager.beats)
+    times = {k: g["t"].to_numpy() for k, g in eager.threads()}
+    loaded = {k: load() for k, n, load in streamed.thread_loaders()}
+    assert list(times) == list(loaded)
+    for k in times:
+        np.testing.assert_array_equal(times[k], loaded[k])
+
+
+@pytest.mark.parametrize("name", HBT_SAMPLES)
+def test_streamed_reader_agrees_with_the_whole_reader_on_every_sample(name):
+    eager, streamed = _both(SAMPLES / name)
+    _same_trace(eager, streamed)
+    pd.testing.assert_frame_equal(features_table(eager), features_table(streamed))
+    # asking a streamed trace for its beats table reads it whole: the same table
+    pd.testing.assert_frame_equal(eager.beats, streamed.beats)
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory, tracer_built):
+    """beat_burst (benchmarks/beat_burst.c), built against the real tracer."""
+    d = tmp_path_factory.mktemp("burst")
+    return build_traced(ROOT / "benchmarks" / "beat_burst.c", d / "beat_burst", opt="-O2")
+
+
+def _record(burst, tmp_path, *args) -> "os.PathLike":
+    env = dict(os.environ, HBTRACE_DIR=str(tmp_path / "trace"))
+    env.pop("LD_PRELOAD", None)
+    subprocess.run([str(burst), *map(str, args)], env=env, check=True, timeout=120)
+    (f,) = (tmp_path / "trace").glob("*.hbt")
+    return f
+
+
+def test_small_windows_and_a_cut_short_file_give_the_same_answers(burst, tmp_path, monkeypatch):
+    """Windows of two chunks (a thread's chunks spread over many windows), then the same
+    file cut inside a chunk: streamed and whole readers agree, warnings included."""
+    f = _record(burst, tmp_path, 3, 9000)
+    monkeypatch.setattr(config, "HBT_READ_WINDOW_BYTES", 2 * 65536)
+    eager, streamed = _both(f)
+    _same_trace(eager, streamed)
+    assert streamed.beat_count() == 27000
+    cut = tmp_path / "cut.hbt"
+    cut.write_bytes(f.read_bytes()[: 4096 + 5 * 65536 + 1000])
+    eager, streamed = _both(cut)
+    _same_trace(eager, streamed)
+    assert any("shorter than its header says" in w for w in streamed.warnings)
+    assert any("half-written" in w for w in streamed.warnings)
+    assert 0 < streamed.beat_count() < 27000
+
+
+def test_diagnose_and_info_print_what_they_printed_before(burst, tmp_path):
+    """The CLI reads tracer traces streamed: its figures are the whole reader's (json,
+    rounded as the output rounds them)."""
+    f = _record(burst, tmp_path, 4, 20000)
+    r = run_hbtool("info", "--format", "json", f)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    eager = read_heartbeats(f).with_beats("auto")
+    s = summarize_threads(eager, beatless=True)
+    assert [t["beats"] for t in doc["threads"]] == s["beats"].tolist() == [20000] * 4 + [0]
+    assert [t["first_s"] for t in doc["threads"]] == s["first_s"].round(6).tolist()
+    assert [t["last_s"] for t in doc["threads"]] == s["last_s"].round(6).tolist()
+    assert doc["runs"][0]["live"] is False
+    r = run_hbtool("diagnose", "--format", "json", f)
+    assert r.returncode == 0, r.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)  # a burst's flat heart rate: as the CLI
+        feats = features_table(eager)
+    got = json.loads(r.stdout)["threads"]
+    assert [t["GTR"] for t in got] == feats["GTR"].round(4).tolist()
+    assert [t["DTW"] for t in got] == feats["DTW"].round(3).tolist()
+    assert [t["beats"] for t in got] == [20000] * 4
+
+
+def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(burst, tmp_path):
+    """A real traced program beats for a few seconds; info reads its trace three times
+    meanwhile. Each snapshot says it is live, and every beat it counts is the very record
+    the finished trace holds (no half-written record, no record seen twice or lost)."""
+    env = dict(os.environ, HBTRACE_DIR=str(tmp_path / "trace"))
+    env.pop("LD_PRELOAD", None)
+    proc = subprocess.Popen([str(burst), "4", "400000", "1000"], env=env)
+    try:
+        snaps = []
+        deadline = time.monotonic() + 60
+        while len(snaps) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.7)
+            files = list((tmp_path / "trace").glob("*.hbt"))
+            if not files:
+                continue
+            r = run_hbtool("info", "--format", "json", files[0])
+            assert r.returncode == 0, r.stderr
+            assert "Traceback" not in r.stderr
+            doc = json.loads(r.stdout)
+            if not doc["runs"][0]["live"]:
+                break
+            tr = read_heartbeats(files[0], stream=True).with_beats("auto")
+            snaps.append((doc, tr, {k: load() for k, _, load in tr.thread_loaders()}))
+    finally:
+        assert proc.wait(timeout=120) == 0
+    assert len(snaps) >= 2, "the program ended before info could read its trace twice"
+    final = read_heartbeats(files[0]).with_beats("auto")
+    whole = {k: g["t"].to_numpy() for k, g in final.threads()}
+    before = 0
+    for doc, tr, times in snaps:
+        assert doc["runs"][0]["live"] is True
+        assert tr.runs[tr.run_names[0]]["live"]
+        assert {t["ending"] for t in doc["threads"]} <= {"running"}
+        n = sum(t["beats"] for t in doc["threads"])
+        assert before <= n <= tr.beat_count() < 1_600_000  # info's snapshot, then the library's: later, more
+        before = tr.beat_count()
+        for k, t in times.items():
+            np.testing.assert_array_equal(t, whole[k][: t.size])  # a prefix of what was finally written
+            row = tr.stats[tr.stats["thread"] == k[2]]  # the same snapshot's summary
+            assert int(row["beats"].sum()) == t.size and float(row["last_s"].max()) == t[-1]
+    r = run_hbtool("info", "--format", "json", files[0])
+    assert json.loads(r.stdout)["runs"][0]["live"] is False
+
+
+def test_a_corrupted_time_stamp_is_skipped_with_a_warning(burst, tmp_path):
+    """One beat's time stamp set to about 1.2e10 s (a fuzzer's find: `behavior` raised
+    pandas' OutOfBoundsTimedelta): every command skips that record and says so."""
+    f = _record(burst, tmp_path, 2, 3000)
+    raw = bytearray(f.read_bytes())
+    recs = np.frombuffer(bytes(raw[4096:]), dtype=record_dtype("<"))
+    slot = np.arange(recs.size)
+    k = int(np.flatnonzero((recs["kind"] == 1) & (slot % 2048 != 0))[100])  # a beat (not a chunk header)
+    at = 4096 + 32 * k
+    raw[at: at + 8] = int(1.2e19).to_bytes(8, "little")
+    bad = tmp_path / "bad.hbt"
+    bad.write_bytes(bytes(raw))
+    for cmd in ("behavior", "info", "diagnose"):
+        r = run_hbtool(cmd, bad)
+        assert r.returncode == 0, (cmd, r.stderr)
+        assert "Traceback" not in r.stderr and "OutOfBounds" not in r.stderr
+        assert "skipped 1 record whose time stamp lies more than 100 years" in r.stderr, (cmd, r.stderr)
+    eager, streamed = _both(bad)
+    _same_trace(eager, streamed)
+    assert streamed.beat_count() == 5999
