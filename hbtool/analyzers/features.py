@@ -80,8 +80,13 @@ class LazySeries(Series):
 
     def _get(self):
         if self._arrays is None:
+            _CACHE.make_room(16 * self._n, keep=1)  # before reading: only the series used last is in use
             t = np.asarray(self._load(), dtype=np.float64)
             self._arrays = (t, heart_rate(t, self._w))
+            if t.size:  # what choosing a reference asks of every thread, kept past a drop
+                self.last_t()
+                if self.rate_defined(self._w):
+                    self.mean_hr(self._w)
             _CACHE.admit(self, 2 * t.nbytes)
         else:
             _CACHE.touch(self)
@@ -122,8 +127,12 @@ class _SeriesCache:
 
     def admit(self, s, nbytes: int) -> None:
         self.used[id(s)] = (s, nbytes)
-        total = sum(n for _, n in self.used.values())
-        victims = list(self.used)[:-2]
+        self.make_room(0)
+
+    def make_room(self, nbytes: int, keep: int = 2) -> None:
+        """Drop series until `nbytes` more fit in the budget (never the `keep` used last)."""
+        total = sum(n for _, n in self.used.values()) + nbytes
+        victims = list(self.used)[:-keep]
         while total > config.SERIES_CACHE_BYTES and victims:
             old, n = self.used.pop(victims.pop())
             old.drop()

@@ -69,11 +69,11 @@ class FileScan:
 
 def _pread_into(fh, buf: np.ndarray, offset: int) -> int:
     """Read into `buf` from `offset`; the bytes read (fewer at the end of the file)."""
-    fh.seek(offset)
-    view = memoryview(buf)
+    fd = fh.fileno()
+    view = memoryview(buf).cast("B")
     got = 0
     while got < len(view):
-        n = fh.readinto(view[got:])
+        n = os.preadv(fd, [view[got:]], offset + got)
         if not n:
             break
         got += n
@@ -148,34 +148,43 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
     per = max(1, config.HBT_READ_WINDOW_BYTES // chunk)
     buf = np.zeros(min(per, max(nchunks, 1)) * chunk, dtype=np.uint8)
     heads_all = np.zeros(nchunks, dtype=hdt)
-    nrec_all = np.zeros(nchunks, dtype=np.int64)
+    nrec_all = np.full(nchunks, -1, dtype=np.int64)  # -1: chunk not used (or not read)
     start = int(h["start_mono_ns"])
     runs, others, bad_time = [], [], 0
-    for c0 in range(0, nchunks, per):
-        nch = min(per, nchunks - c0)
-        want = min(nch * spc, nslots - c0 * spc) * SLOT_SIZE
-        got = _pread_into(scan.fh, buf[:want], do + c0 * chunk)
-        if got < want:
-            scan.warnings.append(f"{path}: the file shrank while being read (cut short by another program?): "
-                                 f"reading the records that were there")
-            nch = -(-(got // SLOT_SIZE) // spc)
-            want = got // SLOT_SIZE * SLOT_SIZE
-        buf[want:nch * chunk] = 0  # a chunk cut short ends with empty slots
-        if nch == 0:
-            break
-        raw = buf[:nch * chunk]
-        heads, nrec = _chunk_counts(raw, nch, chunk, spc, hdt, rdt, path, do, c0)
-        if scan.live:  # the fields from a second copy, taken after every counted slot was seen complete
-            got2 = _pread_into(scan.fh, buf[:want], do + c0 * chunk)
-            if got2 < want:
-                raise HbtoolError(f"{path}: the file shrank while being read: read it again")
-            # a used chunk's header is never rewritten; its magic, stored last, was seen first
+
+    def windows(strict: bool):
+        """(first chunk, chunks, bytes) of each window, read into buf."""
+        for c0 in range(0, nchunks, per):
+            nch = min(per, nchunks - c0)
+            want = min(nch * spc, nslots - c0 * spc) * SLOT_SIZE
+            got = _pread_into(scan.fh, buf[:want], do + c0 * chunk)
+            if got < want:
+                if strict:
+                    raise HbtoolError(f"{path}: the file shrank while being read: read it again")
+                scan.warnings.append(f"{path}: the file shrank while being read (cut short by another program?): "
+                                     f"reading the records that were there")
+                nch = -(-(got // SLOT_SIZE) // spc)
+                want = got // SLOT_SIZE * SLOT_SIZE
+            buf[want:nch * chunk] = 0  # a chunk cut short ends with empty slots
+            if nch:
+                yield c0, nch, buf[:nch * chunk]
+            if got < want:
+                return
+
+    if scan.live:
+        # first look: which slots hold a record (a slot with a kind was complete when seen)
+        for c0, nch, raw in windows(strict=False):
+            heads_all[c0:c0 + nch], nrec_all[c0:c0 + nch] = _chunk_counts(raw, nch, chunk, spc, hdt, rdt, path, do, c0)
+        _complete_earlier_chunks(scan, heads_all, nrec_all, do, hdt, rdt)
+    for c0, nch, raw in windows(strict=scan.live):
+        if scan.live:  # the fields from a second copy, read after every counted slot was seen complete
             heads = np.ascontiguousarray(raw.reshape(nch, chunk)[:, :SLOT_SIZE]).view(hdt).reshape(nch)
+            nrec = nrec_all[c0:c0 + nch]
+        else:
+            heads, nrec = _chunk_counts(raw, nch, chunk, spc, hdt, rdt, path, do, c0)
+            nrec_all[c0:c0 + nch] = nrec
         heads_all[c0:c0 + nch] = heads
-        nrec_all[c0:c0 + nch] = nrec
         bad_time += _window_records(raw.view(rdt).reshape(nch, spc), nrec, c0, spc, start, heads, runs, others)
-        if got < want:
-            break
     if bad_time:
         scan.warnings.append(bad_time_warning(path, bad_time))
     used = np.flatnonzero(nrec_all >= 0)
@@ -188,7 +197,34 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
                    "seq": heads_all["chunk_seq"][idx].astype(np.int64), "os_tid": tid[idx],
                    "nrec": nrec_all[idx]}
     scan.runs = _beat_runs(runs, heads_all, tid)
+    # chunks holding nothing but beats of one thread and source (most): that thread and source
+    r = scan.runs
+    one = np.bincount(r["chunk"], minlength=nchunks)[r["chunk"]] == 1
+    pure = one & (r["beats"] == nrec_all[r["chunk"]])
+    pthread = np.full(nchunks, -1, dtype=np.int64)
+    psrc = np.full(nchunks, -1, dtype=np.int64)
+    pthread[r["chunk"][pure]] = r["thread"][pure]
+    psrc[r["chunk"][pure]] = r["source"][pure]
+    scan.chunks["pure_thread"], scan.chunks["pure_source"] = pthread[idx], psrc[idx]
     scan.other = _other_records(others, heads_all, tid, rdt)
+
+
+def _complete_earlier_chunks(scan: FileScan, heads, nrec, do: int, hdt, rdt) -> None:
+    """A live file is read over a while: a thread's chunk may have been seen while it was
+    being filled, and its next chunk later, already in use. A chunk followed by another of
+    the same thread was full before that one began, so it is read again and counted anew:
+    each thread's records in the snapshot are then a prefix of all it will write."""
+    chunk, spc = scan.chunk_size, scan.spc
+    idx = np.flatnonzero(nrec >= 0)
+    slot = heads["thread_slot"][idx]
+    idx = idx[np.lexsort((heads["chunk_seq"][idx], slot))]
+    slot = heads["thread_slot"][idx]
+    followed = np.r_[slot[1:] == slot[:-1], False]
+    one = np.zeros(chunk, dtype=np.uint8)
+    for ci in idx[followed & (nrec[idx] < spc - 2)].tolist():
+        if _pread_into(scan.fh, one, do + ci * chunk) < chunk:
+            raise HbtoolError(f"{scan.path}: the file shrank while being read: read it again")
+        nrec[ci] = _chunk_counts(one, 1, chunk, spc, hdt, rdt, scan.path, do, ci)[1][0]
 
 
 def _chunk_counts(raw, nch, chunk, spc, hdt, rdt, path, do, c0):
@@ -320,9 +356,11 @@ class HbtStream:
         codes = np.array([names[x] if x in names else int(x.split()[-1]) for x in sources], dtype=np.int64)
         r = s.runs
         sel = (r["thread"] == thread) & np.isin(r["source"], codes)
-        slots = np.unique(r["slot"][sel])
+        total = int(r["beats"][sel].sum())
         c = s.chunks
-        pick = np.flatnonzero(np.isin(c["slot"], slots) & (c["nrec"] > 0))
+        mine = (c["pure_thread"] == thread) & np.isin(c["pure_source"], codes)
+        others = (c["pure_thread"] >= 0) & ~mine  # pure chunks of another thread or source: not read
+        pick = np.flatnonzero(np.isin(c["slot"], np.unique(r["slot"][sel])) & (c["nrec"] > 0) & ~others)
         rdt = record_dtype(s.order)
         spc = s.spc
         per = max(1, config.HBT_READ_WINDOW_BYTES // s.chunk_size)
@@ -331,7 +369,10 @@ class HbtStream:
         shift = np.int64(self.offsets[i]) - np.int64(start)
         lo, hi = time_bounds(start)
         pos = np.arange(spc)
-        ts, seqs, groups = [], [], []
+        t_out = np.empty(total, dtype=np.int64)
+        seq_out = np.empty(total, dtype=np.uint32)
+        groups = []  # per record: os_tid * 16 + source, for the unwrap of seq
+        at = 0
         for b0 in range(0, pick.size, per):
             part = pick[b0:b0 + per]
             for k, ci in enumerate(part.tolist()):
@@ -343,27 +384,37 @@ class HbtStream:
             recs = buf[:part.size * s.chunk_size].view(rdt).reshape(part.size, spc)
             n = c["nrec"][part]
             valid = (pos[None, :] >= 1) & (pos[None, :] <= n[:, None])
-            kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
-            src = (recs["flags"][valid] & 0xF).astype(np.int64)
-            if (th < 0).any():
-                th = np.where(th >= 0, th, np.repeat(c["slot"][part], n))
-            keep = (kind == REC_BEAT) & (th == thread) & (t >= lo) & (t <= hi)
-            keep &= (src == codes[0]) if codes.size == 1 else np.isin(src, codes)
-            sq = recs["seq"][valid]
-            group = np.repeat(c["os_tid"][part], n) * 16 + src
-            if not keep.all():
-                t, sq, group = t[keep], sq[keep], group[keep]
-            ts.append(t.astype(np.int64) + shift)
-            seqs.append(sq)
-            groups.append(group)
-        if not ts:
-            return np.zeros(0)
-        t_ns = np.concatenate(ts)
-        seq = _unwrap_seq(np.concatenate(seqs), np.concatenate(groups))
-        if t_ns.size > 1 and not _sorted_by(seq, t_ns):
-            o = np.lexsort((t_ns, seq))
-            t_ns = t_ns[o]
-        return t_ns / 1e9
+            if mine[part].all():  # every record one of this thread's beats, its time checked by the scan
+                t, sq = recs["t_ns"][valid], recs["seq"][valid]
+                groups.append((c["os_tid"][part] * 16 + c["pure_source"][part], n))
+            else:
+                kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
+                src = (recs["flags"][valid] & 0xF).astype(np.int64)
+                if (th < 0).any():
+                    th = np.where(th >= 0, th, np.repeat(c["slot"][part], n))
+                keep = (kind == REC_BEAT) & (th == thread) & (t >= lo) & (t <= hi) & np.isin(src, codes)
+                sq = recs["seq"][valid][keep]
+                t = t[keep]
+                groups.append((np.repeat(c["os_tid"][part], n)[keep] * 16 + src[keep], None))
+            if at + t.size > total:
+                raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
+            np.add(t.view(np.int64), shift, out=t_out[at:at + t.size])
+            seq_out[at:at + t.size] = sq
+            at += t.size
+        if at != total:
+            raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
+        if total > 1:
+            vals = np.concatenate([g for g, _ in groups])
+            one = vals.size > 0 and vals.min() == vals.max()
+            if not (one and (np.subtract(seq_out[1:], seq_out[:-1], dtype=np.int64) > 0).all()):
+                # not simply one sequence counting up: unwrap per OS thread and source, sort
+                group = np.concatenate([np.repeat(g, cnt) if cnt is not None else g for g, cnt in groups])
+                seq = _unwrap_seq(seq_out, group)
+                if not _sorted_by(seq, t_out):
+                    t_out = t_out[np.lexsort((t_out, seq))]
+        out = t_out.astype(np.float64)
+        out /= 1e9
+        return out
 
 
 def _sorted_by(seq: np.ndarray, t: np.ndarray) -> bool:
