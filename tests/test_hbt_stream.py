@@ -182,3 +182,24 @@ def test_a_corrupted_time_stamp_is_skipped_with_a_warning(burst, tmp_path):
     eager, streamed = _both(bad)
     _same_trace(eager, streamed)
     assert streamed.beat_count() == 5999
+
+
+@pytest.mark.parametrize("mode", ["all", "fork"])
+def test_openmp_beats_waits_and_a_forked_child_read_alike(tracer_built, tmp_path, mode):
+    """Automatic beats of every OpenMP construct, with barrier waits and construct names
+    (tests/programs/omp_beats.c under `hbtool record --beats openmp`); `fork`: a run
+    directory of two processes' files."""
+    from hbtool.analyzers.summary import wait_times
+
+    exe = tmp_path / "omp_beats"
+    subprocess.run(["gcc", "-fopenmp", "-O2", str(ROOT / "tests" / "programs" / "omp_beats.c"), "-o", str(exe)],
+                   check=True)
+    out = tmp_path / "trace"
+    run_hbtool("record", "-q", "-o", out, "--beats", "openmp", "--", exe, mode)
+    assert len(list(out.glob("*.hbt"))) == (2 if mode == "fork" else 1)
+    for which in ("auto", "openmp", "api"):
+        eager, streamed = _both(out, which)
+        _same_trace(eager, streamed)
+        pd.testing.assert_frame_equal(wait_times(eager), wait_times(streamed))
+    assert streamed.beat_count() == 0 and len(streamed.waits) > 0  # api: none; the waits stay
+    assert _both(out)[1].beat_count() > 100
