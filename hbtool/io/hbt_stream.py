@@ -384,9 +384,18 @@ class HbtStream:
             recs = buf[:part.size * s.chunk_size].view(rdt).reshape(part.size, spc)
             n = c["nrec"][part]
             valid = (pos[None, :] >= 1) & (pos[None, :] <= n[:, None])
-            if mine[part].all():  # every record one of this thread's beats, its time checked by the scan
+            imp = np.flatnonzero(~mine[part])
+            if codes.size == 1:
+                # chunks of nothing but this thread's beats (their times checked by the scan) as they
+                # are; in the others, the records that are this thread's beats of this source
+                if imp.size:
+                    sub = recs[imp]
+                    th = sub["thread"].astype(np.int64)
+                    th = np.where(th >= 0, th, c["slot"][part][imp][:, None])
+                    valid[imp] &= ((sub["kind"] == REC_BEAT) & (th == thread) & ((sub["flags"] & 0xF) == codes[0])
+                                   & (sub["t_ns"] >= lo) & (sub["t_ns"] <= hi))
                 t, sq = recs["t_ns"][valid], recs["seq"][valid]
-                groups.append((c["os_tid"][part] * 16 + c["pure_source"][part], n))
+                groups.append((c["os_tid"][part] * 16 + codes[0], valid.sum(axis=1)))
             else:
                 kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
                 src = (recs["flags"][valid] & 0xF).astype(np.int64)
