@@ -203,3 +203,41 @@ def test_openmp_beats_waits_and_a_forked_child_read_alike(tracer_built, tmp_path
         pd.testing.assert_frame_equal(wait_times(eager), wait_times(streamed))
     assert streamed.beat_count() == 0 and len(streamed.waits) > 0  # api: none; the waits stay
     assert _both(out)[1].beat_count() > 100
+
+
+COMMANDS = (["info"], ["info", "--format", "json"], ["info", "--format", "csv"], ["diagnose"],
+            ["diagnose", "--format", "json"])
+
+
+def _cli_both(capsys, monkeypatch, path):
+    """Each command's (exit, stdout, stderr) reading `path` streamed, then whole."""
+    import hbtool.io
+
+    from conftest import run_cli
+
+    whole = hbtool.io.read_heartbeats
+    out = []
+    for cmd in COMMANDS:
+        monkeypatch.setattr(hbtool.io, "read_heartbeats", whole)
+        streamed = run_cli(capsys, *cmd, path)
+        monkeypatch.setattr(hbtool.io, "read_heartbeats", lambda p, stream=False: whole(p, stream=False))
+        out.append((cmd, streamed, run_cli(capsys, *cmd, path)))
+    return out
+
+
+@pytest.mark.parametrize("name", HBT_SAMPLES)
+def test_info_and_diagnose_print_exactly_what_the_whole_reader_gives(capsys, monkeypatch, name):
+    for cmd, streamed, whole in _cli_both(capsys, monkeypatch, SAMPLES / name):
+        assert streamed == whole, cmd
+        assert streamed[0] == 0 and streamed[1]
+
+
+def test_info_and_diagnose_alike_on_openmp_waits(capsys, monkeypatch, tracer_built, tmp_path):
+    exe = tmp_path / "omp_beats"
+    subprocess.run(["gcc", "-fopenmp", "-O2", str(ROOT / "tests" / "programs" / "omp_beats.c"), "-o", str(exe)],
+                   check=True)
+    run_hbtool("record", "-q", "-o", tmp_path / "trace", "--beats", "openmp", "--", exe, "all")
+    results = _cli_both(capsys, monkeypatch, tmp_path / "trace")
+    for cmd, streamed, whole in results:
+        assert streamed == whole, cmd
+    assert "waiting %" in results[0][1][1]  # info's table has the time waited at barriers

@@ -227,12 +227,14 @@ def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
 def wait_times(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per (run, process, thread) with wait records: waits (how many), wait_s (their total,
     seconds) and, per synchronisation kind, its seconds (columns wait_<sync>_s)."""
-    w = trace.waits
+    stats = getattr(trace, "wait_stats", None)  # a trace whose waits stay in the file: their sums
+    w = stats if stats is not None else trace.waits
     if not len(w):
         return pd.DataFrame(columns=["run", "process", "thread", "waits", "wait_s"])
     key = ["run", "process", "thread"]
     g = w.groupby(key, observed=True, sort=True)
-    out = g.agg(waits=("wait_ns", "size"), wait_s=("wait_ns", "sum")).reset_index()
+    count = ("waits", "sum") if stats is not None else ("wait_ns", "size")
+    out = g.agg(waits=count, wait_s=("wait_ns", "sum")).reset_index()
     out["wait_s"] = out["wait_s"] / 1e9
     by_sync = w.pivot_table(index=key, columns="sync", values="wait_ns", aggfunc="sum", observed=True, fill_value=0)
     by_sync = (by_sync / 1e9).add_prefix("wait_").add_suffix("_s").reset_index()

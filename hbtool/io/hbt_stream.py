@@ -35,9 +35,9 @@ import pandas as pd
 from .. import config
 from ..errors import HbtoolError, TraceFormatError
 from ..model import HeartbeatTrace, empty_frame
-from ..model.heartbeats import MONITOR_COLUMNS, STATS_COLUMNS, WAIT_COLUMNS, StreamedTrace
+from ..model.heartbeats import MONITOR_COLUMNS, STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace
 from . import hbt
-from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, _construct_column,
+from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
                   _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype,
                   metadata_text, time_bounds, used_chunks, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames)
 
@@ -56,7 +56,8 @@ class FileScan:
     chunk_size: int
     chunks: dict = field(default_factory=dict)   # used chunks in record order: offset, slot, seq, os_tid, nrec
     runs: dict = field(default_factory=dict)     # beats per (chunk, thread, source): see _beat_runs
-    other: dict = field(default_factory=dict)    # non-beat records in record order (as hbt._parse_chunks)
+    other: dict = field(default_factory=dict)    # other records in record order (as hbt._parse_chunks)
+    waits: dict = field(default_factory=dict)    # waits per (chunk, thread, source, sync): count, total ns
     warnings: list = field(default_factory=list)
 
     @property
@@ -150,7 +151,7 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
     heads_all = np.zeros(nchunks, dtype=hdt)
     nrec_all = np.full(nchunks, -1, dtype=np.int64)  # -1: chunk not used (or not read)
     start = int(h["start_mono_ns"])
-    runs, others, bad_time = [], [], 0
+    runs, others, waits, bad_time = [], [], [], 0
 
     def windows(strict: bool):
         """(first chunk, chunks, bytes) of each window, read into buf."""
@@ -184,7 +185,8 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
             heads, nrec = _chunk_counts(raw, nch, chunk, spc, hdt, rdt, path, do, c0)
             nrec_all[c0:c0 + nch] = nrec
         heads_all[c0:c0 + nch] = heads
-        bad_time += _window_records(raw.view(rdt).reshape(nch, spc), nrec, c0, spc, start, heads, runs, others)
+        bad_time += _window_records(raw.view(rdt).reshape(nch, spc), nrec, c0, spc, start, heads, runs, others,
+                                    waits)
     if bad_time:
         scan.warnings.append(bad_time_warning(path, bad_time))
     used = np.flatnonzero(nrec_all >= 0)
@@ -207,6 +209,9 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
     psrc[r["chunk"][pure]] = r["source"][pure]
     scan.chunks["pure_thread"], scan.chunks["pure_source"] = pthread[idx], psrc[idx]
     scan.other = _other_records(others, heads_all, tid, rdt)
+    keys = ["chunk", "thread", "source", "sync", "waits", "wait_ns"]
+    scan.waits = {k: np.concatenate([w[k] for w in waits]) if waits else np.zeros(0, dtype=np.int64) for k in keys}
+    scan.waits["os_tid"] = tid[scan.waits["chunk"]]
 
 
 def _complete_earlier_chunks(scan: FileScan, heads, nrec, do: int, hdt, rdt) -> None:
@@ -236,7 +241,7 @@ def _chunk_counts(raw, nch, chunk, spc, hdt, rdt, path, do, c0):
     return heads, np.where(used, nrec, -1)
 
 
-def _window_records(recs, nrec, c0, spc, start, heads, runs, others) -> int:
+def _window_records(recs, nrec, c0, spc, start, heads, runs, others, waits) -> int:
     """Beats of a window (`recs`: chunks x slots, a view of our own buffer) summarised as
     runs, other records kept; returns the records skipped for a corrupted time stamp.
 
@@ -289,7 +294,20 @@ def _window_records(recs, nrec, c0, spc, start, heads, runs, others) -> int:
         runs.append({"chunk": c0 + ci[st], "thread": th[st], "source": src[st], "pos": b[st] % spc,
                      "beats": np.diff(np.r_[st, b.size]), "tmin": np.minimum.reduceat(tb, st),
                      "tmax": np.maximum.reduceat(tb, st)})
-    o = idx[(kind != REC_BEAT) & ~bad]
+    w = idx[(kind == REC_WAIT) & ~bad]
+    if w.size:  # waits summed (an OpenMP program has about as many as beats)
+        ci = w // spc
+        th = flat["thread"][w].astype(np.int64)
+        th = np.where(th >= 0, th, heads["thread_slot"][ci].astype(np.int64))
+        fl = flat["flags"][w].astype(np.int64)
+        ns = (flat["iter"][w].astype(np.uint32).astype(np.int64) << 32) | flat["aux"][w].astype(np.int64)
+        brk = np.empty(w.size, dtype=bool)
+        brk[0] = True
+        brk[1:] = (ci[1:] != ci[:-1]) | (th[1:] != th[:-1]) | (fl[1:] != fl[:-1])
+        st = np.flatnonzero(brk)
+        waits.append({"chunk": c0 + ci[st], "thread": th[st], "source": fl[st] & 0xF, "sync": fl[st] >> 4,
+                      "waits": np.diff(np.r_[st, w.size]), "wait_ns": np.add.reduceat(ns, st)})
+    o = idx[(kind != REC_BEAT) & (kind != REC_WAIT) & ~bad]
     if o.size:
         others.append((c0 + o // spc, o % spc, flat[o]))
     return int(bad.sum())
@@ -450,7 +468,7 @@ def read_hbt_stream(paths: list[str], run: str) -> StreamedTrace:
 def _assemble(stream: HbtStream) -> StreamedTrace:
     run = stream.run
     warnings = [w for s in stream.scans for w in s.warnings]
-    stats, events, monitor, waits, procmeta = [], [], [], [], []
+    stats, events, monitor, wstats, procmeta = [], [], [], [], []
     live = []
     for process, i in enumerate(stream.order):
         s = stream.scans[i]
@@ -459,6 +477,7 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         stream.proc_index[proc] = i
         shift = np.int64(stream.offsets[i]) - np.int64(hdr["start_mono_ns"])
         stats.append(_stats(br, run, proc, shift))
+        wstats.append(_wait_stats(s.waits, run, proc))
         # the user thread number of an OS thread: the one its first beat carries (record order)
         o = np.lexsort((br["pos"], br["seq"], br["slot"]))
         btid, first = np.unique(br["os_tid"][o], return_index=True)
@@ -467,14 +486,13 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         thread = np.where(r["thread"] >= 0, r["thread"], r["thread_slot"]).astype(np.int64)
         source_code = (r["flags"] & 0xF).astype(np.int64)
         auto = source_code != 0
-        need_names = (auto & (r["kind"] == REC_WAIT)).any() or (br["source"] != 0).any()
-        constructs = _construct_names(r, s.path, warnings, s.meta.get("exe")) if need_names else {}
-        construct = _construct_column(r["loop"], auto, constructs)
+        need_names = (s.waits["source"] != 0).any() or (br["source"] != 0).any()
+        if need_names:  # decoded (as the whole reader does) for its warnings; waits and beats are read later
+            _construct_names(r, s.path, warnings, s.meta.get("exe"))
+        construct = _construct_column(r["loop"], auto, {})
         sel = np.ones(r["kind"].size, dtype=bool)
-        w, e, m = side_frames(r, sel, t_ns, thread, source_code, construct, tid_thread, run, proc, s.path, warnings)
+        _, e, m = side_frames(r, sel, t_ns, thread, source_code, construct, tid_thread, run, proc, s.path, warnings)
         events.append(e)
-        if w is not None:
-            waits.append(w)
         if m is not None:
             monitor.append(m)
         pm = process_meta(s.path, proc, hdr, s.meta, stream.offsets[i])
@@ -492,8 +510,22 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         runs={run: meta},
         warnings=warnings,
         monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
-        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
+        wait_stats=pd.concat(wstats, ignore_index=True),
     )
+
+
+def _wait_stats(wr: dict, run: str, proc: int) -> pd.DataFrame:
+    """Waits and their total time per (thread, OS thread, source, sync) of one process."""
+    if not wr["waits"].size:
+        return empty_frame(WAIT_STATS_COLUMNS)
+    df = pd.DataFrame({k: wr[k] for k in ("thread", "os_tid", "source", "sync", "waits", "wait_ns")})
+    g = df.groupby(["thread", "os_tid", "source", "sync"], sort=True).sum().reset_index()
+    return pd.DataFrame({
+        "run": run, "process": proc, "thread": g["thread"].to_numpy(np.int64), "os_tid": g["os_tid"].to_numpy(np.int64),
+        "source": _coded(g["source"].to_numpy(np.int64), SOURCES, "source"),
+        "sync": _coded(g["sync"].to_numpy(np.int64), SYNC_KINDS, "sync"),
+        "waits": g["waits"].to_numpy(np.int64), "wait_ns": g["wait_ns"].to_numpy(np.int64),
+    })
 
 
 def _stats(br: dict, run: str, proc: int, shift: np.int64) -> pd.DataFrame:

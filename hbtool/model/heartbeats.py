@@ -46,6 +46,19 @@ STATS_COLUMNS: dict[str, str] = {
     "last_s": "float64",
 }
 
+#: columns of StreamedTrace.wait_stats: the waits of a trace summarised per (run, process,
+#: thread, OS thread, source, sync)
+WAIT_STATS_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "source": "category",
+    "sync": "category",
+    "waits": "int64",       # how many
+    "wait_ns": "int64",     # their total time
+}
+
 #: columns of HeartbeatTrace.waits: time a thread spent waiting in a synchronisation
 #: (tracer `wait` records, automatic only)
 WAIT_COLUMNS: dict[str, str] = {
@@ -265,19 +278,23 @@ class StreamedTrace(HeartbeatTrace):
     """A trace whose beats stay in their files (hbtool.io.hbt_stream reads the tracer's
     binary files this way): ``stats`` (STATS_COLUMNS) summarises the beats per thread, and
     :meth:`thread_loaders` reads one thread's beat times when an analysis asks for them, so
-    that memory does not grow with the trace. Events, waits and monitor records are in
-    memory as in HeartbeatTrace. Reading ``beats`` reads every beat into memory (as the
-    eager reader does), for the analyses that need the whole table.
+    that memory does not grow with the trace; ``wait_stats`` (WAIT_STATS_COLUMNS) likewise
+    stands in for the waits. Events and monitor records are in memory as in
+    HeartbeatTrace. Reading ``beats`` or ``waits`` reads the whole trace into memory (as
+    the eager reader does), for the analyses that need the whole tables.
 
     ``source`` is the reader's object: ``materialize()`` -> HeartbeatTrace,
     ``load_times(process, thread, sources)`` -> beat times (s) in beats-table order."""
 
     def __init__(self, source, stats: pd.DataFrame, events: pd.DataFrame | None = None, runs: dict | None = None,
                  warnings: list[str] | None = None, monitor: pd.DataFrame | None = None,
-                 waits: pd.DataFrame | None = None, which: str | None = None):
+                 wait_stats: pd.DataFrame | None = None, which: str | None = None):
         self._source = source
         self._beats = None
+        self._waits = None
         self._which = which
+        ws = conform(wait_stats if wait_stats is not None else empty_frame(WAIT_STATS_COLUMNS), WAIT_STATS_COLUMNS)
+        self.wait_stats = sort_rows(ws, ["run", "process", "thread", "os_tid", "source", "sync"]) if len(ws) else ws
         stats = conform(stats, STATS_COLUMNS)
         if len(stats):
             stats = sort_rows(stats, ["run", "process", "thread", "os_tid", "source"])
@@ -286,18 +303,33 @@ class StreamedTrace(HeartbeatTrace):
         self.runs = runs if runs is not None else {}
         self.warnings = warnings if warnings is not None else []
         self.monitor = conform(monitor if monitor is not None else empty_frame(MONITOR_COLUMNS), MONITOR_COLUMNS)
-        self.waits = conform(waits if waits is not None else empty_frame(WAIT_COLUMNS), WAIT_COLUMNS)
+
+    def _materialize(self) -> None:
+        whole = self._source.materialize()
+        if self._beats is None:
+            self._beats = (whole.with_beats(self._which) if self._which else whole).beats
+        if self._waits is None:
+            self._waits = whole.waits
 
     @property
     def beats(self) -> pd.DataFrame:
         if self._beats is None:
-            whole = self._source.materialize()
-            self._beats = (whole.with_beats(self._which) if self._which else whole).beats
+            self._materialize()
         return self._beats
 
     @beats.setter
     def beats(self, value: pd.DataFrame) -> None:
         self._beats = value
+
+    @property
+    def waits(self) -> pd.DataFrame:
+        if self._waits is None:
+            self._materialize()
+        return self._waits
+
+    @waits.setter
+    def waits(self, value: pd.DataFrame) -> None:
+        self._waits = value
 
     def __repr__(self) -> str:
         return f"StreamedTrace(runs={list(self.runs)}, beats={self.beat_count()}, threads={len(self.thread_keys())})"
@@ -326,8 +358,10 @@ class StreamedTrace(HeartbeatTrace):
             keep = [chosen.get((r, int(p))) == src
                     for r, p, src in zip(st["run"].astype(str), st["process"], st["source"].astype(str))]
             st = st[np.asarray(keep, dtype=bool)].reset_index(drop=True)
-        return StreamedTrace(self._source, st, self.events, runs_with_sources(self.runs, chosen, available),
-                             list(self.warnings), self.monitor, self.waits, which=which)
+        out = StreamedTrace(self._source, st, self.events, runs_with_sources(self.runs, chosen, available),
+                            list(self.warnings), self.monitor, self.wait_stats, which=which)
+        out._waits = self._waits
+        return out
 
     def thread_keys(self) -> list[tuple]:
         """(run, process, thread) of every thread with beats, in beats-table order."""
