@@ -92,12 +92,15 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
         tids = set(ev["os_tid"].tolist())
         tids |= _beat_tids(trace, run, process)
+        te = ev[ev["kind"] == "thread_end"]
+        last_end = {}  # OS thread -> (detail, t) of its last thread_end record
+        for tid, detail, t in zip(te["os_tid"].tolist(), te["detail"].tolist(), te["t"].tolist()):
+            last_end[tid] = (detail, t)
         for tid in sorted(t for t in tids if t >= 0):
-            te = ev[(ev["os_tid"] == tid) & (ev["kind"] == "thread_end")]
-            if len(te):
-                s = te.iloc[-1]
-                why = THREAD_END_REASONS.get(int(s["detail"]), f"ended ({int(s['detail'])})")
-                rows.append((run, process, tid, why, why, float(s["t"]), False))
+            if tid in last_end:
+                detail, t = last_end[tid]
+                why = THREAD_END_REASONS.get(int(detail), f"ended ({int(detail)})")
+                rows.append((run, process, tid, why, why, float(t), False))
             elif pend is not None:
                 kind, text = pend.kind, pend.text
                 if pend.os_tid == tid:  # this thread ended the process
@@ -128,9 +131,10 @@ def summarize_threads(trace: HeartbeatTrace, beatless: bool = False) -> pd.DataF
     beatless: also one row per OS thread that made no beats but left lifecycle records
     (beats 0; first_s, last_s: its first and last record), numbered after the process's
     beating threads in the order they started."""
-    s = _beating(trace)
+    ends = thread_endings(trace)
+    s = _beating(trace, ends)
     if beatless:
-        extra = _beatless(trace, s)
+        extra = _beatless(trace, s, ends)
         if len(extra):
             s = pd.concat([s, extra], ignore_index=True) if len(s) else extra
             order = {r: k for k, r in enumerate(trace.runs)}
@@ -139,13 +143,12 @@ def summarize_threads(trace: HeartbeatTrace, beatless: bool = False) -> pd.DataF
     return s
 
 
-def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame) -> pd.DataFrame:
+def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame, ends: pd.DataFrame) -> pd.DataFrame:
     ev = trace.events
     if not len(ev):
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     b = _beats_or_stats(trace)
     seen = set(zip(b["run"].astype(str), b["process"], b["os_tid"])) if len(b) else set()
-    ends = thread_endings(trace)
     end_by_tid = {(r.run, r.process, r.os_tid): r for r in ends.itertuples()}
     rows = []
     for (run, process), g in ev[ev["os_tid"] >= 0].groupby(["run", "process"], sort=False, observed=True):
@@ -180,7 +183,7 @@ def _beat_tids(trace: HeartbeatTrace, run, process) -> set:
     return set(b.loc[(b["run"] == run) & (b["process"] == process), "os_tid"].tolist())
 
 
-def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
+def _beating(trace: HeartbeatTrace, ends: pd.DataFrame) -> pd.DataFrame:
     stats = getattr(trace, "stats", None)
     b = stats if stats is not None else trace.beats
     cols = SUMMARY_COLUMNS
@@ -199,7 +202,6 @@ def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
     for r, p, t, tid in pairs.itertuples(index=False, name=None):
         by_thread.setdefault((r, p, t), []).append(int(tid))
     s["os_tids"] = [sorted(by_thread.get((r, p, t), [])) for r, p, t in zip(s["run"], s["process"], s["thread"])]
-    ends = thread_endings(trace)
     end_by_tid = {(r.run, r.process, r.os_tid): (r.ending, r.ended, r.abnormal) for r in ends.itertuples()}
     endings, texts, abnormal = [], [], []
     for row in s.itertuples():

@@ -363,21 +363,31 @@ class StreamedTrace(HeartbeatTrace):
         out._waits = self._waits
         return out
 
+    def _thread_groups(self) -> list[tuple]:
+        """(key, first row, end row) of each thread's rows of `stats` (sorted, so contiguous)."""
+        st = self.stats
+        if not len(st):
+            return []
+        run = st["run"].cat.codes.to_numpy()
+        proc, thread = st["process"].to_numpy(), st["thread"].to_numpy()
+        new = np.r_[True, (run[1:] != run[:-1]) | (proc[1:] != proc[:-1]) | (thread[1:] != thread[:-1])]
+        starts = np.flatnonzero(new).tolist()
+        names = st["run"].cat.categories
+        return [((names[run[a]], int(proc[a]), int(thread[a])), a, b)
+                for a, b in zip(starts, starts[1:] + [len(st)])]
+
     def thread_keys(self) -> list[tuple]:
         """(run, process, thread) of every thread with beats, in beats-table order."""
-        if not len(self.stats):
-            return []
-        k = self.stats[["run", "process", "thread"]].drop_duplicates()
-        return [(r, int(p), int(t)) for r, p, t in k.itertuples(index=False, name=None)]
+        return [k for k, _, _ in self._thread_groups()]
 
     def thread_loaders(self) -> list[tuple]:
         """One (key, beats, load) per thread with beats: load() reads the thread's beat times
         (s, in beats-table order) from the trace."""
+        source = self.stats["source"].astype(str).tolist()
+        beats = self.stats["beats"].to_numpy()
         out = []
-        g = self.stats.groupby(["run", "process", "thread"], sort=False, observed=True)
-        for (run, process, thread), rows in g:
-            sources = sorted(set(rows["source"].astype(str)))
-            n = int(rows["beats"].sum())
-            out.append(((run, int(process), int(thread)), n,
-                        lambda p=int(process), t=int(thread), s=sources: self._source.load_times(p, t, s)))
+        for (run, process, thread), a, b in self._thread_groups():
+            sources = sorted(set(source[a:b]))
+            out.append(((run, process, thread), int(beats[a:b].sum()),
+                        lambda p=process, t=thread, s=sources: self._source.load_times(p, t, s)))
         return out
