@@ -206,7 +206,7 @@ def test_openmp_beats_waits_and_a_forked_child_read_alike(tracer_built, tmp_path
 
 
 COMMANDS = (["info"], ["info", "--format", "json"], ["info", "--format", "csv"], ["diagnose"],
-            ["diagnose", "--format", "json"])
+            ["diagnose", "--format", "json"], ["diagnose", "--format", "json", "--reference", SAMPLES / "pi-normal"])
 
 
 def _cli_both(capsys, monkeypatch, path):
@@ -241,3 +241,22 @@ def test_info_and_diagnose_alike_on_openmp_waits(capsys, monkeypatch, tracer_bui
     for cmd, streamed, whole in results:
         assert streamed == whole, cmd
     assert "waiting %" in results[0][1][1]  # info's table has the time waited at barriers
+
+
+def test_live_means_this_hosts_process_that_wrote_the_file():
+    """A file is live when its pid runs here and started no later than the tracer: this
+    test's own process, with a tracer start now, is; the same pid with a tracer start
+    long before the process began (a pid used again) is not, nor another host's, nor a
+    converted file."""
+    import socket
+
+    from hbtool.io.hbt_stream import process_is_live
+
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    me = {"pid": os.getpid(), "start_mono_ns": now, "flags": 0}
+    here = {"host": socket.gethostname()}
+    assert process_is_live(me, here)
+    assert not process_is_live({**me, "start_mono_ns": 0}, here)
+    assert not process_is_live(me, {"host": here["host"] + "-elsewhere"})
+    assert not process_is_live({**me, "flags": 0x2}, here)
+    assert not process_is_live({**me, "pid": 0}, here)
