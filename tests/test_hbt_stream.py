@@ -209,8 +209,8 @@ COMMANDS = (["info"], ["info", "--format", "json"], ["info", "--format", "csv"],
             ["diagnose", "--format", "json"], ["diagnose", "--format", "json", "--reference", SAMPLES / "pi-normal"])
 
 
-def _cli_both(capsys, monkeypatch, path):
-    """Each command's (exit, stdout, stderr) reading `path` streamed, then whole."""
+def _cli_both(capsys, monkeypatch, *paths):
+    """Each command's (exit, stdout, stderr) reading `paths` streamed, then whole."""
     import hbtool.io
 
     from conftest import run_cli
@@ -219,9 +219,9 @@ def _cli_both(capsys, monkeypatch, path):
     out = []
     for cmd in COMMANDS:
         monkeypatch.setattr(hbtool.io, "read_heartbeats", whole)
-        streamed = run_cli(capsys, *cmd, path)
+        streamed = run_cli(capsys, *cmd, *paths)
         monkeypatch.setattr(hbtool.io, "read_heartbeats", lambda p, stream=False: whole(p, stream=False))
-        out.append((cmd, streamed, run_cli(capsys, *cmd, path)))
+        out.append((cmd, streamed, run_cli(capsys, *cmd, *paths)))
     return out
 
 
@@ -230,6 +230,16 @@ def test_info_and_diagnose_print_exactly_what_the_whole_reader_gives(capsys, mon
     for cmd, streamed, whole in _cli_both(capsys, monkeypatch, SAMPLES / name):
         assert streamed == whole, cmd
         assert streamed[0] == 0 and streamed[1]
+
+
+def test_several_traces_at_once_and_one_twice(capsys, monkeypatch):
+    """Several traces join into one streamed trace (the second of one name gets '#2')."""
+    paths = (SAMPLES / "pi-segv", SAMPLES / "jacobi-leak", SAMPLES / "pi-segv")
+    for cmd, streamed, whole in _cli_both(capsys, monkeypatch, *paths):
+        assert streamed == whole, cmd
+    trace = read_heartbeats(list(paths), stream=True)
+    assert isinstance(trace, StreamedTrace) and list(trace.runs) == ["pi-segv", "jacobi-leak", "pi-segv#2"]
+    assert "pi-segv#2" in run_hbtool("info", *paths).stdout
 
 
 def test_info_and_diagnose_alike_on_openmp_waits(capsys, monkeypatch, tracer_built, tmp_path):

@@ -23,7 +23,7 @@ def beats_option(f):
 
 def read_all(paths, label="reading", beats="auto", need_beats=True, stream=False):
     """The traces at `paths` as one, with only the beats `beats` picks (HeartbeatTrace.with_beats).
-    stream: one tracer trace is read in bounded memory, its beats left in the file (for
+    stream: tracer traces are read in bounded memory, their beats left in the files (for
     commands that need per-thread summaries and one thread's beats at a time)."""
     from ..errors import HbtoolError
     from ..io import read_heartbeats
@@ -32,7 +32,7 @@ def read_all(paths, label="reading", beats="auto", need_beats=True, stream=False
     traces = []
     with progress(paths, label) as bar:
         for p in bar:
-            traces.append(read_heartbeats(p, stream=stream and len(paths) == 1))
+            traces.append(read_heartbeats(p, stream=stream))
     trace = traces[0] if len(traces) == 1 else HeartbeatTrace.concat(traces)
     warn(trace.warnings)
     had = trace.sources()

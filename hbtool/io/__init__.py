@@ -70,14 +70,14 @@ def read_heartbeats(paths: str | os.PathLike | list, stream: bool = False) -> He
     """Read heartbeats from one or more paths (files, run directories, directories of runs,
     or '-' for standard input in any format known by its content).
 
-    stream: a single tracer trace (file or run directory) is read in bounded memory, its
+    stream: tracer traces (files or run directories) are read in bounded memory, their
     beats left in the files (a :class:`~hbtool.model.heartbeats.StreamedTrace`, which reads
-    them only when asked); other inputs are read whole as always."""
+    them only when asked); other inputs are read whole as always (and with them, all)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
         raise HbtoolError("no trace given")
-    traces = [_read_one(p, stream=stream and len(paths) == 1) for p in paths]
+    traces = [_read_one(p, stream=stream) for p in paths]
     return traces[0] if len(traces) == 1 else HeartbeatTrace.concat(traces)
 
 

@@ -365,7 +365,7 @@ class HbtStream:
         """The whole trace, as hbt.read_hbt reads it (every beat in memory)."""
         return hbt.read_hbt([s.path for s in self.scans], self.run, files=[s.fh for s in self.scans])
 
-    def load_times(self, process: int, thread: int, sources: list[str]) -> np.ndarray:
+    def load_times(self, run: str, process: int, thread: int, sources: list[str]) -> np.ndarray:
         """The beat times (s) of one thread's beats of the given sources, in the order the
         trace's beats table has them (by seq, then time)."""
         i = self.proc_index[process]

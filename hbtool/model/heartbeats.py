@@ -181,18 +181,13 @@ class HeartbeatTrace:
 
     @staticmethod
     def concat(traces: list["HeartbeatTrace"]) -> "HeartbeatTrace":
-        """Join traces of different runs (run names must differ; later duplicates get a suffix)."""
+        """Join traces of different runs (run names must differ; later duplicates get a suffix).
+        Traces whose beats stay in their files (StreamedTrace) are joined into one such."""
+        if traces and all(isinstance(tr, StreamedTrace) for tr in traces):
+            return StreamedTrace.join(traces)
         beats, events, monitor, waits, runs, warnings = [], [], [], [], {}, []
         for tr in traces:
-            rename = {}
-            for name in tr.runs:
-                new = name
-                k = 2
-                while new in runs:
-                    new = f"{name}#{k}"
-                    k += 1
-                rename[name] = new
-                runs[new] = tr.runs[name]
+            rename = _renames(tr.runs, runs)
             b = tr.beats.copy()
             e = tr.events.copy()
             m = tr.monitor.copy()
@@ -248,6 +243,21 @@ class HeartbeatTrace:
                 b = b[mask].reset_index(drop=True)
         return HeartbeatTrace(beats=b, events=self.events, runs=runs_with_sources(self.runs, chosen, available),
                               warnings=list(self.warnings), monitor=self.monitor, waits=self.waits)
+
+
+def _renames(names, taken: dict) -> dict[str, str]:
+    """Each run name of a trace joined to `taken` (run name -> metadata, which gets them):
+    itself, or with a suffix #2, #3, ... when the name is taken."""
+    rename = {}
+    for name in names:
+        new = name
+        k = 2
+        while new in taken:
+            new = f"{name}#{k}"
+            k += 1
+        rename[name] = new
+        taken[new] = names[name]
+    return rename
 
 
 def choose_sources(available: dict[tuple, dict[str, int]], which: str) -> dict[tuple, str]:
@@ -363,6 +373,31 @@ class StreamedTrace(HeartbeatTrace):
         out._waits = self._waits
         return out
 
+    @staticmethod
+    def join(traces: list["StreamedTrace"]) -> "StreamedTrace":
+        """Streamed traces of different runs as one (HeartbeatTrace.concat's renaming)."""
+        runs, warnings, by_run = {}, [], {}
+        stats, wstats, events, monitor = [], [], [], []
+        for tr in traces:
+            rename = _renames(tr.runs, runs)
+            for old, new in rename.items():
+                by_run[new] = (tr._source, old)
+
+            def renamed(df):
+                df = df.copy()
+                if any(k != v for k, v in rename.items()):
+                    df["run"] = df["run"].astype(str).map(rename)
+                return df
+
+            stats.append(renamed(tr.stats))
+            wstats.append(renamed(tr.wait_stats))
+            events.append(renamed(tr.events))
+            monitor.append(renamed(tr.monitor))
+            warnings.extend(tr.warnings)
+        return StreamedTrace(_JoinedSources(by_run, [tr._source for tr in traces]), pd.concat(stats, ignore_index=True),
+                             pd.concat(events, ignore_index=True), runs, warnings,
+                             pd.concat(monitor, ignore_index=True), pd.concat(wstats, ignore_index=True))
+
     def _thread_groups(self) -> list[tuple]:
         """(key, first row, end row) of each thread's rows of `stats` (sorted, so contiguous)."""
         st = self.stats
@@ -389,5 +424,19 @@ class StreamedTrace(HeartbeatTrace):
         for (run, process, thread), a, b in self._thread_groups():
             sources = sorted(set(source[a:b]))
             out.append(((run, process, thread), int(beats[a:b].sum()),
-                        lambda p=process, t=thread, s=sources: self._source.load_times(p, t, s)))
+                        lambda r=run, p=process, t=thread, s=sources: self._source.load_times(r, p, t, s)))
         return out
+
+
+class _JoinedSources:
+    """The sources of joined streamed traces: a run's beats from the source that has it."""
+
+    def __init__(self, by_run: dict[str, tuple], sources: list):
+        self.by_run, self.sources = by_run, sources
+
+    def load_times(self, run: str, process: int, thread: int, sources: list[str]) -> np.ndarray:
+        source, name = self.by_run[run]
+        return source.load_times(name, process, thread, sources)
+
+    def materialize(self) -> HeartbeatTrace:
+        return HeartbeatTrace.concat([s.materialize() for s in self.sources])
