@@ -270,3 +270,45 @@ def test_live_means_this_hosts_process_that_wrote_the_file():
     assert not process_is_live(me, {"host": here["host"] + "-elsewhere"})
     assert not process_is_live({**me, "flags": 0x2}, here)
     assert not process_is_live({**me, "pid": 0}, here)
+
+
+def test_mutated_traces_give_answers_or_one_line_never_a_traceback(capsys, tmp_path):
+    """A seeded mutation run over a real trace through info and diagnose (truncation, bit
+    flips, zeroed ranges, huge header fields, random record words): exit 0 or one error
+    line with exit 2, never a traceback."""
+    import random
+
+    from conftest import run_cli
+
+    src = (next((SAMPLES / "pi-segv").glob("*.hbt"))).read_bytes()
+    rng = random.Random(20)
+    codes = []
+    for case in range(60):
+        b = bytearray(src)
+        op = case % 5
+        if op == 0:
+            b = b[:rng.randrange(len(b))]
+        elif op == 1:
+            for _ in range(rng.randrange(1, 20)):
+                b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        elif op == 2:
+            i = rng.randrange(len(b))
+            b[i:i + 4096] = bytes(len(b[i:i + 4096]))
+        elif op == 3:
+            i = rng.randrange(0, 128, 4)
+            b[i:i + 8] = rng.getrandbits(64).to_bytes(8, "little")
+        else:
+            i = 4096 + 32 * rng.randrange((len(b) - 4096) // 32)
+            b[i:i + 8] = rng.getrandbits(64).to_bytes(8, "little")
+        p = tmp_path / f"case{case}.hbt"
+        p.write_bytes(bytes(b))
+        for cmd in ("info", "diagnose"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                code, out, err = run_cli(capsys, cmd, p)
+            assert code in (0, 2), (case, cmd, code, err)
+            assert "Traceback" not in err
+            codes.append(code)
+            if code == 2:
+                assert len(err.strip().splitlines()) == 1, (case, cmd, err)
+    assert codes.count(0) > 20 and codes.count(2) > 5  # both answers and refusals were exercised
