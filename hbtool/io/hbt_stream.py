@@ -159,11 +159,18 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
             nch = min(per, nchunks - c0)
             want = min(nch * spc, nslots - c0 * spc) * SLOT_SIZE
             got = _pread_into(scan.fh, buf[:want], do + c0 * chunk)
-            if got < want:
-                if strict:
+            if got < want and strict:
+                # a live program's clean end cuts its file to the space used: no counted record is lost
+                n = nrec_all[c0:c0 + nch]
+                used = np.flatnonzero(n >= 0)
+                if used.size and got < int(used[-1]) * chunk + (int(n[used[-1]]) + 1) * SLOT_SIZE:
                     raise HbtoolError(f"{path}: the file shrank while being read: read it again")
-                scan.warnings.append(f"{path}: the file shrank while being read (cut short by another program?): "
-                                     f"reading the records that were there")
+                buf[got:want] = 0
+                got = want
+            if got < want:
+                if not scan.live:
+                    scan.warnings.append(f"{path}: the file shrank while being read (cut short by another "
+                                         f"program?): reading the records that were there")
                 nch = -(-(got // SLOT_SIZE) // spc)
                 want = got // SLOT_SIZE * SLOT_SIZE
             buf[want:nch * chunk] = 0  # a chunk cut short ends with empty slots
