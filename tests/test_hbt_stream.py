@@ -312,3 +312,22 @@ def test_mutated_traces_give_answers_or_one_line_never_a_traceback(capsys, tmp_p
             if code == 2:
                 assert len(err.strip().splitlines()) == 1, (case, cmd, err)
     assert codes.count(0) > 20 and codes.count(2) > 5  # both answers and refusals were exercised
+
+
+def test_diagnose_keeps_no_beat_times_once_done(burst, tmp_path, monkeypatch):
+    """A thread's beat times are read again after being dropped (a small budget forces it),
+    with the same features; once the series are gone, no arrays stay behind."""
+    import gc
+
+    from hbtool.analyzers import features
+
+    f = _record(burst, tmp_path, 4, 30000)
+    eager, streamed = _both(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        want = features_table(eager)
+        monkeypatch.setattr(config, "SERIES_CACHE_BYTES", 1)  # keeps only the two used last
+        got = features_table(streamed)
+    pd.testing.assert_frame_equal(want, got)
+    gc.collect()
+    assert all(ref() is None for ref, _ in features._CACHE.used.values())

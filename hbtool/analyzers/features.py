@@ -8,6 +8,7 @@ features alone (docs/methods.md says why and how each is computed).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,10 +116,11 @@ class _SeriesCache:
     """The loaded arrays of lazy series, within a byte budget. Over budget, the series used
     most recently is dropped first, but never the two used last (a thread and the reference
     it is compared with): threads are visited in turn, twice, and keeping the first ones
-    read serves the second visit better than keeping the last ones."""
+    read serves the second visit better than keeping the last ones. Series are held
+    weakly: a series no longer used elsewhere frees its arrays with it."""
 
     def __init__(self):
-        self.used: dict[int, tuple] = {}   # id -> (series, bytes), in order of use
+        self.used: dict[int, tuple] = {}   # id -> (weak reference, bytes), in order of use
 
     def touch(self, s) -> None:
         item = self.used.pop(id(s), None)
@@ -126,16 +128,20 @@ class _SeriesCache:
             self.used[id(s)] = item
 
     def admit(self, s, nbytes: int) -> None:
-        self.used[id(s)] = (s, nbytes)
+        self.used[id(s)] = (weakref.ref(s), nbytes)
         self.make_room(0)
 
     def make_room(self, nbytes: int, keep: int = 2) -> None:
         """Drop series until `nbytes` more fit in the budget (never the `keep` used last)."""
+        for key in [k for k, (ref, _) in self.used.items() if ref() is None]:
+            del self.used[key]
         total = sum(n for _, n in self.used.values()) + nbytes
         victims = list(self.used)[:-keep]
         while total > config.SERIES_CACHE_BYTES and victims:
-            old, n = self.used.pop(victims.pop())
-            old.drop()
+            ref, n = self.used.pop(victims.pop())
+            old = ref()
+            if old is not None:
+                old.drop()
             total -= n
 
 
