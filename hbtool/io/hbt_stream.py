@@ -1,12 +1,12 @@
 """Bounded-memory reading of the tracer's binary files: the beats stay in the file.
 
 `hbtool info` and `hbtool diagnose` need, per thread, a few numbers (beats, first and
-last time, OS threads) and, for diagnose, one thread's beat times at a time. This
-reader scans each file once in windows of config.HBT_READ_WINDOW_BYTES, keeping only
-those per-thread numbers and the records that are not beats (lifecycle, waits, the
-monitor's, names: a few per thread); a thread's beat times are read from the file again
-when an analysis asks for them (:meth:`HbtStream.load_times`). Memory so follows the
-window and the largest thread, not the trace.
+last time, OS threads, time waited) and, for diagnose, one thread's beat times at a time.
+This reader scans each file once in windows of config.HBT_READ_WINDOW_BYTES, keeping only
+those per-thread numbers and the records that are neither beats nor waits (lifecycle,
+the monitor's, names: a few per thread); a thread's beat times are read from the file
+again when an analysis asks for them (:meth:`HbtStream.load_times`). Memory so follows
+the window and the largest thread, not the trace.
 
 The layout is docs/formats.md's (version 1): chunks of ``chunk_size`` bytes, each
 owned by one thread slot, a chunk's records ending at its first empty slot, a thread's
@@ -15,12 +15,14 @@ one thread may lie anywhere in the chunk area, in any order.
 
 A live trace (its process still runs on this host) is read as a snapshot: the chunk
 area the header declared when the file was opened, each chunk's records up to its first
-empty slot as first seen. The tracer stores a slot's kind last, with release ordering,
-so a slot seen with a kind was complete when seen; the window is then read a second
-time and the records' fields taken from that second copy, which cannot hold a
-half-written record (a record is never rewritten). Records added after the first look
-are left out, so every later read of the file (a thread's beat times) sees the same
-snapshot.
+empty slot as first seen (the tracer stores a slot's kind last, with release ordering,
+so a slot seen with a kind was complete when seen). A thread's chunk that a later chunk
+of the same thread follows is counted again: it was seen while being filled, and was
+full before its successor, seen later, began. The window is then read a second time and
+the records' fields taken from that copy, which cannot hold a half-written record (a
+record is never rewritten). Each thread's records are so a prefix of all it will write;
+records added after the first look are left out, and every later read of the file (a
+thread's beat times) sees the same snapshot.
 """
 
 from __future__ import annotations
