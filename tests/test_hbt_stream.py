@@ -331,3 +331,23 @@ def test_diagnose_keeps_no_beat_times_once_done(burst, tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(want, got)
     gc.collect()
     assert all(ref() is None for ref, _ in features._CACHE.used.values())
+
+
+def test_a_run_of_many_files_is_read_without_keeping_them_open(tmp_path, monkeypatch):
+    """Past KEEP_OPEN files (a run of hundreds of forked processes), each file is opened
+    again when read, not held open: the same answers."""
+    import shutil
+
+    from hbtool.io import hbt_stream
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("pi-segv", "jacobi-leak", "matmul-exit1"):
+        for f in (SAMPLES / name).glob("*.hbt"):
+            shutil.copy(f, run / f.name)
+    monkeypatch.setattr(hbt_stream, "KEEP_OPEN", 2)
+    eager, streamed = _both(run)
+    assert all(s.fh is None for s in streamed._source.scans)
+    _same_trace(eager, streamed)
+    pd.testing.assert_frame_equal(features_table(eager), features_table(streamed))
+    assert len(streamed.runs[streamed.run_names[0]]["processes"]) == 3

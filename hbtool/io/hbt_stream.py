@@ -27,6 +27,7 @@ thread's beat times) sees the same snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass, field
@@ -44,13 +45,17 @@ from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KIND
                   metadata_text, time_bounds, used_chunks, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames)
 
 
+#: a run of more files than this is read with each file opened when needed, not all kept open
+KEEP_OPEN = 64
+
+
 @dataclass
 class FileScan:
     """One trace file, scanned: its header, the index of its used chunks, per-thread beat
     counts and times, and every record that is not a beat."""
 
     path: str
-    fh: object                       # the open file (kept open: standard input's copy is unlinked)
+    fh: object                       # the open file (kept open: standard input's copy is unlinked), or None
     header: dict
     meta: dict
     order: str
@@ -368,7 +373,8 @@ class HbtStream:
 
     def close(self) -> None:
         for s in self.scans:
-            s.fh.close()
+            if s.fh is not None:
+                s.fh.close()
 
     def materialize(self) -> HeartbeatTrace:
         """The whole trace, as hbt.read_hbt reads it (every beat in memory)."""
@@ -388,7 +394,6 @@ class HbtStream:
         mine = (c["pure_thread"] == thread) & np.isin(c["pure_source"], codes)
         others = (c["pure_thread"] >= 0) & ~mine  # pure chunks of another thread or source: not read
         pick = np.flatnonzero(np.isin(c["slot"], np.unique(r["slot"][sel])) & (c["nrec"] > 0) & ~others)
-        rdt = record_dtype(s.order)
         spc = s.spc
         per = max(1, config.HBT_READ_WINDOW_BYTES // s.chunk_size)
         buf = np.zeros(min(per, max(pick.size, 1)) * s.chunk_size, dtype=np.uint8)
@@ -400,57 +405,83 @@ class HbtStream:
         seq_out = np.empty(total, dtype=np.uint32)
         groups = []  # per record: os_tid * 16 + source, for the unwrap of seq
         at = 0
-        for b0 in range(0, pick.size, per):
-            part = pick[b0:b0 + per]
-            for k, ci in enumerate(part.tolist()):
-                want = s.chunk_size
-                got = _pread_into(s.fh, buf[k * want:(k + 1) * want], int(c["offset"][ci]))
-                if got < (int(c["nrec"][ci]) + 1) * SLOT_SIZE:
-                    raise HbtoolError(f"{s.path}: the file shrank while being read: read it again")
-                buf[k * want + got:(k + 1) * want] = 0
-            recs = buf[:part.size * s.chunk_size].view(rdt).reshape(part.size, spc)
-            n = c["nrec"][part]
-            valid = (pos[None, :] >= 1) & (pos[None, :] <= n[:, None])
-            imp = np.flatnonzero(~mine[part])
-            if codes.size == 1:
-                # chunks of nothing but this thread's beats (their times checked by the scan) as they
-                # are; in the others, the records that are this thread's beats of this source
-                if imp.size:
-                    sub = recs[imp]
-                    th = sub["thread"].astype(np.int64)
-                    th = np.where(th >= 0, th, c["slot"][part][imp][:, None])
-                    valid[imp] &= ((sub["kind"] == REC_BEAT) & (th == thread) & ((sub["flags"] & 0xF) == codes[0])
-                                   & (sub["t_ns"] >= lo) & (sub["t_ns"] <= hi))
-                t, sq = recs["t_ns"][valid], recs["seq"][valid]
-                groups.append((c["os_tid"][part] * 16 + codes[0], valid.sum(axis=1)))
-            else:
-                kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
-                src = (recs["flags"][valid] & 0xF).astype(np.int64)
-                if (th < 0).any():
-                    th = np.where(th >= 0, th, np.repeat(c["slot"][part], n))
-                keep = (kind == REC_BEAT) & (th == thread) & (t >= lo) & (t <= hi) & np.isin(src, codes)
-                sq = recs["seq"][valid][keep]
-                t = t[keep]
-                groups.append((np.repeat(c["os_tid"][part], n)[keep] * 16 + src[keep], None))
-            if at + t.size > total:
-                raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
-            np.add(t.view(np.int64), shift, out=t_out[at:at + t.size])
-            seq_out[at:at + t.size] = sq
-            at += t.size
-        if at != total:
+        with _opened(s) as fh:
+            for b0 in range(0, pick.size, per):
+                at = self._read_batch(fh, s, pick[b0:b0 + per], buf, thread, codes, mine, shift, lo, hi, pos,
+                                      t_out, seq_out, groups, at, total)
+        return _finish(s, t_out, seq_out, groups, at, total)
+
+    @staticmethod
+    def _read_batch(fh, s, part, buf, thread, codes, mine, shift, lo, hi, pos, t_out, seq_out, groups, at, total):
+        """Read one batch of a thread's chunks and append its beats; returns where the next go."""
+        c, spc, rdt = s.chunks, s.spc, record_dtype(s.order)
+        for k, ci in enumerate(part.tolist()):
+            want = s.chunk_size
+            got = _pread_into(fh, buf[k * want:(k + 1) * want], int(c["offset"][ci]))
+            if got < (int(c["nrec"][ci]) + 1) * SLOT_SIZE:
+                raise HbtoolError(f"{s.path}: the file shrank while being read: read it again")
+            buf[k * want + got:(k + 1) * want] = 0
+        recs = buf[:part.size * s.chunk_size].view(rdt).reshape(part.size, spc)
+        n = c["nrec"][part]
+        valid = (pos[None, :] >= 1) & (pos[None, :] <= n[:, None])
+        imp = np.flatnonzero(~mine[part])
+        if codes.size == 1:
+            # chunks of nothing but this thread's beats (their times checked by the scan) as they
+            # are; in the others, the records that are this thread's beats of this source
+            if imp.size:
+                sub = recs[imp]
+                th = sub["thread"].astype(np.int64)
+                th = np.where(th >= 0, th, c["slot"][part][imp][:, None])
+                valid[imp] &= ((sub["kind"] == REC_BEAT) & (th == thread) & ((sub["flags"] & 0xF) == codes[0])
+                               & (sub["t_ns"] >= lo) & (sub["t_ns"] <= hi))
+            t, sq = recs["t_ns"][valid], recs["seq"][valid]
+            groups.append((c["os_tid"][part] * 16 + codes[0], valid.sum(axis=1)))
+        else:
+            kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
+            src = (recs["flags"][valid] & 0xF).astype(np.int64)
+            if (th < 0).any():
+                th = np.where(th >= 0, th, np.repeat(c["slot"][part], n))
+            keep = (kind == REC_BEAT) & (th == thread) & (t >= lo) & (t <= hi) & np.isin(src, codes)
+            sq = recs["seq"][valid][keep]
+            t = t[keep]
+            groups.append((np.repeat(c["os_tid"][part], n)[keep] * 16 + src[keep], None))
+        if at + t.size > total:
             raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
-        if total > 1:
-            vals = np.concatenate([g for g, _ in groups])
-            one = vals.size > 0 and vals.min() == vals.max()
-            if not (one and (np.subtract(seq_out[1:], seq_out[:-1], dtype=np.int64) > 0).all()):
-                # not simply one sequence counting up: unwrap per OS thread and source, sort
-                group = np.concatenate([np.repeat(g, cnt) if cnt is not None else g for g, cnt in groups])
-                seq = _unwrap_seq(seq_out, group)
-                if not _sorted_by(seq, t_out):
-                    t_out = t_out[np.lexsort((t_out, seq))]
-        out = t_out.astype(np.float64)
-        out /= 1e9
-        return out
+        np.add(t.view(np.int64), shift, out=t_out[at:at + t.size])
+        seq_out[at:at + t.size] = sq
+        return at + t.size
+
+
+def _finish(s: FileScan, t_out, seq_out, groups: list, at: int, total: int) -> np.ndarray:
+    """A thread's beat times (s) in beats-table order: by seq (unwrapped), then time."""
+    if at != total:
+        raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
+    if total > 1:
+        vals = np.concatenate([g for g, _ in groups])
+        one = vals.size > 0 and vals.min() == vals.max()
+        if not (one and (np.subtract(seq_out[1:], seq_out[:-1], dtype=np.int64) > 0).all()):
+            # not simply one sequence counting up: unwrap per OS thread and source, sort
+            group = np.concatenate([np.repeat(g, cnt) if cnt is not None else g for g, cnt in groups])
+            seq = _unwrap_seq(seq_out, group)
+            if not _sorted_by(seq, t_out):
+                t_out = t_out[np.lexsort((t_out, seq))]
+    out = t_out.astype(np.float64)
+    out /= 1e9
+    return out
+
+
+@contextlib.contextmanager
+def _opened(s: FileScan):
+    """The scan's file: kept open, or (a run of many files) opened again for this read."""
+    if s.fh is not None:
+        yield s.fh
+        return
+    try:
+        fh = open(s.path, "rb")
+    except OSError as exc:
+        raise HbtoolError(f"{s.path}: cannot read ({exc.strerror or exc})") from exc
+    with fh:
+        yield fh
 
 
 def _sorted_by(seq: np.ndarray, t: np.ndarray) -> bool:
@@ -464,13 +495,18 @@ def read_hbt_stream(paths: list[str], run: str) -> StreamedTrace:
     """Read binary trace files of one run (one file per process) in bounded memory: a
     StreamedTrace whose beats stay in the files (see the module's docstring)."""
     scans = []
+    many = len(paths) > KEEP_OPEN
     try:
         for p in paths:
             scans.append(scan_file(p))
+            if many:  # files are opened again when read (descriptors are not unlimited)
+                scans[-1].fh.close()
+                scans[-1].fh = None
         return _assemble(HbtStream(scans, run))
     except BaseException:
         for s in scans:
-            s.fh.close()
+            if s.fh is not None:
+                s.fh.close()
         raise
 
 
