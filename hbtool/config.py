@@ -15,6 +15,16 @@ MAX_CHUNK_BYTES = 64 << 20
 MAX_LEGACY_LINE = 4096
 #: readers: most bytes copied from standard input ('-'), which is spooled to a temporary file
 MAX_STDIN_BYTES = 4 << 30
+#: readers: a binary trace's record time stamp further than this from the tracer's start is
+#: corrupted, and the record is skipped with a warning (100 years, in ns; pandas' clocks end
+#: at 292 years)
+MAX_TRACE_SPAN_NS = 100 * 365 * 86400 * 10**9
+#: readers: bytes of a binary trace read at a time by the bounded-memory reader (info,
+#: diagnose): its memory does not grow with the trace
+HBT_READ_WINDOW_BYTES = 32 << 20
+#: diagnose: bytes of beat times and heart rates of a streamed trace's threads kept in
+#: memory at once (threads read from the file again when needed; at least two are kept)
+SERIES_CACHE_BYTES = 256 << 20
 #: readers: warnings of one kind printed before they are summarised
 MAX_WARNINGS_SHOWN = 10
 

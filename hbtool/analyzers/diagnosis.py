@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import HeartbeatTrace
-from .features import FEATURES, FeatureSettings, Series, compute_features, make_series, too_few_beats
+from .features import FEATURES, FeatureSettings, LazySeries, Series, compute_features, make_series, too_few_beats
 from .summary import region_work, summarize_threads
 
 KEY = ["run", "process", "thread"]
@@ -19,17 +19,20 @@ BEAT_BY_BEAT = ["LTR", "LHR", "DTW", "LB", "LTRmax"]
 
 
 def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
+    loaders = getattr(trace, "thread_loaders", None)
+    if loaders is not None:  # a StreamedTrace: each thread's beats read from the file when needed
+        return {k: LazySeries(load, n, settings.window) for k, n, load in loaders()}
     return {k: make_series(g["t"].to_numpy(), settings.window) for k, g in trace.threads()}
 
 
 def team_reference(series: dict[tuple, Series], settings: FeatureSettings):
     """The thread whose (beats, completion time, mean heart rate) lies closest to the
     team's median of each (log scale); None when no thread has features."""
-    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.t[-1] > 0}
+    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.last_t() > 0}
     if not cand:
         return None
     keys = list(cand)
-    vec = np.array([[np.log(s.beats), np.log(s.t[-1]), np.log(max(np.nanmean(s.hr[settings.window:]), 1e-300))]
+    vec = np.array([[np.log(s.beats), np.log(s.last_t()), np.log(max(s.mean_hr(settings.window), 1e-300))]
                     for s in cand.values()])
     med = np.median(vec, axis=0)
     d = np.abs(vec - med).sum(axis=1)
@@ -54,7 +57,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     """
     settings = settings or FeatureSettings()
     series = thread_series(trace, settings)
-    summary = summarize_threads(trace).set_index(KEY) if len(trace.beats) else None
+    summary = summarize_threads(trace).set_index(KEY) if trace.beat_count() else None
     ref_series, ref_default = {}, None
     if reference is not None:
         rs = thread_series(reference, settings)
@@ -127,6 +130,14 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
 def _counts_progress(trace: HeartbeatTrace) -> dict[tuple, bool]:
     """Per thread: whether its beat count measures its progress (not when most of its
     beats are the tracer's automatic OpenMP ones)."""
+    stats = getattr(trace, "stats", None)
+    if stats is not None:  # beats summarised per OS thread and source by the reader
+        if not len(stats):
+            return {}
+        omp = stats["beats"].where(stats["source"] == "openmp", 0)
+        g = [stats["run"].to_numpy(), stats["process"].to_numpy(), stats["thread"].to_numpy()]
+        share = omp.groupby(g).sum() / stats["beats"].groupby(g).sum()
+        return {k: bool(v <= 0.5) for k, v in share.items()}
     b = trace.beats
     if not len(b):
         return {}
@@ -136,7 +147,7 @@ def _counts_progress(trace: HeartbeatTrace) -> dict[tuple, bool]:
 
 
 def _work_of(trace: HeartbeatTrace, table: pd.DataFrame) -> np.ndarray:
-    work = region_work(trace).set_index(KEY)["work_s"] if len(trace.beats) else pd.Series(dtype=float)
+    work = region_work(trace).set_index(KEY)["work_s"] if trace.beat_count() else pd.Series(dtype=float)
     return np.array([work.get(k, np.nan) for k in zip(table["run"], table["process"], table["thread"])], dtype=float)
 
 
@@ -149,11 +160,11 @@ def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame, reference: Heartbeat
     master (thread 0) has work of its own (the serial part inside regions, `master`
     blocks), so only a reference trace can judge it. NaN where either side has no wait
     records (API beats) or none of this holds."""
-    work = region_work(trace).set_index(KEY)["work_s"] if len(trace.beats) else pd.Series(dtype=float)
+    work = region_work(trace).set_index(KEY)["work_s"] if trace.beat_count() else pd.Series(dtype=float)
     out = np.full(len(table), np.nan)
     against = [""] * len(table)
     if reference is not None:
-        rw = region_work(reference) if len(reference.beats) else pd.DataFrame(columns=KEY + ["work_s"])
+        rw = region_work(reference) if reference.beat_count() else pd.DataFrame(columns=KEY + ["work_s"])
         ref_by_thread = rw.dropna().drop_duplicates("thread").set_index("thread")["work_s"]
         for i, k in enumerate(zip(table["run"], table["process"], table["thread"])):
             w, r = work.get(k, np.nan), ref_by_thread.get(k[2], np.nan)

@@ -8,6 +8,7 @@ features alone (docs/methods.md says why and how each is computed).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,114 @@ class Series:
     def beats(self) -> int:
         return int(self.t.size)
 
+    def last_t(self) -> float:
+        """The last beat's time (the sequence has beats)."""
+        return self.t[-1]
+
+    def mean_hr(self, w: int) -> float:
+        """The mean of the defined heart rates after the first `w` beats (NaN: none)."""
+        return np.nanmean(self.hr[w:])
+
+    def rate_defined(self, w: int) -> bool:
+        """Whether any heart rate after the first `w` beats is defined."""
+        return not np.all(np.isnan(self.hr[w:]))
+
+
+class LazySeries(Series):
+    """A thread's beats that stay in the trace file until needed (a StreamedTrace's):
+    `load()` reads its beat times, which are kept in a cache of config.SERIES_CACHE_BYTES
+    and read again after being dropped. What choosing a reference needs (last time, mean
+    heart rate) is kept after the first read."""
+
+    def __init__(self, load, beats: int, window: int):
+        self._load, self._n, self._w = load, int(beats), window
+        self._arrays = None
+        self._fits = {}
+        self._facts: dict = {}
+
+    def __repr__(self) -> str:
+        return f"LazySeries(beats={self._n})"
+
+    @property
+    def t(self) -> np.ndarray:
+        return self._get()[0]
+
+    @property
+    def hr(self) -> np.ndarray:
+        return self._get()[1]
+
+    @property
+    def beats(self) -> int:
+        return self._n
+
+    def _get(self):
+        if self._arrays is None:
+            _CACHE.make_room(16 * self._n, keep=1)  # before reading: only the series used last is in use
+            t = np.asarray(self._load(), dtype=np.float64)
+            self._arrays = (t, heart_rate(t, self._w))
+            if t.size:  # what choosing a reference asks of every thread, kept past a drop
+                self.last_t()
+                if self.rate_defined(self._w):
+                    self.mean_hr(self._w)
+            _CACHE.admit(self, 2 * t.nbytes)
+        else:
+            _CACHE.touch(self)
+        return self._arrays
+
+    def _fact(self, name: str, w: int, f):
+        key = (name, w)
+        if key not in self._facts:
+            self._facts[key] = f()
+        return self._facts[key]
+
+    def last_t(self) -> float:
+        return self._fact("last", 0, lambda: Series.last_t(self))
+
+    def mean_hr(self, w: int) -> float:
+        return self._fact("mean", w, lambda: Series.mean_hr(self, w))
+
+    def rate_defined(self, w: int) -> bool:
+        return self._fact("rate", w, lambda: Series.rate_defined(self, w))
+
+    def drop(self) -> None:
+        self._arrays = None
+
+
+class _SeriesCache:
+    """The loaded arrays of lazy series, within a byte budget. Over budget, the series used
+    most recently is dropped first, but never the two used last (a thread and the reference
+    it is compared with): threads are visited in turn, twice, and keeping the first ones
+    read serves the second visit better than keeping the last ones. Series are held
+    weakly: a series no longer used elsewhere frees its arrays with it."""
+
+    def __init__(self):
+        self.used: dict[int, tuple] = {}   # id -> (weak reference, bytes), in order of use
+
+    def touch(self, s) -> None:
+        item = self.used.pop(id(s), None)
+        if item is not None:
+            self.used[id(s)] = item
+
+    def admit(self, s, nbytes: int) -> None:
+        self.used[id(s)] = (weakref.ref(s), nbytes)
+        self.make_room(0)
+
+    def make_room(self, nbytes: int, keep: int = 2) -> None:
+        """Drop series until `nbytes` more fit in the budget (never the `keep` used last)."""
+        for key in [k for k, (ref, _) in self.used.items() if ref() is None]:
+            del self.used[key]
+        total = sum(n for _, n in self.used.values()) + nbytes
+        victims = list(self.used)[:-keep]
+        while total > config.SERIES_CACHE_BYTES and victims:
+            ref, n = self.used.pop(victims.pop())
+            old = ref()
+            if old is not None:
+                old.drop()
+            total -= n
+
+
+_CACHE = _SeriesCache()
+
 
 def make_series(t, window: int) -> Series:
     t = np.asarray(t, dtype=np.float64)
@@ -49,7 +158,7 @@ def too_few_beats(s: Series, settings: FeatureSettings) -> str | None:
     need = settings.window + 2
     if s.beats < need:
         return f"{s.beats} beats: too few for heart rates (window {settings.window} needs at least {need})"
-    if np.all(np.isnan(s.hr[settings.window:])):
+    if not s.rate_defined(settings.window):
         return "no elapsed time between beats: heart rate undefined"
     return None
 

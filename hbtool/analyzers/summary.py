@@ -21,6 +21,7 @@ ENDINGS = {
     "process_exit": "another thread's exit or _exit ended the process around it",
     "process_signal": "a fatal signal in another thread killed the process around it",
     "no_end_record": "the trace stops with no end: SIGKILL, or the trace was cut short",
+    "running": "no end yet: the trace is live (its program still runs)",
     "unknown": "the trace has no lifecycle records",
 }
 
@@ -84,17 +85,22 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
     rows = []
     ev_all = trace.events
     for (run, process), ev in ev_all.groupby(["run", "process"], sort=False, observed=True):
+        live = any(p.get("live") and p.get("process") == process
+                   for p in trace.runs.get(run, {}).get("processes", []))
         pend = process_end(ev)
         bad_end = pend is None or pend.abnormal
         pend_t = float(ev[ev["kind"].isin(["signal", "process_exit"])]["t"].max()) if pend else np.nan
         tids = set(ev["os_tid"].tolist())
-        tids |= set(trace.beats.loc[(trace.beats["run"] == run) & (trace.beats["process"] == process), "os_tid"].tolist())
+        tids |= _beat_tids(trace, run, process)
+        te = ev[ev["kind"] == "thread_end"]
+        last_end = {}  # OS thread -> (detail, t) of its last thread_end record
+        for tid, detail, t in zip(te["os_tid"].tolist(), te["detail"].tolist(), te["t"].tolist()):
+            last_end[tid] = (detail, t)
         for tid in sorted(t for t in tids if t >= 0):
-            te = ev[(ev["os_tid"] == tid) & (ev["kind"] == "thread_end")]
-            if len(te):
-                s = te.iloc[-1]
-                why = THREAD_END_REASONS.get(int(s["detail"]), f"ended ({int(s['detail'])})")
-                rows.append((run, process, tid, why, why, float(s["t"]), False))
+            if tid in last_end:
+                detail, t = last_end[tid]
+                why = THREAD_END_REASONS.get(int(detail), f"ended ({int(detail)})")
+                rows.append((run, process, tid, why, why, float(t), False))
             elif pend is not None:
                 kind, text = pend.kind, pend.text
                 if pend.os_tid == tid:  # this thread ended the process
@@ -105,6 +111,8 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
                 else:
                     kind, text = "process_signal", f"{text} (in another thread)"
                 rows.append((run, process, tid, kind, text, pend_t, bool(bad_end)))
+            elif live:
+                rows.append((run, process, tid, "running", "still running (live trace)", np.nan, False))
             else:
                 rows.append((run, process, tid, "no_end_record",
                              "no end record (killed by SIGKILL, or the trace was cut short)", np.nan, True))
@@ -123,9 +131,10 @@ def summarize_threads(trace: HeartbeatTrace, beatless: bool = False) -> pd.DataF
     beatless: also one row per OS thread that made no beats but left lifecycle records
     (beats 0; first_s, last_s: its first and last record), numbered after the process's
     beating threads in the order they started."""
-    s = _beating(trace)
+    ends = thread_endings(trace)
+    s = _beating(trace, ends)
     if beatless:
-        extra = _beatless(trace, s)
+        extra = _beatless(trace, s, ends)
         if len(extra):
             s = pd.concat([s, extra], ignore_index=True) if len(s) else extra
             order = {r: k for k, r in enumerate(trace.runs)}
@@ -134,13 +143,12 @@ def summarize_threads(trace: HeartbeatTrace, beatless: bool = False) -> pd.DataF
     return s
 
 
-def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame) -> pd.DataFrame:
+def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame, ends: pd.DataFrame) -> pd.DataFrame:
     ev = trace.events
     if not len(ev):
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    b = trace.beats
+    b = _beats_or_stats(trace)
     seen = set(zip(b["run"].astype(str), b["process"], b["os_tid"])) if len(b) else set()
-    ends = thread_endings(trace)
     end_by_tid = {(r.run, r.process, r.os_tid): r for r in ends.itertuples()}
     rows = []
     for (run, process), g in ev[ev["os_tid"] >= 0].groupby(["run", "process"], sort=False, observed=True):
@@ -162,13 +170,30 @@ def _beatless(trace: HeartbeatTrace, beating: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
-def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
-    b = trace.beats
+def _beats_or_stats(trace: HeartbeatTrace) -> pd.DataFrame:
+    """The beats table, or for a trace whose beats stay in the file its per-thread stats
+    (both have run, process, thread, os_tid)."""
+    stats = getattr(trace, "stats", None)
+    return stats if stats is not None else trace.beats
+
+
+def _beat_tids(trace: HeartbeatTrace, run, process) -> set:
+    """OS threads of one process that made beats."""
+    b = _beats_or_stats(trace)
+    return set(b.loc[(b["run"] == run) & (b["process"] == process), "os_tid"].tolist())
+
+
+def _beating(trace: HeartbeatTrace, ends: pd.DataFrame) -> pd.DataFrame:
+    stats = getattr(trace, "stats", None)
+    b = stats if stats is not None else trace.beats
     cols = SUMMARY_COLUMNS
     if not len(b):
         return pd.DataFrame(columns=cols)
     g = b.groupby(["run", "process", "thread"], sort=False, observed=True)
-    s = g.agg(beats=("t", "size"), first_s=("t", "min"), last_s=("t", "max")).reset_index()
+    if stats is not None:  # beats summarised per OS thread and source by the reader
+        s = g.agg(beats=("beats", "sum"), first_s=("first_s", "min"), last_s=("last_s", "max")).reset_index()
+    else:
+        s = g.agg(beats=("t", "size"), first_s=("t", "min"), last_s=("t", "max")).reset_index()
     s["duration_s"] = s["last_s"] - s["first_s"]
     with np.errstate(divide="ignore", invalid="ignore"):
         s["mean_rate"] = np.where(s["duration_s"] > 0, (s["beats"] - 1) / s["duration_s"], np.nan)
@@ -177,7 +202,6 @@ def _beating(trace: HeartbeatTrace) -> pd.DataFrame:
     for r, p, t, tid in pairs.itertuples(index=False, name=None):
         by_thread.setdefault((r, p, t), []).append(int(tid))
     s["os_tids"] = [sorted(by_thread.get((r, p, t), [])) for r, p, t in zip(s["run"], s["process"], s["thread"])]
-    ends = thread_endings(trace)
     end_by_tid = {(r.run, r.process, r.os_tid): (r.ending, r.ended, r.abnormal) for r in ends.itertuples()}
     endings, texts, abnormal = [], [], []
     for row in s.itertuples():
@@ -218,12 +242,14 @@ def wait_times(trace: HeartbeatTrace) -> pd.DataFrame:
     seconds) and, per synchronisation kind, its seconds (columns wait_<sync>_s; a worker's
     time outside the parallel regions is wait_outside_s), and serial_s: the master's time
     outside the regions (split_waits), not counted as waiting."""
-    w, serial = split_waits(trace.waits)
+    stats = getattr(trace, "wait_stats", None)  # a trace whose waits stay in the file: their sums
+    w, serial = split_waits(stats if stats is not None else trace.waits)
     if not len(w):
         return pd.DataFrame(columns=["run", "process", "thread", "waits", "wait_s"])
     key = ["run", "process", "thread"]
     g = w.groupby(key, observed=True, sort=True)
-    out = g.agg(waits=("wait_ns", "size"), wait_s=("wait_ns", "sum")).reset_index()
+    count = ("waits", "sum") if stats is not None else ("wait_ns", "size")
+    out = g.agg(waits=count, wait_s=("wait_ns", "sum")).reset_index()
     out["wait_s"] = out["wait_s"] / 1e9
     by_sync = w.pivot_table(index=key, columns="sync", values="wait_ns", aggfunc="sum", observed=True, fill_value=0)
     by_sync = (by_sync / 1e9).add_prefix("wait_").add_suffix("_s").reset_index()
@@ -241,24 +267,37 @@ def region_work(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per (run, process, thread) with beats, in a process with wait records: work_s, the
     thread's own work between its first and last beat: that time less its recorded waits
     and, for the master, its time outside the parallel regions (split_waits). NaN where the
-    process has no wait records (its beats say nothing of its waits)."""
+    process has no wait records (its beats say nothing of its waits). A trace whose beats
+    and waits stay in the file (StreamedTrace) gives the same from its per-thread summaries."""
     key = ["run", "process", "thread"]
-    b = trace.beats
-    if not len(b):
-        return pd.DataFrame(columns=key + ["work_s"])
-    span = b.groupby(key, observed=True, sort=False)["t_ns"].agg(first="min", last="max").reset_index()
+    stats = getattr(trace, "stats", None)
+    if stats is not None:
+        if not len(stats):
+            return pd.DataFrame(columns=key + ["work_s"])
+        span = stats.groupby(key, observed=True, sort=False).agg(first=("first_ns", "min"),
+                                                                 last=("last_ns", "max")).reset_index()
+        w = trace.wait_stats
+    else:
+        b = trace.beats
+        if not len(b):
+            return pd.DataFrame(columns=key + ["work_s"])
+        span = b.groupby(key, observed=True, sort=False)["t_ns"].agg(first="min", last="max").reset_index()
+        w = trace.waits
     span["work_s"] = (span["last"] - span["first"]) / 1e9
-    w = trace.waits
     if not len(w):
         span["work_s"] = np.nan
         return span[key + ["work_s"]]
     with_waits = set(map(tuple, w[["run", "process"]].drop_duplicates().astype({"run": str}).to_numpy().tolist()))
-    m = w[key + ["t_ns", "wait_ns"]].merge(span[key + ["first", "last"]], on=key, how="inner")
-    lo = np.maximum((m["t_ns"] - m["wait_ns"]).to_numpy(), m["first"].to_numpy())
-    hi = np.minimum(m["t_ns"].to_numpy(), m["last"].to_numpy())
-    m["over"] = np.clip(hi - lo, 0, None)
-    off = m.groupby(key, observed=True)["over"].sum().div(1e9).rename("off_s").reset_index()
-    span = span.merge(off, on=key, how="left")
+    if stats is not None:
+        off = trace.wait_overlap(span[key + ["first", "last"]])
+    else:
+        m = w[key + ["t_ns", "wait_ns"]].merge(span[key + ["first", "last"]], on=key, how="inner")
+        lo = np.maximum((m["t_ns"] - m["wait_ns"]).to_numpy(), m["first"].to_numpy())
+        hi = np.minimum(m["t_ns"].to_numpy(), m["last"].to_numpy())
+        m["off_ns"] = np.clip(hi - lo, 0, None)
+        off = m.groupby(key, observed=True)["off_ns"].sum().reset_index()
+    off = off.assign(off_s=off["off_ns"] / 1e9)[key + ["off_s"]]
+    span = span.merge(off.astype({"run": span["run"].dtype}) if len(off) else off, on=key, how="left")
     span["work_s"] = span["work_s"] - span["off_s"].fillna(0.0)
     has = [(str(r), int(p)) in with_waits for r, p in zip(span["run"], span["process"])]
     span.loc[~np.asarray(has, dtype=bool), "work_s"] = np.nan

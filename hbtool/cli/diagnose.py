@@ -68,8 +68,8 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
 
         raise HbtoolError(f"{model_path}: the model was trained against the reference {trained_ref}, too large to "
                           f"keep in it: give that trace with --reference")
-    trace = read_all(paths, beats=beats)
-    reference = read_all([ref], "reference", beats=beats) if ref else None
+    trace = read_all(paths, beats=beats, stream=True)
+    reference = read_all([ref], "reference", beats=beats, stream=True) if ref else None
     stages["read"] = time.perf_counter() - t
     result = diagnose_trace(trace, model, reference=reference)
     stages.update(result.stages)

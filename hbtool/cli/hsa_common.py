@@ -21,8 +21,10 @@ def beats_option(f):
     )(f)
 
 
-def read_all(paths, label="reading", beats="auto", need_beats=True):
-    """The traces at `paths` as one, with only the beats `beats` picks (HeartbeatTrace.with_beats)."""
+def read_all(paths, label="reading", beats="auto", need_beats=True, stream=False):
+    """The traces at `paths` as one, with only the beats `beats` picks (HeartbeatTrace.with_beats).
+    stream: tracer traces are read in bounded memory, their beats left in the files (for
+    commands that need per-thread summaries and one thread's beats at a time)."""
     from ..errors import HbtoolError
     from ..io import read_heartbeats
     from ..model import HeartbeatTrace
@@ -30,12 +32,12 @@ def read_all(paths, label="reading", beats="auto", need_beats=True):
     traces = []
     with progress(paths, label) as bar:
         for p in bar:
-            traces.append(read_heartbeats(p))
+            traces.append(read_heartbeats(p, stream=stream))
     trace = traces[0] if len(traces) == 1 else HeartbeatTrace.concat(traces)
     warn(trace.warnings)
     had = trace.sources()
     trace = trace.with_beats(beats)
-    if need_beats and not len(trace.beats):
+    if need_beats and not trace.beat_count():
         where = ", ".join(map(str, paths))
         if had:
             have = sorted({s for counts in had.values() for s in counts})

@@ -34,8 +34,8 @@ def info(paths, beats, fmt):
     from ..analyzers.summary import summarize_threads, wait_times
     from .hsa_common import read_all
 
-    trace = read_all(paths, beats=beats, need_beats=False)
-    if not len(trace.beats) and not len(trace.events):
+    trace = read_all(paths, beats=beats, need_beats=False, stream=True)
+    if not trace.beat_count() and not len(trace.events):
         raise click.UsageError(f"{', '.join(paths)}: the trace holds no heartbeats and no lifecycle records")
     s = summarize_threads(trace, beatless=True)
     waits = wait_times(trace)
@@ -60,6 +60,7 @@ def info(paths, beats, fmt):
                 for p in procs
             ],
             "lifecycle": bool(meta.get("lifecycle")),
+            "live": bool(meta.get("live")),
         }
         runs.append(run)
         where = f"{len(procs)} process{'es' if len(procs) != 1 else ''}, " if procs else ""
@@ -82,6 +83,10 @@ def info(paths, beats, fmt):
             f"{run['beats']} {'/'.join(used) + ' ' if used else ''}beats{clock}"
             + (f"; also {', '.join(other)} beats (--beats picks)" if other else "")
         )
+        if meta.get("live"):
+            who = ", ".join(str(p["pid"]) for p in procs if p.get("live"))
+            preamble.append(f"  live: the traced program (pid {who}) is still running: a snapshot of the records "
+                            f"written so far")
         if meta.get("note"):
             preamble.append(f"  note: {meta['note']}")
         mpi = _mpi_ranks(meta)

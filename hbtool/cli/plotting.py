@@ -64,6 +64,7 @@ ENDING_MARKERS = {
     "process_exit": ("^", "process_exit: another thread's exit ended the process"),
     "process_signal": ("P", "process_signal: a fatal signal in another thread killed the process"),
     "no_end_record": ("x", "no end record: SIGKILL, or the trace was cut short"),
+    "running": (">", "running: no end yet, the trace is live"),
     "unknown": ("$?$", "ending unknown: the trace has no lifecycle records"),
 }
 ENDING_OTHER = "$?$"

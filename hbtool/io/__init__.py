@@ -31,7 +31,7 @@ _TABLE_SUFFIXES = (".csv", ".xlsx", ".parquet", ".pq", ".hbt")
 _MAX_DEPTH = 4
 
 
-def _read_runs_below(d: Path, depth: int = 0) -> HeartbeatTrace:
+def _read_runs_below(d: Path, depth: int = 0, stream: bool = False) -> HeartbeatTrace:
     """A directory of runs: every run directory and table file below it."""
     parts = []
     if depth < _MAX_DEPTH:
@@ -40,11 +40,11 @@ def _read_runs_below(d: Path, depth: int = 0) -> HeartbeatTrace:
                 continue
             if entry.is_dir():
                 try:
-                    parts.append(_read_one(entry, depth + 1))
+                    parts.append(_read_one(entry, depth + 1, stream=False))
                 except UnknownFormatError:
                     continue
             elif entry.suffix.lower() in _TABLE_SUFFIXES:
-                parts.append(_read_one(entry, depth + 1))
+                parts.append(_read_one(entry, depth + 1, stream=False))
     if parts:
         return parts[0] if len(parts) == 1 else HeartbeatTrace.concat(parts)
     raise UnknownFormatError(
@@ -53,26 +53,31 @@ def _read_runs_below(d: Path, depth: int = 0) -> HeartbeatTrace:
     )
 
 
-def _read_one(path: str | os.PathLike, depth: int = 0) -> HeartbeatTrace:
+def _read_one(path: str | os.PathLike, depth: int = 0, stream: bool = False) -> HeartbeatTrace:
+    options = ReadOptions(stream=stream)
     if isinstance(path, str) and path == STDIN:
-        return read(STDIN, "heartbeats")
+        return read(STDIN, "heartbeats", options)
     p = Path(path)
     if p.is_dir():
         try:
             detect(p, "heartbeats")
         except UnknownFormatError:
             return _read_runs_below(p, depth)
-    return read(p, "heartbeats")
+    return read(p, "heartbeats", options)
 
 
-def read_heartbeats(paths: str | os.PathLike | list) -> HeartbeatTrace:
+def read_heartbeats(paths: str | os.PathLike | list, stream: bool = False) -> HeartbeatTrace:
     """Read heartbeats from one or more paths (files, run directories, directories of runs,
-    or '-' for standard input in any format known by its content)."""
+    or '-' for standard input in any format known by its content).
+
+    stream: tracer traces (files or run directories) are read in bounded memory, their
+    beats left in the files (a :class:`~hbtool.model.heartbeats.StreamedTrace`, which reads
+    them only when asked); other inputs are read whole as always (and with them, all)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
         raise HbtoolError("no trace given")
-    traces = [_read_one(p) for p in paths]
+    traces = [_read_one(p, stream=stream) for p in paths]
     return traces[0] if len(traces) == 1 else HeartbeatTrace.concat(traces)
 
 

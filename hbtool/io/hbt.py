@@ -9,7 +9,6 @@ before use: trace files are untrusted input.
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,6 @@ META_CAPACITY = 3968
 DATA_OFFSET = 4096
 CHUNK_SIZE = 65536
 SUFFIX = ".hbt"
-_STANDIN = 1 << 40  # writer: grouping key for threads whose OS id is unknown (written as 0)
 
 CLOCKS = {1: "CLOCK_MONOTONIC", 4: "CLOCK_MONOTONIC_RAW", 255: "synthetic (converted)"}
 FLAG_PRELOAD = 0x1
@@ -49,6 +47,7 @@ LOST_REASONS = {
 
 REC_BEAT = 1
 REC_NAME = 14
+REC_PROBE = 15  # t_ns holds a value, not a time
 REC_WAIT = 17
 REC_CPU = 18
 #: largest code _dense maps with a table (construct ids are at most a few thousand)
@@ -144,8 +143,11 @@ def is_hbt(head: bytes) -> bool:
 # --------------------------------------------------------------------------- reading
 
 
-def _parse_header(buf, path: str) -> tuple[np.void, str]:
-    size = len(buf)
+def _parse_header(buf, path: str, size: int | None = None) -> tuple[np.void, str]:
+    """The header of a file of `size` bytes (default len(buf)) whose first bytes are `buf`."""
+    size = len(buf) if size is None else size
+    if len(buf) < min(size, HEADER_SIZE):
+        raise TraceFormatError(f"{path}: the file shrank while being read")
     if size < HEADER_SIZE:
         raise TraceFormatError(
             f"{path}: only {size} bytes, shorter than the {HEADER_SIZE}-byte header of an hbtrace file"
@@ -212,7 +214,12 @@ def lost_reason(header: dict) -> str:
 
 def _parse_metadata(buf, hdr) -> dict[str, str]:
     mo, ml = int(hdr["meta_offset"]), int(hdr["meta_length"])
-    text = bytes(buf[mo : mo + ml]).decode("utf-8", errors="replace")
+    return metadata_text(bytes(buf[mo : mo + ml]))
+
+
+def metadata_text(raw: bytes) -> dict[str, str]:
+    """The metadata section's "key=value" lines as a dict."""
+    text = raw.decode("utf-8", errors="replace")
     meta = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -221,17 +228,21 @@ def _parse_metadata(buf, hdr) -> dict[str, str]:
     return meta
 
 
-def read_hbt_file(path: str | os.PathLike) -> dict:
+def read_hbt_file(path: str | os.PathLike, fh=None) -> dict:
     """Parse one binary trace file into raw arrays (no run assembly).
 
     Returns a dict with ``header`` (dict), ``meta`` (dict), ``records``
     (structured array with extra fields os_tid, thread_slot, order),
-    and ``warnings``.
+    and ``warnings``. `fh`: the file already open (read from its start).
     """
     path = str(path)
     warnings: list[str] = []
-    with open(path, "rb") as fh:
+    if fh is not None:
+        fh.seek(0)
         buf = fh.read()
+    else:
+        with open(path, "rb") as f:
+            buf = f.read()
     size = len(buf)
     if size == 0:
         raise TraceFormatError(f"{path}: empty file, not an hbtrace file")
@@ -246,13 +257,18 @@ def read_hbt_file(path: str | os.PathLike) -> dict:
     return {"header": header, "meta": meta, "records": records, "warnings": warnings}
 
 
-def _chunk_table(raw: np.ndarray, hdr, order: str, path: str) -> tuple[np.ndarray, np.ndarray]:
+def _chunk_table(raw: np.ndarray, hdr, order: str, path: str, first_byte: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """The used chunks of a chunk area (raw: its bytes, a whole number of units), in
     file order: (their first slots, their headers). A unit whose first slot has the
     chunk magic begins a chunk of `capacity` slots (docs/formats.md, version 2); a unit
     that begins no chunk and lies inside none must be zero. A chunk whose capacity
-    reaches into the next one (read while its thread was giving units back) ends there."""
+    reaches into the next one (read while its thread was giving units back) ends there.
+    `raw` may be a part of the area that begins at a multiple of chunk_size (a streaming
+    reader's window): `first_byte`, where it lies in the file (default data_offset), only
+    places the errors."""
     do, chunk, unit = int(hdr["data_offset"]), int(hdr["chunk_size"]), _unit_size(hdr)
+    do = do if first_byte is None else int(first_byte)
     upc, spu = chunk // unit, unit // SLOT_SIZE
     nunits = raw.size // unit
     hdt = chunk_header_dtype(order)
@@ -338,7 +354,31 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
     tid = np.repeat(h["os_tid"].astype(np.int64), counts)
     out["os_tid"] = np.where(tid == 0, -1, tid)  # 0: unknown (converted files)
     out["thread_slot"] = np.repeat(h["thread_slot"].astype(np.int64), counts)
+    bad = bad_times(out["kind"], out["t_ns"], int(hdr["start_mono_ns"]))
+    if bad.any():
+        warnings.append(bad_time_warning(path, int(bad.sum())))
+        out = {k: v[~bad] for k, v in out.items()}
     return out
+
+
+def bad_times(kind: np.ndarray, t_ns: np.ndarray, start_mono_ns: int) -> np.ndarray:
+    """Records whose time stamp cannot be right: more than config.MAX_TRACE_SPAN_NS from the
+    tracer's start (a corrupted file; such a time would also overflow the analyses' clocks).
+    Records that hold no time in t_ns (names, probe values) are never flagged."""
+    lo, hi = time_bounds(start_mono_ns)
+    timed = (kind != REC_NAME) & (kind != REC_PROBE)
+    return timed & ((t_ns < lo) | (t_ns > hi))
+
+
+def time_bounds(start_mono_ns: int) -> tuple[np.uint64, np.uint64]:
+    """The plausible record times (raw clock values) of a file whose tracer started then."""
+    return (np.uint64(max(start_mono_ns - config.MAX_TRACE_SPAN_NS, 0)),
+            np.uint64(start_mono_ns + config.MAX_TRACE_SPAN_NS))
+
+
+def bad_time_warning(path, n: int) -> str:
+    return (f"{path}: skipped {n} record{'s' if n != 1 else ''} whose time stamp lies more than "
+            f"{config.MAX_TRACE_SPAN_NS // (365 * 86400 * 10**9)} years from the tracer's start (a corrupted file)")
 
 
 def _monitor_frame(r, sel, t_ns, run, proc, path, warnings) -> pd.DataFrame:
@@ -390,6 +430,9 @@ def _unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     s = seq.astype(np.int64)
     if s.size == 0:
         return s
+    if group[0] == group[-1] and (group == group[0]).all():  # one group: wraps are the only drops
+        if not (np.diff(s) < -(1 << 31)).any():
+            return s
     if (np.diff(group) != 0).sum() >= np.unique(group).size:  # interleaved: unwrap each group apart
         order = np.argsort(group, kind="stable")
         out = np.empty_like(s)
@@ -445,12 +488,17 @@ def process_order(parsed: list[dict], offsets: list[int]) -> list[int]:
 def read_heartbeat_trace(path: Path, options: ReadOptions) -> HeartbeatTrace:
     """The registry's reader: one trace file, or a run directory of them."""
     files, run = trace_paths(path)
+    if options.stream:
+        from .hbt_stream import read_hbt_stream
+
+        return read_hbt_stream([str(f) for f in files], run=run)
     return read_hbt([str(f) for f in files], run=run)
 
 
-def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
-    """Read binary trace files of one run (one file per process)."""
-    parsed = [read_hbt_file(p) for p in paths]
+def read_hbt(paths: list[str], run: str, files: list | None = None) -> HeartbeatTrace:
+    """Read binary trace files of one run (one file per process). `files`: the files
+    already open, in the order of `paths`."""
+    parsed = [read_hbt_file(p, fh) for p, fh in zip(paths, files or [None] * len(paths))]
     warnings = [w for p in parsed for w in p["warnings"]]
     offsets, zero_mono = run_offsets(parsed)
     beats, events, monitor, waits, cpu, procmeta = [], [], [], [], [], []
@@ -488,75 +536,107 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
                 }
             )
         )
-        iswait = kind == REC_WAIT
-        if iswait.any():
-            waits.append(pd.DataFrame({
-                "run": run, "process": proc, "thread": thread[iswait], "os_tid": r["os_tid"][iswait],
-                "t_ns": t_ns[iswait], "t": t_ns[iswait] / 1e9,
-                "wait_ns": (r["iter"][iswait].astype(np.uint32).astype(np.int64) << 32)
-                | r["aux"][iswait].astype(np.int64),
-                "sync": _coded(r["flags"][iswait].astype(np.int64) >> 4, SYNC_KINDS, "sync"),
-                "source": _coded(source_code[iswait], SOURCES, "source"),
-                "construct": construct[iswait],
-            }))
-        iscpu = kind == REC_CPU
-        if iscpu.any():
-            cpu.append(pd.DataFrame({
-                "run": run, "process": proc, "thread": thread[iscpu], "os_tid": r["os_tid"][iscpu],
-                "t_ns": t_ns[iscpu], "gap_ns": r["iter"][iscpu].astype(np.int64).clip(0) * 1000,
-                "cpu_ns": (r["aux"][iscpu].astype(np.int64) << 32) | r["seq"][iscpu].astype(np.int64),
-            }))
-        known = np.isin(kind, list(REC_KINDS))
-        ismon = np.isin(kind, list(MONITOR_KINDS))
-        # instruments (queues, probes, status) are read by hbtool.io.instruments
-        unknown = ~isbeat & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu
-        if unknown.any():
-            warnings.append(
-                f"{paths[i]}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
-                f"know (written by a newer tracer?)"
-            )
-        ev = ~isbeat & known
         # the user thread number of an OS thread: the one its beats carry
         btid, first = np.unique(r["os_tid"][isbeat], return_index=True)
         tid_thread = dict(zip(btid.tolist(), thread[isbeat][first].tolist()))
-        ev_tid = r["os_tid"][ev]
-        events.append(
-            pd.DataFrame(
-                {
-                    "run": run,
-                    "process": proc,
-                    "os_tid": ev_tid,
-                    "thread": [tid_thread.get(x, -1) for x in ev_tid.tolist()],
-                    "t_ns": t_ns[ev],
-                    "t": t_ns[ev] / 1e9,
-                    "kind": [REC_KINDS[int(k)] for k in kind[ev]],
-                    "detail": r["aux"][ev].astype(np.int64),
-                    "flags": r["flags"][ev].astype(np.int64),
-                }
-            )
+        w, e, m, c = side_frames(r, ~isbeat, t_ns, thread, source_code, construct, tid_thread, run, proc,
+                                 paths[i], warnings)
+        events.append(e)
+        if w is not None:
+            waits.append(w)
+        if m is not None:
+            monitor.append(m)
+        if c is not None:
+            cpu.append(c)
+        procmeta.append(process_meta(paths[i], proc, hdr, p["meta"], offsets[i]))
+    return HeartbeatTrace(
+        beats=pd.concat(beats, ignore_index=True),
+        events=pd.concat(events, ignore_index=True),
+        runs={run: run_meta(paths, zero_mono, procmeta)},
+        warnings=warnings,
+        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
+        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
+        cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
+    )
+
+
+def side_frames(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, source_code: np.ndarray,
+                construct: pd.Categorical, tid_thread: dict, run: str, proc: int, path, warnings: list[str]):
+    """The waits, lifecycle events, monitor and cpu records among the records `sel` of one
+    process (every array aligned with `r`): (waits or None, events, monitor or None, cpu
+    or None)."""
+    kind = r["kind"]
+    iswait = sel & (kind == REC_WAIT)
+    waits = None
+    if iswait.any():
+        waits = pd.DataFrame({
+            "run": run, "process": proc, "thread": thread[iswait], "os_tid": r["os_tid"][iswait],
+            "t_ns": t_ns[iswait], "t": t_ns[iswait] / 1e9,
+            "wait_ns": (r["iter"][iswait].astype(np.uint32).astype(np.int64) << 32)
+            | r["aux"][iswait].astype(np.int64),
+            "sync": _coded(r["flags"][iswait].astype(np.int64) >> 4, SYNC_KINDS, "sync"),
+            "source": _coded(source_code[iswait], SOURCES, "source"),
+            "construct": construct[iswait],
+        })
+    iscpu = sel & (kind == REC_CPU)
+    cpu = None
+    if iscpu.any():
+        cpu = pd.DataFrame({
+            "run": run, "process": proc, "thread": thread[iscpu], "os_tid": r["os_tid"][iscpu],
+            "t_ns": t_ns[iscpu], "gap_ns": r["iter"][iscpu].astype(np.int64).clip(0) * 1000,
+            "cpu_ns": (r["aux"][iscpu].astype(np.int64) << 32) | r["seq"][iscpu].astype(np.int64),
+        })
+    known = sel & np.isin(kind, list(REC_KINDS))
+    ismon = sel & np.isin(kind, list(MONITOR_KINDS))
+    # instruments (queues, probes, status) are read by hbtool.io.instruments
+    unknown = sel & (kind != REC_BEAT) & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu
+    if unknown.any():
+        warnings.append(
+            f"{path}: skipped {int(unknown.sum())} records of kinds this hbtool does not "
+            f"know (written by a newer tracer?)"
         )
-        if ismon.any():
-            monitor.append(_monitor_frame(r, ismon, t_ns, run, proc, paths[i], warnings))
-        procmeta.append(
-            {
-                "file": str(paths[i]),
-                "process": int(proc),
-                "pid": int(hdr["pid"]),
-                "rank": int(hdr["rank"]),
-                "host": p["meta"].get("host", ""),
-                "clock": CLOCKS.get(hdr["clock_id"], f"clock {hdr['clock_id']}"),
-                "clock_res_ns": int(hdr["clock_res_ns"]),
-                "start_real_ns": int(hdr["start_real_ns"]),
-                "start_mono_ns": int(hdr["start_mono_ns"]),
-                "t0_offset_ns": int(offsets[i]),
-                "preload": bool(hdr["flags"] & FLAG_PRELOAD),
-                "converted": bool(hdr["flags"] & FLAG_CONVERTED),
-                "lost_records": int(hdr["lost_records"]),
-                "lost_reason": lost_reason(hdr) if hdr["lost_records"] else "",
-                "meta": p["meta"],
-            }
-        )
-    meta = {
+    ev = known
+    ev_tid = r["os_tid"][ev]
+    events = pd.DataFrame(
+        {
+            "run": run,
+            "process": proc,
+            "os_tid": ev_tid,
+            "thread": [tid_thread.get(x, -1) for x in ev_tid.tolist()],
+            "t_ns": t_ns[ev],
+            "t": t_ns[ev] / 1e9,
+            "kind": [REC_KINDS[int(k)] for k in kind[ev]],
+            "detail": r["aux"][ev].astype(np.int64),
+            "flags": r["flags"][ev].astype(np.int64),
+        }
+    )
+    monitor = _monitor_frame(r, ismon, t_ns, run, proc, path, warnings) if ismon.any() else None
+    return waits, events, monitor, cpu
+
+
+def process_meta(path, proc: int, hdr: dict, meta: dict, offset: int) -> dict:
+    """What a run's metadata says of one of its processes (files)."""
+    return {
+        "file": str(path),
+        "process": int(proc),
+        "pid": int(hdr["pid"]),
+        "rank": int(hdr["rank"]),
+        "host": meta.get("host", ""),
+        "clock": CLOCKS.get(hdr["clock_id"], f"clock {hdr['clock_id']}"),
+        "clock_res_ns": int(hdr["clock_res_ns"]),
+        "start_real_ns": int(hdr["start_real_ns"]),
+        "start_mono_ns": int(hdr["start_mono_ns"]),
+        "t0_offset_ns": int(offset),
+        "preload": bool(hdr["flags"] & FLAG_PRELOAD),
+        "converted": bool(hdr["flags"] & FLAG_CONVERTED),
+        "lost_records": int(hdr["lost_records"]),
+        "lost_reason": lost_reason(hdr) if hdr["lost_records"] else "",
+        "meta": meta,
+    }
+
+
+def run_meta(paths: list[str], zero_mono: int | None, procmeta: list[dict]) -> dict:
+    return {
         "format": "hbtrace",
         "source": os.path.commonpath([str(p) for p in paths]) if len(paths) > 1 else str(paths[0]),
         # converted files know lifecycle only if their source did
@@ -565,15 +645,6 @@ def read_hbt(paths: list[str], run: str) -> HeartbeatTrace:
         "lifecycle": all(not pm["converted"] or pm["meta"].get("lifecycle") == "1" for pm in procmeta),
         "processes": procmeta,
     }
-    return HeartbeatTrace(
-        beats=pd.concat(beats, ignore_index=True),
-        events=pd.concat(events, ignore_index=True),
-        runs={run: meta},
-        warnings=warnings,
-        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
-        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
-        cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
-    )
 
 
 def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -675,180 +746,11 @@ def decode_names(r: dict, space: int, warnings: list[str], path: str) -> dict[in
 
 
 
-# --------------------------------------------------------------------------- writing
-
-
-def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str], pid: int, rank: int,
-                waits: pd.DataFrame | None = None) -> bytes:
-    """Build one process's file: one set of chunks per OS thread (or user thread); the
-    names of automatic beats' constructs in a chunk of their own."""
-    rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
-    spc = CHUNK_SIZE // SLOT_SIZE
-    # an OS thread id for every row: the recorded one, else a stand-in from the user thread
-    def tids(df):
-        return np.where(df["os_tid"].to_numpy() > 0, df["os_tid"].to_numpy(), _STANDIN + df["thread"].to_numpy())
-
-    waits = waits if waits is not None else empty_frame(WAIT_COLUMNS)
-    # automatic beats and waits: source codes, construct ids (from 1) for their names
-    codes = {v: k for k, v in SOURCES.items()}
-    names = sorted({str(c) for df in (beats, waits) for c in df["construct"].astype(str).unique() if c})
-    ids = {c: k + 1 for k, c in enumerate(names)}
-
-    def src(df):
-        return df["source"].astype(str).map(codes).fillna(0).astype(np.int64).to_numpy()
-
-    def construct(df, fallback):
-        own = df["construct"].astype(str).map(ids).fillna(0).astype(np.int64).to_numpy()
-        return np.where(src(df) != 0, own, fallback)
-
-    def records(df, **fields):
-        return pd.DataFrame({"tid": tids(df), "t_ns": df["t_ns"].to_numpy(), "thread": df["thread"].to_numpy(),
-                             **fields})
-
-    rows = []
-    if len(beats):
-        auto = src(beats) != 0
-        rows.append(records(beats, seq=beats["seq"].to_numpy() & 0xFFFFFFFF, loop=construct(beats, beats["loop"].to_numpy()),
-                            iter=beats["iteration"].to_numpy(),
-                            aux=np.where(auto, 0, beats["tag"].to_numpy() & 0xFFFFFFFF), kind=REC_BEAT,
-                            flags=src(beats)))
-    if len(waits):
-        sync = waits["sync"].astype(str).map({v: k for k, v in SYNC_KINDS.items()}).fillna(0).astype(np.int64)
-        w = waits["wait_ns"].to_numpy().astype(np.int64)
-        rows.append(records(waits, seq=0, loop=construct(waits, 0), iter=(w >> 32).astype(np.int64),
-                            aux=w & 0xFFFFFFFF, kind=REC_WAIT, flags=src(waits) | (sync.to_numpy() << 4)))
-    if len(events):
-        rows.append(records(events, seq=0, loop=0, iter=0, aux=events["detail"].to_numpy() & 0xFFFFFFFF,
-                            kind=events["kind"].map(KIND_CODES).fillna(0).astype(int).to_numpy(),
-                            flags=events["flags"].to_numpy() & 0xFFFF))
-    allrows = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["tid", "t_ns", "kind"])
-    allrows = allrows[allrows["kind"] != 0]  # event kinds the format has no code for
-    t0 = int(allrows["t_ns"].min()) if len(allrows) else 0
-    t0 = min(t0, 0)
-    chunks = []
-    if len(allrows):
-        allrows = allrows.sort_values(["tid", "t_ns"], kind="stable")
-        for slot, (tid, grp) in enumerate(allrows.groupby("tid", sort=False)):
-            recs = np.zeros(len(grp), dtype=rdt)
-            recs["t_ns"] = (grp["t_ns"].to_numpy() - t0).astype(np.uint64)
-            for name in ("seq", "thread", "loop", "iter", "aux", "kind", "flags"):
-                recs[name] = grp[name].to_numpy()
-            user = int(grp["thread"].iloc[0])
-            for cseq, start in enumerate(range(0, len(recs), spc - 1)):
-                part = recs[start : start + spc - 1]
-                block = np.zeros(spc, dtype=rdt)
-                block[1 : 1 + len(part)] = part
-                head = np.zeros(1, dtype=hdt)
-                head["os_tid"] = tid if 0 <= tid < _STANDIN else 0  # 0: unknown
-                head["thread_slot"] = slot
-                head["chunk_seq"] = cseq
-                head["user_thread"] = user
-                head["capacity"] = spc
-                head["magic"] = CHUNK_MAGIC
-                raw = bytearray(block.tobytes())
-                raw[:SLOT_SIZE] = head.tobytes()
-                chunks.append(bytes(raw))
-    if names:
-        chunks += _name_chunks(names, ids, slot=len(chunks) and int(allrows["tid"].nunique()), spc=spc)
-    text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()
-    text = text[:META_CAPACITY].rsplit(b"\n", 1)[0] + b"\n" if len(text) > META_CAPACITY else text
-    hdr = np.zeros(1, dtype=header_dtype("<"))
-    hdr["magic"] = MAGIC
-    hdr["version"] = VERSION
-    hdr["endian"] = ENDIAN_MARK
-    hdr["header_size"] = HEADER_SIZE
-    hdr["slot_size"] = SLOT_SIZE
-    hdr["chunk_size"] = CHUNK_SIZE
-    hdr["unit_size"] = UNIT_SIZE
-    hdr["flags"] = FLAG_CONVERTED
-    hdr["meta_offset"] = HEADER_SIZE
-    hdr["meta_length"] = len(text)
-    hdr["meta_capacity"] = META_CAPACITY
-    hdr["clock_id"] = 255
-    hdr["data_offset"] = DATA_OFFSET
-    hdr["data_length"] = len(chunks) * CHUNK_SIZE
-    hdr["start_mono_ns"] = np.uint64(-t0)
-    hdr["pid"] = pid
-    hdr["rank"] = rank
-    first = bytearray(DATA_OFFSET)
-    first[:HEADER_SIZE] = hdr.tobytes()
-    first[HEADER_SIZE : HEADER_SIZE + len(text)] = text
-    return bytes(first) + b"".join(chunks)
-
-
-def _name_chunks(names: list[str], ids: dict[str, int], slot: int, spc: int) -> list[bytes]:
-    """Chunks of NAME records (name space 3) for constructs named "<kind> <symbol>"."""
-    rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
-    recs = []
-    for name in names:
-        kind, _, symbol = name.partition(" ")
-        text = f"{kind}\t{symbol}\t".encode()[: NAME_FRAGMENT_BYTES * MAX_NAME_FRAGMENTS]
-        frags = [text[k:k + NAME_FRAGMENT_BYTES] for k in range(0, max(len(text), 1), NAME_FRAGMENT_BYTES)]
-        for fi, frag in enumerate(frags):
-            r = np.zeros(1, dtype=rdt)
-            raw = bytearray(r.tobytes())
-            raw[:NAME_FRAGMENT_BYTES] = frag.ljust(NAME_FRAGMENT_BYTES, b"\0")
-            r = np.frombuffer(bytes(raw), dtype=rdt).copy()
-            r["aux"] = (NAME_CONSTRUCT << 24) | ids[name]
-            r["kind"] = REC_NAME
-            r["flags"] = fi | (NAME_LAST if fi == len(frags) - 1 else 0)
-            recs.append(r)
-    recs = np.concatenate(recs)
-    out = []
-    for cseq, start in enumerate(range(0, len(recs), spc - 1)):
-        block = np.zeros(spc, dtype=rdt)
-        part = recs[start:start + spc - 1]
-        block[1:1 + len(part)] = part
-        head = np.zeros(1, dtype=hdt)
-        head["thread_slot"], head["chunk_seq"], head["user_thread"] = slot, cseq, -1
-        head["capacity"], head["magic"] = spc, CHUNK_MAGIC
-        raw = bytearray(block.tobytes())
-        raw[:SLOT_SIZE] = head.tobytes()
-        out.append(bytes(raw))
-    return out
-
-
 def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
-    """Write a trace of ONE run in the binary format.
+    """Write a trace of ONE run in the binary format (hbtool.io.hbt_writer)."""
+    from .hbt_writer import write_hbt as write
 
-    One process: ``out`` is the file (``.hbt``). Several processes: ``out`` is a
-    directory that receives one file per process. Returns the paths written.
-    """
-    from ..errors import HbtoolError
-
-    out = Path(out)
-    runs = list(trace.runs)
-    if len(runs) != 1:
-        raise HbtoolError(
-            f"the binary format holds one run per file or directory, and the input has {len(runs)} "
-            f"runs ({', '.join(runs[:5])}{', ...' if len(runs) > 5 else ''}): convert to csv, xlsx or parquet instead"
-        )
-    run = runs[0]
-    procs = sorted(set(trace.beats["process"].tolist()) | set(trace.events["process"].tolist())) or [0]
-    meta = {"format": "hbtrace", "converted_from": trace.runs[run].get("source", ""), "run": run,
-            "host": socket.gethostname(), "lifecycle": "1" if trace.runs[run].get("lifecycle") else "0"}
-    written = []
-    if len(procs) > 1 and out.suffix == SUFFIX:
-        raise HbtoolError(
-            f"the run has {len(procs)} processes: give a directory (not a {SUFFIX} file) as the output"
-        )
-    if len(procs) > 1:
-        out.mkdir(parents=True, exist_ok=True)
-    for p in procs:
-        b = trace.beats[trace.beats["process"] == p]
-        e = trace.events[trace.events["process"] == p]
-        w = trace.waits[trace.waits["process"] == p]
-        data = _file_bytes(b, e, meta, pid=0, rank=p if len(procs) > 1 else -1, waits=w)
-        dest = out / f"hbtrace-converted-p{p}{SUFFIX}" if len(procs) > 1 else out
-        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, dest)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        written.append(str(dest))
-    return written
+    return write(trace, out)
 
 
 __all__ = ["read_hbt", "read_hbt_file", "write_hbt", "is_hbt"]

@@ -54,6 +54,8 @@ class ReadOptions:
 
     item_size: int | None = None   # queue sample tables and traces: bytes per item
     period: float | None = None    # queue sample tables: the first sample's period (s)
+    stream: bool = False           # heartbeats: a reader that can may leave the beats in the file
+                                   # (hbtool.model.StreamedTrace), for summaries in bounded memory
 
 
 @dataclass(frozen=True)

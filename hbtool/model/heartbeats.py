@@ -33,6 +33,34 @@ BEAT_SOURCES = ("api", "openmp", "mpi")
 #: openmp, else mpi) or one source
 BEAT_CHOICES = ("auto",) + BEAT_SOURCES
 
+#: columns of StreamedTrace.stats: the beats of a trace summarised per (run, process, thread,
+#: OS thread, source), for traces whose beats stay in their files
+STATS_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "source": "category",
+    "beats": "int64",
+    "first_s": "float64",   # the first beat's time, seconds since the run started
+    "last_s": "float64",
+    "first_ns": "int64",    # the same in integer nanoseconds (exact)
+    "last_ns": "int64",
+}
+
+#: columns of StreamedTrace.wait_stats: the waits of a trace summarised per (run, process,
+#: thread, OS thread, source, sync)
+WAIT_STATS_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "source": "category",
+    "sync": "category",
+    "waits": "int64",       # how many
+    "wait_ns": "int64",     # their total time
+}
+
 #: columns of HeartbeatTrace.waits: time a thread spent waiting in a synchronisation
 #: (tracer `wait` records, automatic only)
 WAIT_COLUMNS: dict[str, str] = {
@@ -171,18 +199,13 @@ class HeartbeatTrace:
 
     @staticmethod
     def concat(traces: list["HeartbeatTrace"]) -> "HeartbeatTrace":
-        """Join traces of different runs (run names must differ; later duplicates get a suffix)."""
+        """Join traces of different runs (run names must differ; later duplicates get a suffix).
+        Traces whose beats stay in their files (StreamedTrace) are joined into one such."""
+        if traces and all(isinstance(tr, StreamedTrace) for tr in traces):
+            return StreamedTrace.join(traces)
         beats, events, monitor, waits, cpu, runs, warnings = [], [], [], [], [], {}, []
         for tr in traces:
-            rename = {}
-            for name in tr.runs:
-                new = name
-                k = 2
-                while new in runs:
-                    new = f"{name}#{k}"
-                    k += 1
-                rename[name] = new
-                runs[new] = tr.runs[name]
+            rename = _renames(tr.runs, runs)
             b = tr.beats.copy()
             e = tr.events.copy()
             m = tr.monitor.copy()
@@ -220,21 +243,18 @@ class HeartbeatTrace:
             out.setdefault((run, int(process)), {})[str(source)] = int(k)
         return out
 
+    def beat_count(self) -> int:
+        """How many beats the trace holds."""
+        return len(self.beats)
+
     def with_beats(self, which: str = "auto") -> "HeartbeatTrace":
         """The trace with only the beats an analysis should use: `which` one of BEAT_SOURCES,
         or "auto": per process, its api beats when it has any (the program's own beats say
         what a unit of its work is), else its openmp beats, else its mpi beats. Each run's
         metadata gets ``beats``: {process: the source used} and ``beats_available``:
         {process: {source: beats in the trace}}."""
-        if which not in BEAT_CHOICES:
-            raise ValueError(f"beats: {which!r} is not one of {', '.join(BEAT_CHOICES)}")
-        chosen: dict[tuple, str] = {}
-        for key, counts in self.sources().items():
-            if which != "auto":
-                chosen[key] = which
-            else:
-                # a source this hbtool does not know (a newer tracer's) only when there is nothing else
-                chosen[key] = next((s for s in BEAT_SOURCES if counts.get(s)), max(counts, key=counts.get))
+        available = self.sources()
+        chosen = choose_sources(available, which)
         b = self.beats
         if len(b):
             keys = b[["run", "process", "source"]].astype({"run": str, "source": str})
@@ -243,10 +263,223 @@ class HeartbeatTrace:
             mask = keys.merge(allowed, how="left", indicator=True)["_merge"].to_numpy() == "both"
             if not mask.all():
                 b = b[mask].reset_index(drop=True)
-        runs = {name: dict(meta) for name, meta in self.runs.items()}
-        for (run, process), src in chosen.items():
-            runs.setdefault(run, {}).setdefault("beats", {})[process] = src
-        for (run, process), counts in self.sources().items():
-            runs[run].setdefault("beats_available", {})[process] = counts
-        return HeartbeatTrace(beats=b, events=self.events, runs=runs, warnings=list(self.warnings),
-                              monitor=self.monitor, waits=self.waits, cpu=self.cpu)
+        return HeartbeatTrace(beats=b, events=self.events, runs=runs_with_sources(self.runs, chosen, available),
+                              warnings=list(self.warnings), monitor=self.monitor, waits=self.waits, cpu=self.cpu)
+
+
+def _renames(names, taken: dict) -> dict[str, str]:
+    """Each run name of a trace joined to `taken` (run name -> metadata, which gets them):
+    itself, or with a suffix #2, #3, ... when the name is taken."""
+    rename = {}
+    for name in names:
+        new = name
+        k = 2
+        while new in taken:
+            new = f"{name}#{k}"
+            k += 1
+        rename[name] = new
+        taken[new] = names[name]
+    return rename
+
+
+def choose_sources(available: dict[tuple, dict[str, int]], which: str) -> dict[tuple, str]:
+    """(run, process) -> the source of beats HeartbeatTrace.with_beats(which) keeps."""
+    if which not in BEAT_CHOICES:
+        raise ValueError(f"beats: {which!r} is not one of {', '.join(BEAT_CHOICES)}")
+    chosen: dict[tuple, str] = {}
+    for key, counts in available.items():
+        if which != "auto":
+            chosen[key] = which
+        else:
+            # a source this hbtool does not know (a newer tracer's) only when there is nothing else
+            chosen[key] = next((s for s in BEAT_SOURCES if counts.get(s)), max(counts, key=counts.get))
+    return chosen
+
+
+def runs_with_sources(runs: dict, chosen: dict[tuple, str], available: dict[tuple, dict[str, int]]) -> dict:
+    """Run metadata with ``beats`` and ``beats_available`` (HeartbeatTrace.with_beats)."""
+    runs = {name: dict(meta) for name, meta in runs.items()}
+    for (run, process), src in chosen.items():
+        runs.setdefault(run, {}).setdefault("beats", {})[process] = src
+    for (run, process), counts in available.items():
+        runs[run].setdefault("beats_available", {})[process] = counts
+    return runs
+
+
+class StreamedTrace(HeartbeatTrace):
+    """A trace whose beats stay in their files (hbtool.io.hbt_stream reads the tracer's
+    binary files this way): ``stats`` (STATS_COLUMNS) summarises the beats per thread, and
+    :meth:`thread_loaders` reads one thread's beat times when an analysis asks for them, so
+    that memory does not grow with the trace; ``wait_stats`` (WAIT_STATS_COLUMNS) likewise
+    stands in for the waits, and :meth:`wait_overlap` gives what summary.region_work asks
+    of them. Events, monitor and cpu records are in memory as in HeartbeatTrace. Reading ``beats`` or ``waits`` reads the whole trace into memory (as
+    the eager reader does), for the analyses that need the whole tables.
+
+    ``source`` is the reader's object: ``materialize()`` -> HeartbeatTrace,
+    ``load_times(process, thread, sources)`` -> beat times (s) in beats-table order,
+    ``wait_overlap(spans)`` -> per thread, ns of its waits within its first and last beat."""
+
+    def __init__(self, source, stats: pd.DataFrame, events: pd.DataFrame | None = None, runs: dict | None = None,
+                 warnings: list[str] | None = None, monitor: pd.DataFrame | None = None,
+                 wait_stats: pd.DataFrame | None = None, which: str | None = None,
+                 cpu: pd.DataFrame | None = None):
+        self._source = source
+        self._beats = None
+        self._waits = None
+        self._which = which
+        ws = conform(wait_stats if wait_stats is not None else empty_frame(WAIT_STATS_COLUMNS), WAIT_STATS_COLUMNS)
+        self.wait_stats = sort_rows(ws, ["run", "process", "thread", "os_tid", "source", "sync"]) if len(ws) else ws
+        stats = conform(stats, STATS_COLUMNS)
+        if len(stats):
+            stats = sort_rows(stats, ["run", "process", "thread", "os_tid", "source"])
+        self.stats = stats
+        self.events = conform(events if events is not None else empty_frame(EVENT_COLUMNS), EVENT_COLUMNS)
+        self.runs = runs if runs is not None else {}
+        self.warnings = warnings if warnings is not None else []
+        self.monitor = conform(monitor if monitor is not None else empty_frame(MONITOR_COLUMNS), MONITOR_COLUMNS)
+        self.cpu = conform(cpu if cpu is not None else empty_frame(CPU_COLUMNS), CPU_COLUMNS)
+
+    def _materialize(self) -> None:
+        whole = self._source.materialize()
+        if self._beats is None:
+            self._beats = (whole.with_beats(self._which) if self._which else whole).beats
+        if self._waits is None:
+            self._waits = whole.waits
+
+    @property
+    def beats(self) -> pd.DataFrame:
+        if self._beats is None:
+            self._materialize()
+        return self._beats
+
+    @beats.setter
+    def beats(self, value: pd.DataFrame) -> None:
+        self._beats = value
+
+    @property
+    def waits(self) -> pd.DataFrame:
+        if self._waits is None:
+            self._materialize()
+        return self._waits
+
+    @waits.setter
+    def waits(self, value: pd.DataFrame) -> None:
+        self._waits = value
+
+    def __repr__(self) -> str:
+        return f"StreamedTrace(runs={list(self.runs)}, beats={self.beat_count()}, threads={len(self.thread_keys())})"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def beat_count(self) -> int:
+        return int(self.stats["beats"].sum())
+
+    def sources(self) -> dict[tuple, dict[str, int]]:
+        if not len(self.stats):
+            return {}
+        n = self.stats.groupby(["run", "process", "source"], observed=True)["beats"].sum()
+        out: dict[tuple, dict[str, int]] = {}
+        for (run, process, source), k in n.items():
+            if k:
+                out.setdefault((run, int(process)), {})[str(source)] = int(k)
+        return out
+
+    def with_beats(self, which: str = "auto") -> "StreamedTrace":
+        available = self.sources()
+        chosen = choose_sources(available, which)
+        st = self.stats
+        if len(st):
+            keep = [chosen.get((r, int(p))) == src
+                    for r, p, src in zip(st["run"].astype(str), st["process"], st["source"].astype(str))]
+            st = st[np.asarray(keep, dtype=bool)].reset_index(drop=True)
+        out = StreamedTrace(self._source, st, self.events, runs_with_sources(self.runs, chosen, available),
+                            list(self.warnings), self.monitor, self.wait_stats, which=which, cpu=self.cpu)
+        out._waits = self._waits
+        return out
+
+    @staticmethod
+    def join(traces: list["StreamedTrace"]) -> "StreamedTrace":
+        """Streamed traces of different runs as one (HeartbeatTrace.concat's renaming)."""
+        runs, warnings, by_run = {}, [], {}
+        stats, wstats, events, monitor, cpu = [], [], [], [], []
+        for tr in traces:
+            rename = _renames(tr.runs, runs)
+            for old, new in rename.items():
+                by_run[new] = (tr._source, old)
+
+            def renamed(df):
+                df = df.copy()
+                if any(k != v for k, v in rename.items()):
+                    df["run"] = df["run"].astype(str).map(rename)
+                return df
+
+            stats.append(renamed(tr.stats))
+            wstats.append(renamed(tr.wait_stats))
+            events.append(renamed(tr.events))
+            monitor.append(renamed(tr.monitor))
+            cpu.append(renamed(tr.cpu))
+            warnings.extend(tr.warnings)
+        return StreamedTrace(_JoinedSources(by_run, [tr._source for tr in traces]), pd.concat(stats, ignore_index=True),
+                             pd.concat(events, ignore_index=True), runs, warnings,
+                             pd.concat(monitor, ignore_index=True), pd.concat(wstats, ignore_index=True),
+                             cpu=pd.concat(cpu, ignore_index=True))
+
+    def _thread_groups(self) -> list[tuple]:
+        """(key, first row, end row) of each thread's rows of `stats` (sorted, so contiguous)."""
+        st = self.stats
+        if not len(st):
+            return []
+        run = st["run"].cat.codes.to_numpy()
+        proc, thread = st["process"].to_numpy(), st["thread"].to_numpy()
+        new = np.r_[True, (run[1:] != run[:-1]) | (proc[1:] != proc[:-1]) | (thread[1:] != thread[:-1])]
+        starts = np.flatnonzero(new).tolist()
+        names = st["run"].cat.categories
+        return [((names[run[a]], int(proc[a]), int(thread[a])), a, b)
+                for a, b in zip(starts, starts[1:] + [len(st)])]
+
+    def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
+        """spans: run, process, thread, first, last (t_ns of a thread's first and last beat).
+        Per such thread with waits: off_ns, the ns of its waits that lie between the two
+        (summary.region_work), summed from the reader's per-chunk sums where a chunk's waits
+        lie wholly inside, its waits read again where they do not."""
+        return self._source.wait_overlap(spans)
+
+    def thread_keys(self) -> list[tuple]:
+        """(run, process, thread) of every thread with beats, in beats-table order."""
+        return [k for k, _, _ in self._thread_groups()]
+
+    def thread_loaders(self) -> list[tuple]:
+        """One (key, beats, load) per thread with beats: load() reads the thread's beat times
+        (s, in beats-table order) from the trace."""
+        source = self.stats["source"].astype(str).tolist()
+        beats = self.stats["beats"].to_numpy()
+        out = []
+        for (run, process, thread), a, b in self._thread_groups():
+            sources = sorted(set(source[a:b]))
+            out.append(((run, process, thread), int(beats[a:b].sum()),
+                        lambda r=run, p=process, t=thread, s=sources: self._source.load_times(r, p, t, s)))
+        return out
+
+
+class _JoinedSources:
+    """The sources of joined streamed traces: a run's beats from the source that has it."""
+
+    def __init__(self, by_run: dict[str, tuple], sources: list):
+        self.by_run, self.sources = by_run, sources
+
+    def load_times(self, run: str, process: int, thread: int, sources: list[str]) -> np.ndarray:
+        source, name = self.by_run[run]
+        return source.load_times(name, process, thread, sources)
+
+    def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
+        parts = []
+        for run, g in spans.groupby(spans["run"].astype(str), sort=False):
+            source, name = self.by_run[run]
+            part = source.wait_overlap(g.assign(run=name))
+            parts.append(part.assign(run=run))
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["run", "process", "thread",
+                                                                                      "off_ns"])
+
+    def materialize(self) -> HeartbeatTrace:
+        return HeartbeatTrace.concat([s.materialize() for s in self.sources])
