@@ -26,13 +26,17 @@ seed, seed+1, ...) and 3 more normal runs to train a model on:
   fault's victim). A report on any other thread, run or time is a false positive;
   precision and recall per behaviour, pooled over every run of every kind.
 
-Runs whose fault did nothing are counted and left out (stop under libomp skips nothing,
+A busy-waiting report on the victim of `slow` after the fault is counted neither way (slow
+spins after each unit of work, which is busy-waiting, but on short units not always
+visible). Runs whose fault did nothing are counted and left out (stop under libomp skips nothing,
 docs/inject.md; a stop that skipped no chunk, in a program whose loops are all static).
 The online monitor is not evaluated here: it reads the program's own API beats, and
 these programs have none (benchmarks/eval_behavior.py measures it on our examples).
 
 Long: a few seconds per run; the defaults are 4 kernels x 2 compilers x 2 team sizes x
 (8 kinds x 8 runs + 3): about 1,100 runs. `--runs 2 --kernels MG` is a quick look.
+`--keep DIR --rescore` judges the runs of an earlier `--keep DIR` again (a changed
+hbtool, the same traces).
 """
 
 from __future__ import annotations
@@ -86,7 +90,16 @@ def hbtool(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.Co
     return subprocess.run(HBTOOL + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
 
 
+RESCORE = False   # --rescore: judge the runs a --keep folder holds again, without running them
+
+
 def record(exe: Path, out: Path, env: dict, kind: str, beats: str, seed: int) -> dict | None:
+    if RESCORE:
+        if not any(out.glob("*.hbt")):
+            return None
+        tf = out / "inject-truth.json"
+        return json.loads(tf.read_text()) if tf.exists() else ({"kind": "normal", "fired": False}
+                                                                if kind == "normal" else None)
     args = ["record", "-o", str(out), "--force"]
     if kind != "normal":
         args += ["--inject", kind, "--thread", "random", "--beat", beats, "--inject-seed", str(seed)]
@@ -160,6 +173,14 @@ def behavior_reports(trace: Path, env: dict) -> list[tuple[str, int, float, floa
     return out
 
 
+def excused(report, truth: dict) -> bool:
+    """A report neither right nor wrong: busy-waiting on the victim of `slow` after the fault
+    (slow spins after every unit of work: that is busy-waiting, but not always visible)."""
+    b, thread, start, end = report
+    return (truth["kind"] == "slow" and b == "busy-waiting" and thread == truth.get("thread")
+            and end >= truth["fired_at"]["trace_s"])
+
+
 def matches(report, truth: dict, slack_s: float = 0.05) -> bool:
     b, thread, start, end = report
     if truth["kind"] == "normal" or FAULT_BEHAVIOR.get(truth["kind"]) != b or thread != truth["thread"]:
@@ -195,7 +216,7 @@ def evaluate(exe: Path, threads: int, runs: int, seed: int, work: Path, env: dic
         return res
     per_thread = beats_per_thread(train[0], env)
     lo, hi = max(2, per_thread // 10), max(3, per_thread * 6 // 10)
-    model = work / "model.json"
+    model = work / ("model-rescored.json" if RESCORE else "model.json")
     r = hbtool(["train", "--normal", *map(str, train), "-o", str(model)], env)
     if r.returncode != 0:
         print(f"  train failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
@@ -222,6 +243,8 @@ def evaluate(exe: Path, threads: int, runs: int, seed: int, work: Path, env: dic
             for rep in reports:
                 if matches(rep, truth):
                     found.add(rep[0])
+                elif excused(rep, truth):
+                    continue
                 else:
                     res["beh_fp"][rep[0]] += 1
             want_b = FAULT_BEHAVIOR.get(kind)
@@ -259,7 +282,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--keep", type=Path, help="keep builds and traces here")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--rescore", action="store_true",
+                    help="judge again the runs that --keep DIR holds, with this hbtool, without running them")
     a = ap.parse_args()
+    global RESCORE
+    RESCORE = a.rescore
+    if a.rescore and not a.keep:
+        sys.exit("eval_npb: --rescore needs --keep DIR (the folder of an earlier run)")
     if not (NPB / "MG").is_dir():
         sys.exit(f"eval_npb: NPB is not at {NPB}")
     work = a.keep or Path(tempfile.mkdtemp(prefix="hbtool-eval-npb-"))

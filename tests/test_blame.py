@@ -145,3 +145,25 @@ def test_a_model_keeps_each_threads_normal_work_and_judges_the_master_by_it(tmp_
     r = run_hbtool("diagnose", out, "--model", bad)
     assert r.returncode == 2 and "work per thread is damaged" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_barrier_tail_called_at_a_regions_end_is_named_by_the_region(tmp_path):
+    """gcc -O2 turns a barrier that ends a region's body into a tail call: its return address
+    is then the tracer's own trampoline; the construct is named by the region's function."""
+    import subprocess
+
+    from hbtool.io import read_heartbeats
+    from conftest import ROOT
+
+    exe = tmp_path / "tail"
+    subprocess.run(["gcc", "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_tail_barrier.c"), "-o", str(exe)],
+                   check=True)
+    dis = subprocess.run(["objdump", "-d", str(exe)], capture_output=True, text=True).stdout
+    assert "jmp" in dis and any("jmp" in line and "GOMP_barrier" in line for line in dis.splitlines())
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-o", out, "--", exe, env={**__import__("os").environ, "OMP_NUM_THREADS": "2"})
+    assert r.returncode == 0, r.stderr
+    w = read_heartbeats([out]).waits
+    names = set(w["construct"].astype(str))
+    assert not any("libhbtrace" in n for n in names), names
+    assert "barrier main._omp_fn.0" in names, names

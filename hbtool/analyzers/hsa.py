@@ -113,8 +113,8 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
         prog = row.get("progress", float("nan"))
         all_beats = (np.isfinite(prog) and prog >= 1.0) or not row.get("progress_counts", True)
         if wr_known and all_beats and row.get("ending") not in ("no_end_record", "unknown"):
-            return "normal", (f"its own work like {row.get('WR_against')}'s (WR {wr:.2f}) and a normal end; "
-                              f"{row['na_reason']}")
+            return "normal", (f"its own work in line with {row.get('WR_against')} (WR {wr:.2f}) and a normal "
+                              f"end; {row['na_reason']}")
         return "unknown", row["na_reason"]
     prog = row["progress"]
     if "progress" in rg and np.isfinite(prog) and not _inside(prog, rg["progress"]):
@@ -242,6 +242,16 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     features, work = _against_normal_work(features, labels)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
     normal = features[(labels == "normal") & usable]
+    if not len(normal) and work:
+        # no thread beat often enough for heart rates (one long static loop each): the
+        # built-in ranges, and each thread's normal work to judge it by (WR)
+        model = default_model(settings)
+        model.work = work
+        model.level, model.margin = default_level, 0.0
+        model.training = {"sequences": {c: int(np.sum(labels == c)) for c in STATUSES}, "macro_f1": None,
+                          "cv_macro_f1": None, "ranges": "built-in: no normal thread had enough beats for "
+                                                         "heart rates; only its work (WR) was learned"}
+        return model
     if not len(normal):
         raise ValueError("no normal sequence with features to learn the normal ranges from")
     expected = float(np.median(normal["beats"])) if "beats" in normal else None

@@ -76,6 +76,7 @@ struct gomp_state {
     int64_t  first;       /* first iteration of the open chunk */
     uint8_t  open;        /* a chunk is open: its beat comes at the next call */
     uint8_t  known;       /* thread is valid */
+    const void *fn;       /* the innermost region's outlined function, NULL outside */
 };
 
 struct gomp_tls {
@@ -88,6 +89,19 @@ struct gomp_tls {
 };
 
 static __thread struct gomp_tls gomp_tls __attribute__((tls_model("initial-exec")));
+
+static void gomp_region_run(void *arg);
+
+/* The program's code address a wrapper was called from. An outlined function whose last
+ * act is the call (a barrier or a loop's end closing a region's body) may jump to it as
+ * a tail call: the return address is then in gomp_region_run, just after its call of
+ * the function; the region's function is what names the construct then. */
+static inline const void *gomp_site(const struct gomp_tls *g, const void *ra)
+{
+    if (__builtin_expect((uintptr_t)ra - (uintptr_t)gomp_region_run < 512u, 0) && g->s.fn)
+        return g->s.fn;
+    return ra;
+}
 
 static int (*gomp_level_fn)(void);
 static int (*gomp_num_fn)(void);
@@ -256,7 +270,7 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
         if (!gomp_on())                                                           \
             return fn_real(istart, iend);                                         \
         struct gomp_tls *g = gomp_self();                                         \
-        gomp_chunk_done(g, __builtin_return_address(0));                          \
+        gomp_chunk_done(g, gomp_site(g, __builtin_return_address(0)));             \
         if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, #name)) { g->s.open = 0; return false; } \
         bool r = fn_real(istart, iend);                                           \
         g->s.open = r;                                                            \
@@ -385,7 +399,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
         if (!gomp_on())                                                           \
             return fn_real args;                                                  \
         struct gomp_tls *g = gomp_self();                                         \
-        const void *site = __builtin_return_address(0);                           \
+        const void *site = gomp_site(g, __builtin_return_address(0));             \
         (void)site;                                                               \
         before;                                                                   \
         uint32_t id = idexpr;                                                     \
@@ -439,7 +453,7 @@ VOIDWAIT(GOMP_taskgroup_end, (void), (), NOTHING, 0, HBT_SYNC_TASKWAIT,
         REAL(name)                                           \
         if (gomp_on()) {                                                          \
             struct gomp_tls *g = gomp_self();                                     \
-            g->s.sections = gomp_construct(g, HBT_CK_SECTIONS, __builtin_return_address(0)); \
+            g->s.sections = gomp_construct(g, HBT_CK_SECTIONS, gomp_site(g, __builtin_return_address(0))); \
         }                                                                         \
         return fn_real args;                                                      \
     }
@@ -470,6 +484,7 @@ static void gomp_region_run(void *arg)
     g->s.thread = gomp_thread_now();
     g->s.known = 1;
     g->s.region = r->id;
+    g->s.fn = (const void *)r->fn;
     g->s.loop = r->loop;
     g->s.sections = r->sections;
     g->s.open = 0;
