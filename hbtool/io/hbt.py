@@ -249,7 +249,9 @@ def read_hbt_file(path: str | os.PathLike, fh=None) -> dict:
     hdr, order = _parse_header(buf, path)
     meta = _parse_metadata(buf, hdr)
     header = {name: hdr[name].tolist() for name in hdr.dtype.names if name != "magic"}
-    records = _parse_chunks(buf, hdr, order, path, size, warnings)
+    from .hbt_stream import process_is_live   # the stream reader builds on this module
+
+    records = _parse_chunks(buf, hdr, order, path, size, warnings, live=process_is_live(header, meta))
     if header["lost_records"]:
         warnings.append(
             f"{path}: the tracer dropped {header['lost_records']} records: {lost_reason(header)}"
@@ -257,8 +259,8 @@ def read_hbt_file(path: str | os.PathLike, fh=None) -> dict:
     return {"header": header, "meta": meta, "records": records, "warnings": warnings}
 
 
-def _chunk_table(raw: np.ndarray, hdr, order: str, path: str, first_byte: int | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _chunk_table(raw: np.ndarray, hdr, order: str, path: str, first_byte: int | None = None,
+                 live: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The used chunks of a chunk area (raw: its bytes, a whole number of units), in
     file order: (their first slots, their headers). A unit whose first slot has the
     chunk magic begins a chunk of `capacity` slots (docs/formats.md, version 2); a unit
@@ -266,7 +268,7 @@ def _chunk_table(raw: np.ndarray, hdr, order: str, path: str, first_byte: int | 
     reaches into the next one (read while its thread was giving units back) ends there.
     `raw` may be a part of the area that begins at a multiple of chunk_size (a streaming
     reader's window): `first_byte`, where it lies in the file (default data_offset), only
-    places the errors."""
+    places the errors. `live`: data outside any chunk is left out, not an error."""
     do, chunk, unit = int(hdr["data_offset"]), int(hdr["chunk_size"]), _unit_size(hdr)
     do = do if first_byte is None else int(first_byte)
     upc, spu = chunk // unit, unit // SLOT_SIZE
@@ -294,7 +296,10 @@ def _chunk_table(raw: np.ndarray, hdr, order: str, path: str, first_byte: int | 
     delta[starts] += 1
     np.subtract.at(delta, np.minimum(ends, nunits), 1)  # a cut-short file ends inside a chunk
     bad = (np.cumsum(delta[:nunits], dtype=np.int8) == 0) & (magic != 0)
-    if bad.any():
+    # `live`: the file is being written while it is read, so a read can see a new chunk's
+    # records before its header (the tracer writes the header first, but one read of the
+    # file is not one moment): such units are not in this snapshot yet
+    if bad.any() and not live:
         i = int(np.flatnonzero(bad)[0])
         raise TraceFormatError(
             f"{path}: corrupted chunk header at byte {do + i * unit} (bad magic {int(magic[i]):#x})"
@@ -303,7 +308,7 @@ def _chunk_table(raw: np.ndarray, hdr, order: str, path: str, first_byte: int | 
     return starts * spu, heads
 
 
-def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray]:
+def _parse_chunks(buf, hdr, order, path, size, warnings, live: bool = False) -> dict[str, np.ndarray]:
     do = int(hdr["data_offset"])
     unit = _unit_size(hdr)
     claimed = int(hdr["data_length"])
@@ -333,7 +338,7 @@ def _parse_chunks(buf, hdr, order, path, size, warnings) -> dict[str, np.ndarray
         padded = np.zeros(nunits * unit, dtype=np.uint8)
         padded[: raw.size] = raw
         raw = padded
-    first, heads = _chunk_table(raw, hdr, order, path)
+    first, heads = _chunk_table(raw, hdr, order, path, live=live)
     # used chunks in record order: by thread slot, then the thread's chunk sequence
     idx = np.lexsort((heads["chunk_seq"], heads["thread_slot"]))
     first, h = first[idx], heads[idx]

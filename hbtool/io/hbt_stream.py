@@ -290,7 +290,8 @@ def _chunk_counts(raw, ns: int, scan: FileScan, first_byte: int, rdt):
     """The used chunks of a window (hbt._chunk_table; raw: whole units, of which the first
     `ns` slots were read): first slots, headers, and each one's records up to its first
     empty slot."""
-    first, heads = hbt._chunk_table(raw, scan.header, scan.order, scan.path, first_byte=first_byte)
+    first, heads = hbt._chunk_table(raw, scan.header, scan.order, scan.path, first_byte=first_byte,
+                                    live=scan.live)
     kind = raw.view(rdt)["kind"]
     empty = np.flatnonzero(kind == 0)
     lo = first + 1
