@@ -85,6 +85,21 @@ HSA_DEFAULT_RANGES = {
     "WR": (None, 3.0),
 }
 
+# ---- the memory signal in diagnose (docs/methods.md "Memory"; hbtool's, not the seed's) ----
+#: a thread leaks when, between its first and last memory record, it retained (allocated
+#: and did not free) at least all of: this many bytes, ...
+LEAK_MIN_BYTES = 4 * 2**20
+#: ... this share of its process's largest resident size (a leak that matters) ...
+LEAK_MIN_SHARE = 0.05
+#: ... this many times what its reference retained (the same thread of a reference run or
+#: of the model's normal runs, else the median of its team's other threads) ...
+LEAK_FACTOR = 2.0
+#: ... in at least this many steps (records whose balance rose: one large buffer is one) ...
+LEAK_MIN_RISES = 3
+#: ... while its process's heap (or resident size) grew by at least this share of it (what
+#: another thread frees leaves the allocating thread's balance up, not the process's)
+LEAK_PROCESS_SHARE = 0.5
+
 # ---- thread behavior (SPEC 5, seed 001; docs/methods.md "Thread behavior") ----
 #: the rate around each beat: the mean interval over at least this many intervals ...
 BEHAVIOR_SMOOTH = 9

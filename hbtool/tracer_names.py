@@ -24,6 +24,7 @@ TRACER_ENV: dict[str, str] = {
     'HBTRACE_QUEUE_PERIOD_US': 'first sampling period of the queue monitor in microseconds, 100 to 10000000; default 1000',
     'HBTRACE_QUEUE_PERIOD_MAX_US': 'longest sampling period the queue monitor doubles up to, microseconds, 100 to 10000000; default 16000',
     'HBTRACE_PROBE_CLOCK': 'tsc or monotonic: the clock of the timing probes; default: the TSC where it is invariant, else CLOCK_MONOTONIC',
+    'HBTRACE_MEMORY': "0: no memory records (each thread's allocated and freed bytes, the process's resident and heap bytes, src/memory.c); default on",
     'HBTRACE_STATUS': 'status sampler period in seconds, 0.1 to 3600, 1 = once a second; 0 or unset: no status sampling',
     'HBTRACE_STATUS_NET_DEV': 'file the status sampler reads instead of /proc/net/dev, for tests; default /proc/net/dev',
     'HBTRACE_BEATS': "comma list of the beat sources to record: api, openmp, mpi (also all, none); an unknown word is warned about once and ignored; API beats, the program's own calls, are recorded whatever it says; default: all",
@@ -54,6 +55,7 @@ HBTRACE_QUEUE_MONITOR = 'HBTRACE_QUEUE_MONITOR'
 HBTRACE_QUEUE_PERIOD_US = 'HBTRACE_QUEUE_PERIOD_US'
 HBTRACE_QUEUE_PERIOD_MAX_US = 'HBTRACE_QUEUE_PERIOD_MAX_US'
 HBTRACE_PROBE_CLOCK = 'HBTRACE_PROBE_CLOCK'
+HBTRACE_MEMORY = 'HBTRACE_MEMORY'
 HBTRACE_STATUS = 'HBTRACE_STATUS'
 HBTRACE_STATUS_NET_DEV = 'HBTRACE_STATUS_NET_DEV'
 HBTRACE_BEATS = 'HBTRACE_BEATS'

@@ -8,7 +8,8 @@ import pandas as pd
 
 from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, LazySeries, Series, compute_features, make_series, too_few_beats
-from .summary import region_work, summarize_threads
+from .. import config
+from .summary import memory_retained, region_work, summarize_threads
 
 KEY = ["run", "process", "thread"]
 #: which thread a row was compared with: "team-median" (its team's median thread) or
@@ -46,7 +47,8 @@ def _describe_key(k) -> str:
 
 def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = None,
                    reference: HeartbeatTrace | None = None, expected_beats: float | None = None,
-                   progress=None, work_reference: dict[int, float] | None = None) -> pd.DataFrame:
+                   progress=None, work_reference: dict[int, float] | None = None,
+                   retained_reference: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per thread: identity, beats, the reference used, na_reason, every feature,
     and how the thread ended (ending, ended, died).
 
@@ -115,6 +117,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table = pd.DataFrame(rows, columns=cols)
     table["work_s"] = _work_of(trace, table)
     table["WR"], table["WR_against"] = work_ratios(trace, table, reference, work_reference)
+    table = table.join(memory_leaks(trace, table, reference, retained_reference))
     # a thread's count of automatic OpenMP beats is the runtime's choice (who takes how many
     # chunks of a dynamic loop), not its progress: a thread that stopped early is one whose
     # beats end early (GTR), or whose process died
@@ -190,6 +193,56 @@ def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame, reference: Heartbeat
             if np.isnan(out[i]) and np.isfinite(w) and np.isfinite(r) and r > 0:
                 out[i], against[i] = w / r, f"thread {k[2]} in the model's normal runs"
     return out, against
+
+
+#: columns memory_leaks adds to a features table
+MEMORY_FEATURES = ["retained", "retained_bound", "retained_against", "leaking"]
+
+
+def memory_leaks(trace: HeartbeatTrace, table: pd.DataFrame, reference: HeartbeatTrace | None = None,
+                 retained_reference: dict[int, float] | None = None) -> pd.DataFrame:
+    """The memory signal of every row of a features table (same index): ``retained``, the
+    bytes the thread allocated and kept over its memory records (NaN without them:
+    summary.memory_retained); ``retained_bound``, what it may keep and be normal: the
+    largest of config.LEAK_MIN_BYTES, config.LEAK_MIN_SHARE of its process's largest
+    resident size, and config.LEAK_FACTOR times its reference's (the same thread of the
+    reference trace, else of the model's normal runs, else the median of its team's other
+    threads); ``retained_against``, that reference in words; ``leaking``: above the bound, in
+    config.LEAK_MIN_RISES steps or more, while its process kept at least
+    config.LEAK_PROCESS_SHARE of it."""
+    out = pd.DataFrame({"retained": np.nan, "retained_bound": np.nan, "retained_against": "",
+                        "leaking": False}, index=table.index)
+    mem = memory_retained(trace)
+    if not len(mem):
+        return out
+    mem = mem.assign(run=mem["run"].astype(str)).set_index(KEY)
+    ref_by_thread = {}
+    if reference is not None:
+        rm = memory_retained(reference)
+        ref_by_thread = rm.drop_duplicates("thread").set_index("thread")["retained"].to_dict() if len(rm) else {}
+    for i, k in zip(table.index, zip(table["run"].astype(str), table["process"], table["thread"])):
+        if k not in mem.index:
+            continue
+        m = mem.loc[k]
+        kept = float(m["retained"])
+        base, against = np.nan, ""
+        if reference is not None:
+            base = ref_by_thread.get(k[2], np.nan)
+            against = f"thread {k[2]} of the reference" if np.isfinite(base) else ""
+        elif retained_reference and int(k[2]) in retained_reference:
+            base, against = retained_reference[int(k[2])], f"thread {k[2]} in the model's normal runs"
+        else:
+            team = mem.loc[(k[0], k[1])] if (k[0], k[1]) in mem.index.droplevel(2) else None
+            others = team[team.index != k[2]]["retained"] if team is not None else []
+            if len(others):
+                base, against = float(np.median(others)), "the median of its team's other threads"
+        bound = max(config.LEAK_MIN_BYTES, config.LEAK_MIN_SHARE * float(np.nan_to_num(m["peak_resident"])),
+                    config.LEAK_FACTOR * base if np.isfinite(base) else 0.0)
+        grew = m["process_growth"]
+        kept_by_process = not np.isfinite(grew) or grew >= config.LEAK_PROCESS_SHARE * kept
+        out.loc[i, ["retained", "retained_bound", "retained_against"]] = [kept, bound, against or "the absolute bounds"]
+        out.loc[i, "leaking"] = bool(kept > bound and m["rises"] >= config.LEAK_MIN_RISES and kept_by_process)
+    return out
 
 
 def labelled_table(labelled, settings: FeatureSettings | None = None,

@@ -98,11 +98,24 @@ def _describe(f: str, v: float, r) -> str:
     return f"{f} {_fmt(v, digits)} outside [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
 
 
+def _bytes(v) -> int | None:
+    return int(v) if v is not None and np.isfinite(v) else None
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
 def classify_row(row, model: HsaModel) -> tuple[str, str]:
     """(status, reason) of one sequence: Algorithm 1 with hbtool's documented additions."""
     rg = model.ranges
     if model.lifecycle_rule and row.get("died"):
         return "shutdown", f"the process ended abnormally before this thread finished ({row.get('ended', '')})"
+    if row.get("leaking"):
+        # the memory signal (hbtool's): it kept what it allocated, step after step
+        return "memoryleak", (f"kept {_mib(row['retained'])} it allocated over its run, more than "
+                              f"{_mib(row['retained_bound'])} (bound from {row.get('retained_against')}), "
+                              f"and its process kept it too")
     wr = row.get("WR", float("nan"))
     wr_known = "WR" in rg and wr is not None and np.isfinite(wr)
     if isinstance(row.get("na_reason"), str) and row["na_reason"]:
@@ -240,6 +253,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     """
     labels = np.asarray(labels, dtype=object)
     features, work = _against_normal_work(features, labels)
+    retained = _normal_retained(features, labels)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
     normal = features[(labels == "normal") & usable]
     if not len(normal) and work:
@@ -247,6 +261,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         # built-in ranges, and each thread's normal work to judge it by (WR)
         model = default_model(settings)
         model.work = work
+        model.retained = retained
         model.level, model.margin = default_level, 0.0
         model.training = {"sequences": {c: int(np.sum(labels == c)) for c in STATUSES}, "macro_f1": None,
                           "cv_macro_f1": None, "ranges": "built-in: no normal thread had enough beats for "
@@ -272,7 +287,8 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         f1, _, level, margin = max(scores)
     elif anomalous:
         level, margin = grid[0]
-    model = HsaModel(fit_ranges(normal, level, margin), level, margin, settings, expected, work=work)
+    model = HsaModel(fit_ranges(normal, level, margin), level, margin, settings, expected, work=work,
+                     retained=retained)
     train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
     model.training = {
         "sequences": counts,
@@ -301,6 +317,19 @@ def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd
     out.loc[fill, "WR"] = w[fill] / ref[fill]
     out.loc[fill, "WR_against"] = [f"thread {int(t)} in the model's normal runs" for t in out.loc[fill, "thread"]]
     return out, work
+
+
+def _normal_retained(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
+    """Each thread number's median bytes retained (diagnosis.memory_leaks) in the normal
+    rows; None without memory records."""
+    if "retained" not in features:
+        return None
+    r = features["retained"].to_numpy(dtype=float)
+    ok = (labels == "normal") & np.isfinite(r)
+    if not ok.any():
+        return None
+    med = pd.Series(r[ok]).groupby(features["thread"].to_numpy()[ok]).median()
+    return {int(k): float(max(v, 0.0)) for k, v in med.items()}
 
 
 def default_model(settings: FeatureSettings | None = None) -> HsaModel:
@@ -332,6 +361,8 @@ class Diagnosis:
             rows.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "status": v["status"],
                          "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
                          **{f: r[f] for f in FEATURES}, "WR_against": r.get("WR_against", ""),
+                         **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
+                         "retained_against": r.get("retained_against") or "",
                          "reference": r["reference"],
                          **{c: r[c] for c in REFERENCE_COLUMNS}, "ending": r["ending"], "ended": r["ended"],
                          "died": r["died"]})
@@ -357,7 +388,8 @@ def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
         reference = model.reference_trace()  # the one the model was trained against, if it keeps one
     stages = {}
     t = time.perf_counter()
-    table = features_table(trace, model.settings, reference=reference, work_reference=model.work)
+    table = features_table(trace, model.settings, reference=reference, work_reference=model.work,
+                           retained_reference=model.retained)
     stages["features"] = time.perf_counter() - t
     t = time.perf_counter()
     table = with_progress(table, model.expected_beats)

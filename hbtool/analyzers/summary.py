@@ -302,3 +302,47 @@ def region_work(trace: HeartbeatTrace) -> pd.DataFrame:
     has = [(str(r), int(p)) in with_waits for r, p in zip(span["run"], span["process"])]
     span.loc[~np.asarray(has, dtype=bool), "work_s"] = np.nan
     return span[key + ["work_s"]]
+
+
+def memory_retained(trace: HeartbeatTrace) -> pd.DataFrame:
+    """Per (run, process, thread) with memory records (the tracer's memory signal):
+    ``retained``, the bytes the thread allocated and did not free between its first and its
+    last memory record (its balance, allocated - freed, then less its balance at first);
+    ``rises``, how many of its records found the balance higher than the one before (a
+    leak rises record after record; one large buffer, once); ``process_growth``, how much
+    its process's heap in use grew between its first and last process record (resident
+    bytes where the heap is unknown; NaN without two process records): what the threads
+    retained only counts when the process kept it too (a block freed by another thread
+    leaves its allocator's balance up, not the process's); ``peak_resident``, the
+    process's largest resident size (NaN unknown)."""
+    key = ["run", "process", "thread"]
+    cols = key + ["retained", "rises", "process_growth", "peak_resident"]
+    m = getattr(trace, "memory", None)
+    if m is None or not len(m):
+        return pd.DataFrame(columns=cols)
+    th = m[m["scope"] == "thread"].sort_values(["run", "process", "os_tid", "t_ns"], kind="stable")
+    if not len(th):
+        return pd.DataFrame(columns=cols)
+    th = th.assign(balance=th["allocated"] - th["freed"])
+    g = th.groupby(["run", "process", "os_tid"], observed=True, sort=False)
+    th = th.assign(up=(g["balance"].diff() > 0).astype(np.int64))
+    per_tid = g.agg(thread=("thread", "last"), first=("balance", "first"), last=("balance", "last"))
+    per_tid["rises"] = th.groupby(["run", "process", "os_tid"], observed=True, sort=False)["up"].sum()
+    per_tid["retained"] = per_tid["last"] - per_tid["first"]
+    out = per_tid.reset_index().groupby(key, observed=True, sort=False).agg(
+        retained=("retained", "sum"), rises=("rises", "sum")).reset_index()
+    pr = m[m["scope"] == "process"].sort_values(["run", "process", "t_ns"], kind="stable")
+    growth, peak = {}, {}
+    for (run, process), p in pr.groupby(["run", "process"], observed=True, sort=False):
+        heap = p["heap"].to_numpy()
+        res = p["resident"].to_numpy()
+        use = heap if (heap >= 0).all() else res if (res >= 0).all() else None
+        if use is not None and use.size >= 2:
+            growth[(str(run), int(process))] = float(use[-1] - use[0])
+        known = res[res >= 0]
+        if known.size:
+            peak[(str(run), int(process))] = float(known.max())
+    keys = list(zip(out["run"].astype(str), out["process"].astype(int)))
+    out["process_growth"] = [growth.get(k, np.nan) for k in keys]
+    out["peak_resident"] = [peak.get(k, np.nan) for k in keys]
+    return out[cols]

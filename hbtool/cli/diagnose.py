@@ -11,7 +11,7 @@ from .output import emit, output_options, warn
 
 #: the text table's columns (process only when a run has several); csv has every field json has
 COLUMNS = ["run", "process", "thread", "status", "beats", "GTR", "GHR", "DTW", "progress", "compared_with", "reason"]
-HEADERS = {"compared_with": "compared with"}
+HEADERS = {"compared_with": "compared with", "kept_MiB": "kept MiB"}
 #: what the text table's words mean, under it
 LEGEND = [
     "GTR: the time the thread took for its beats / the reference's (1 = as fast, 2 = twice as slow);",
@@ -22,6 +22,9 @@ LEGEND = [
 WR_LEGEND = ("WR: its own work in the parallel regions (time there less its waits) / that of the team's other "
              "workers\n  (median), or of the same thread of the reference run; the master (thread 0) only "
              "against a reference.")
+#: under the table when it shows what threads kept
+KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
+               "signal; a leak\n  is kept step after step, by its process too).")
 STATUS_LEGEND = {
     "memoryleak": "memoryleak: slowed down over the run (seed 000's name for it: a leak, contention and a "
                   "busy-waiting\n  neighbour look alike here; 'hbtool behavior' tells them apart).",
@@ -96,6 +99,8 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
     rows = result.threads()
     for r in rows:
         r["compared_with"] = compared_with(r)
+        kept = r.get("retained")
+        r["kept_MiB"] = kept / 2**20 if kept is not None and kept == kept else None
     if fmt == "csv":
         columns = list(rows[0]) if rows else list(COLUMNS)
     else:
@@ -103,10 +108,13 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
         columns = [c for c in COLUMNS if c != "process" or several]
         if any(r["WR"] is not None and r["WR"] == r["WR"] for r in rows):   # a number, not NaN
             columns.insert(columns.index("progress") + 1, "WR")
+        if any(r["kept_MiB"] is not None for r in rows):
+            columns.insert(columns.index("compared_with"), "kept_MiB")
     footer = ["", *LEGEND, *([WR_LEGEND] if "WR" in columns and fmt != "csv" else []),
+              *([KEPT_LEGEND] if "kept_MiB" in columns and fmt != "csv" else []),
               *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
     emit(fmt, rows, columns, key="threads", extra=extra, preamble=preamble, headers=HEADERS,
-         decimals=DECIMALS, footer=footer)
+         decimals={**DECIMALS, "kept_MiB": 1}, footer=footer)
     stages["report"] = time.perf_counter() - t
     if timings:
         total = sum(stages.values())

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from ..model import BEHAVIORS, CPU_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
+from ..model import BEHAVIORS, CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
 from .registry import MAGIC_HBTRACE, ReadOptions, head
 
 MAGIC = MAGIC_HBTRACE
@@ -50,6 +50,9 @@ REC_NAME = 14
 REC_PROBE = 15  # t_ns holds a value, not a time
 REC_WAIT = 17
 REC_CPU = 18
+REC_MEMORY = 19
+#: scope of a memory record (flags bits 4..7)
+MEMORY_SCOPES = {0: "thread", 1: "process"}
 #: largest code _dense maps with a table (construct ids are at most a few thousand)
 DENSE_MAX = 1 << 20
 #: a beat's or wait's source: flags & 15 (docs/formats.md)
@@ -506,7 +509,7 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
     parsed = [read_hbt_file(p, fh) for p, fh in zip(paths, files or [None] * len(paths))]
     warnings = [w for p in parsed for w in p["warnings"]]
     offsets, zero_mono = run_offsets(parsed)
-    beats, events, monitor, waits, cpu, procmeta = [], [], [], [], [], []
+    beats, events, monitor, waits, cpu, memory, procmeta = [], [], [], [], [], [], []
     for process, i in enumerate(process_order(parsed, offsets)):
         p = parsed[i]
         hdr, r = p["header"], p["records"]
@@ -553,6 +556,9 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
             monitor.append(m)
         if c is not None:
             cpu.append(c)
+        mem = memory_frame(r, ~isbeat, t_ns, thread, run, proc)
+        if mem is not None:
+            memory.append(mem)
         procmeta.append(process_meta(paths[i], proc, hdr, p["meta"], offsets[i]))
     return HeartbeatTrace(
         beats=pd.concat(beats, ignore_index=True),
@@ -562,7 +568,38 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
         monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
         waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
         cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
+        memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
     )
+
+
+def memory_frame(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, run: str, proc: int):
+    """The memory records among the records `sel` of one process (MEMORY_COLUMNS), or None.
+    Two 64-bit values per record: seq and aux, loop and iter (low, high 32 bits); all ones
+    is unknown; a scope this hbtool does not know is left out."""
+    ism = sel & (r["kind"] == REC_MEMORY)
+    if not ism.any():
+        return None
+    scope = (r["flags"][ism].astype(np.int64) >> 4) & 0xF
+    keep = np.isin(scope, list(MEMORY_SCOPES))
+    if not keep.any():
+        return None
+    idx = np.flatnonzero(ism)[keep]
+    scope = scope[keep]
+    u32 = np.uint64(0xFFFFFFFF)
+    a = (r["aux"][idx].astype(np.uint64) << np.uint64(32)) | (r["seq"][idx].astype(np.uint64) & u32)
+    b = ((r["iter"][idx].astype(np.int64).astype(np.uint64) & u32) << np.uint64(32)) \
+        | (r["loop"][idx].astype(np.int64).astype(np.uint64) & u32)
+    big = np.uint64(np.iinfo(np.int64).max)
+    # beyond int64 (all ones: unknown) -> -1
+    a = np.where(a > big, -1, a.astype(np.int64))
+    b = np.where(b > big, -1, b.astype(np.int64))
+    isproc = scope == 1
+    return pd.DataFrame({
+        "run": run, "process": proc, "scope": np.where(isproc, "process", "thread"),
+        "thread": thread[idx], "os_tid": r["os_tid"][idx].astype(np.int64), "t_ns": t_ns[idx],
+        "allocated": np.where(isproc, -1, a), "freed": np.where(isproc, -1, b),
+        "resident": np.where(isproc, a, -1), "heap": np.where(isproc, b, -1),
+    })
 
 
 def side_frames(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, source_code: np.ndarray,
@@ -594,7 +631,7 @@ def side_frames(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, 
     known = sel & np.isin(kind, list(REC_KINDS))
     ismon = sel & np.isin(kind, list(MONITOR_KINDS))
     # instruments (queues, probes, status) are read by hbtool.io.instruments
-    unknown = sel & (kind != REC_BEAT) & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu
+    unknown = sel & (kind != REC_BEAT) & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu & (kind != REC_MEMORY)
     if unknown.any():
         warnings.append(
             f"{path}: skipped {int(unknown.sum())} records of kinds this hbtool does not "

@@ -45,11 +45,11 @@ import pandas as pd
 from .. import config
 from ..errors import HbtoolError, TraceFormatError
 from ..model import HeartbeatTrace, empty_frame
-from ..model.heartbeats import CPU_COLUMNS, MONITOR_COLUMNS, STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace
+from ..model.heartbeats import CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace
 from . import hbt
 from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
                   _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
-                  metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames,
+                  metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
                   time_bounds)
 
 
@@ -642,7 +642,7 @@ def read_hbt_stream(paths: list[str], run: str) -> StreamedTrace:
 def _assemble(stream: HbtStream) -> StreamedTrace:
     run = stream.run
     warnings = [w for s in stream.scans for w in s.warnings]
-    stats, events, monitor, wstats, cpu, procmeta = [], [], [], [], [], []
+    stats, events, monitor, wstats, cpu, memory, procmeta = [], [], [], [], [], [], []
     live = []
     for process, i in enumerate(stream.order):
         s = stream.scans[i]
@@ -671,6 +671,9 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
             monitor.append(m)
         if c is not None:
             cpu.append(c)
+        mem = memory_frame(r, sel, t_ns, thread, run, proc)
+        if mem is not None:
+            memory.append(mem)
         pm = process_meta(s.path, proc, hdr, s.meta, stream.offsets[i])
         if s.live:
             pm["live"] = True
@@ -688,6 +691,7 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
         wait_stats=pd.concat(wstats, ignore_index=True),
         cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
+        memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
     )
 
 

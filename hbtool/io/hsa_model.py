@@ -35,6 +35,7 @@ def model_document(model: HsaModel) -> dict:
         "reference": ({str(k): [int(x) for x in t] for k, t in sorted(model.reference.items())}
                       if model.reference else None),
         "work": ({str(k): round(float(v), 6) for k, v in sorted(model.work.items())} if model.work else None),
+        "retained": ({str(k): int(v) for k, v in sorted(model.retained.items())} if model.retained else None),
     }
 
 
@@ -99,6 +100,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc
     reference = _reference(doc.get("reference"), path)
     work = _work(doc.get("work"), path)
+    retained = _work(doc.get("retained"), path, "bytes retained", 2.0**60)
     level = doc.get("level")
     margin = doc.get("margin")
     return HsaModel(
@@ -111,20 +113,22 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         training=doc.get("training", {}) if isinstance(doc.get("training"), dict) else {},
         reference=reference,
         work=work,
+        retained=retained,
     )
 
 
-def _work(doc, path) -> dict[int, float] | None:
-    """The stored work per thread: {"<thread>": seconds}, at most MAX_WORK_THREADS of them."""
+def _work(doc, path, what: str = "work", most: float = 1e9) -> dict[int, float] | None:
+    """The stored work per thread: {"<thread>": seconds} (or another number per thread, at
+    most `most`), at most MAX_WORK_THREADS of them."""
     if doc is None:
         return None
-    bad = f"{path}: the stored work per thread is damaged"
+    bad = f"{path}: the stored {what} per thread is damaged"
     if not isinstance(doc, dict) or len(doc) > MAX_WORK_THREADS:
         raise ModelFormatError(f"{bad}: not an object of at most {MAX_WORK_THREADS} threads; train the model again")
     out = {}
     for k, v in doc.items():
         if not (isinstance(k, str) and k.isdigit() and len(k) <= 6) or isinstance(v, bool) \
-                or not isinstance(v, (int, float)) or not 0 <= v <= 1e9:
+                or not isinstance(v, (int, float)) or not 0 <= v <= most:
             raise ModelFormatError(f"{bad} at {k!r}: train the model again")
         out[int(k)] = float(v)
     return out or None

@@ -88,6 +88,23 @@ CPU_COLUMNS: dict[str, str] = {
     "cpu_ns": "int64",      # CPU time the thread used in it
 }
 
+#: columns of HeartbeatTrace.memory: the memory signal (tracer `memory` records). Rows of
+#: scope "thread": what that OS thread allocated and freed since it started (usable bytes;
+#: `resident` and `heap` -1); rows of scope "process": the process's resident bytes and the
+#: bytes in use in glibc's heap (-1 unknown; `allocated` and `freed` -1)
+MEMORY_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "scope": "category",    # thread, process
+    "thread": "int64",      # the writer's thread number
+    "os_tid": "int64",
+    "t_ns": "int64",
+    "allocated": "int64",
+    "freed": "int64",
+    "resident": "int64",
+    "heap": "int64",
+}
+
 #: columns of HeartbeatTrace.events (thread lifecycle and process end)
 EVENT_COLUMNS: dict[str, str] = {
     "run": "category",
@@ -161,6 +178,8 @@ class HeartbeatTrace:
       (the tracer's automatic `wait` records; empty for other sources).
     * ``cpu``: CPU time threads used in the gaps between their records, columns
       CPU_COLUMNS (the tracer's `cpu` records; empty for other sources).
+    * ``memory``: the memory signal, columns MEMORY_COLUMNS (the tracer's `memory`
+      records; empty for other sources).
     """
 
     beats: pd.DataFrame
@@ -170,6 +189,7 @@ class HeartbeatTrace:
     monitor: pd.DataFrame = field(default_factory=lambda: empty_frame(MONITOR_COLUMNS))
     waits: pd.DataFrame = field(default_factory=lambda: empty_frame(WAIT_COLUMNS))
     cpu: pd.DataFrame = field(default_factory=lambda: empty_frame(CPU_COLUMNS))
+    memory: pd.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_COLUMNS))
 
     def __post_init__(self) -> None:
         self.beats = conform(self.beats, BEAT_COLUMNS)
@@ -179,6 +199,7 @@ class HeartbeatTrace:
                 else src.astype(str).replace("", "api").astype("category")
         self.waits = conform(self.waits, WAIT_COLUMNS)
         self.cpu = conform(self.cpu, CPU_COLUMNS)
+        self.memory = conform(self.memory, MEMORY_COLUMNS)
         self.events = conform(self.events, EVENT_COLUMNS)
         self.monitor = conform(self.monitor, MONITOR_COLUMNS)
         if len(self.beats):
@@ -203,7 +224,7 @@ class HeartbeatTrace:
         Traces whose beats stay in their files (StreamedTrace) are joined into one such."""
         if traces and all(isinstance(tr, StreamedTrace) for tr in traces):
             return StreamedTrace.join(traces)
-        beats, events, monitor, waits, cpu, runs, warnings = [], [], [], [], [], {}, []
+        beats, events, monitor, waits, cpu, memory, runs, warnings = [], [], [], [], [], [], {}, []
         for tr in traces:
             rename = _renames(tr.runs, runs)
             b = tr.beats.copy()
@@ -211,17 +232,20 @@ class HeartbeatTrace:
             m = tr.monitor.copy()
             w = tr.waits.copy()
             c = tr.cpu.copy()
+            mem = tr.memory.copy()
             if any(k != v for k, v in rename.items()):
                 b["run"] = b["run"].map(rename)
                 e["run"] = e["run"].map(rename)
                 m["run"] = m["run"].map(rename)
                 w["run"] = w["run"].map(rename)
                 c["run"] = c["run"].map(rename)
+                mem["run"] = mem["run"].map(rename)
             beats.append(b)
             events.append(e)
             monitor.append(m)
             waits.append(w)
             cpu.append(c)
+            memory.append(mem)
             warnings.extend(tr.warnings)
         return HeartbeatTrace(
             beats=pd.concat(beats, ignore_index=True) if beats else empty_frame(BEAT_COLUMNS),
@@ -231,6 +255,7 @@ class HeartbeatTrace:
             monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
             waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
             cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
+            memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
         )
 
     def sources(self) -> dict[tuple, dict[str, int]]:
@@ -264,7 +289,8 @@ class HeartbeatTrace:
             if not mask.all():
                 b = b[mask].reset_index(drop=True)
         return HeartbeatTrace(beats=b, events=self.events, runs=runs_with_sources(self.runs, chosen, available),
-                              warnings=list(self.warnings), monitor=self.monitor, waits=self.waits, cpu=self.cpu)
+                              warnings=list(self.warnings), monitor=self.monitor, waits=self.waits, cpu=self.cpu,
+                              memory=self.memory)
 
 
 def _renames(names, taken: dict) -> dict[str, str]:
@@ -322,7 +348,7 @@ class StreamedTrace(HeartbeatTrace):
     def __init__(self, source, stats: pd.DataFrame, events: pd.DataFrame | None = None, runs: dict | None = None,
                  warnings: list[str] | None = None, monitor: pd.DataFrame | None = None,
                  wait_stats: pd.DataFrame | None = None, which: str | None = None,
-                 cpu: pd.DataFrame | None = None):
+                 cpu: pd.DataFrame | None = None, memory: pd.DataFrame | None = None):
         self._source = source
         self._beats = None
         self._waits = None
@@ -338,6 +364,7 @@ class StreamedTrace(HeartbeatTrace):
         self.warnings = warnings if warnings is not None else []
         self.monitor = conform(monitor if monitor is not None else empty_frame(MONITOR_COLUMNS), MONITOR_COLUMNS)
         self.cpu = conform(cpu if cpu is not None else empty_frame(CPU_COLUMNS), CPU_COLUMNS)
+        self.memory = conform(memory if memory is not None else empty_frame(MEMORY_COLUMNS), MEMORY_COLUMNS)
 
     def _materialize(self) -> None:
         whole = self._source.materialize()
@@ -394,7 +421,8 @@ class StreamedTrace(HeartbeatTrace):
                     for r, p, src in zip(st["run"].astype(str), st["process"], st["source"].astype(str))]
             st = st[np.asarray(keep, dtype=bool)].reset_index(drop=True)
         out = StreamedTrace(self._source, st, self.events, runs_with_sources(self.runs, chosen, available),
-                            list(self.warnings), self.monitor, self.wait_stats, which=which, cpu=self.cpu)
+                            list(self.warnings), self.monitor, self.wait_stats, which=which, cpu=self.cpu,
+                            memory=self.memory)
         out._waits = self._waits
         return out
 
@@ -402,7 +430,7 @@ class StreamedTrace(HeartbeatTrace):
     def join(traces: list["StreamedTrace"]) -> "StreamedTrace":
         """Streamed traces of different runs as one (HeartbeatTrace.concat's renaming)."""
         runs, warnings, by_run = {}, [], {}
-        stats, wstats, events, monitor, cpu = [], [], [], [], []
+        stats, wstats, events, monitor, cpu, memory = [], [], [], [], [], []
         for tr in traces:
             rename = _renames(tr.runs, runs)
             for old, new in rename.items():
@@ -419,11 +447,12 @@ class StreamedTrace(HeartbeatTrace):
             events.append(renamed(tr.events))
             monitor.append(renamed(tr.monitor))
             cpu.append(renamed(tr.cpu))
+            memory.append(renamed(tr.memory))
             warnings.extend(tr.warnings)
         return StreamedTrace(_JoinedSources(by_run, [tr._source for tr in traces]), pd.concat(stats, ignore_index=True),
                              pd.concat(events, ignore_index=True), runs, warnings,
                              pd.concat(monitor, ignore_index=True), pd.concat(wstats, ignore_index=True),
-                             cpu=pd.concat(cpu, ignore_index=True))
+                             cpu=pd.concat(cpu, ignore_index=True), memory=pd.concat(memory, ignore_index=True))
 
     def _thread_groups(self) -> list[tuple]:
         """(key, first row, end row) of each thread's rows of `stats` (sorted, so contiguous)."""

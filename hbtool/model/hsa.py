@@ -72,6 +72,9 @@ class HsaModel:
     #: each thread number's own work in the parallel regions in the normal training runs
     #: (median, seconds; summary.region_work): what diagnose measures WR against
     work: dict[int, float] | None = None
+    #: each thread number's bytes retained (allocated, not freed) over its run in the normal
+    #: training runs (median; the tracer's memory signal): what diagnose's leak bound uses
+    retained: dict[int, float] | None = None
 
     def reference_trace(self):
         """The stored reference as a HeartbeatTrace (run "model reference"), or None."""

@@ -259,6 +259,26 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       flags  = source of that record */
 #define HBT_CPU_GAP_NS     10000000ull  /* 10 ms */
 
+#define HBT_REC_MEMORY        19u  /* the memory signal (src/memory.c), written by a thread
+                                      that records, at most every 20 ms while its counts
+                                      change, and at its end; scope in flags bits 4..7:
+                                      HBT_MEM_THREAD: that thread's allocator counts since
+                                        it started (usable sizes of the blocks):
+                                        seq, aux = bytes it allocated, low, high 32 bits;
+                                        loop, iter = bytes it freed (whoever allocated
+                                        them), low, high 32 bits;
+                                      HBT_MEM_PROCESS (at most every 200 ms, and at exit):
+                                        seq, aux = the process's resident bytes;
+                                        loop, iter = bytes in use in glibc's heap
+                                        (mallinfo2 uordblks + hblkhd);
+                                        all ones: unknown (not read, another allocator);
+                                      t_ns   = when they were read,
+                                      thread = the writer's thread number as its latest
+                                               record had it,
+                                      flags  = source of that record | scope << 4 */
+#define HBT_MEM_THREAD         0u
+#define HBT_MEM_PROCESS        1u
+
 /* flags of automatic beats (HBT_REC_BEAT) and of HBT_REC_WAIT: bits 0..3 the source,
  * bits 4..15 the event (beats) or the sync kind (waits). API beats have flags 0. */
 #define HBT_SRC_MASK           0xFu

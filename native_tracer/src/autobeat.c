@@ -283,6 +283,8 @@ HBT_EXPORT void hbtrace_mpi_beat(int event, const void *fn, const char *fn_name,
 void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
                  uint32_t construct, uint16_t source)
 {
+    t->mem_thread = thread;
+    hbt_memory_track(t, now, thread, source, 0);
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
         t->cpu_at_ns = now;   /* try again later; no record without a reading */

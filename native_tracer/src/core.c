@@ -415,6 +415,9 @@ void hbt_after_fork_child(void)
     t->end_recorded = 0;
     t->beat = NULL;
     t->monitor = 0;
+    t->mem_recorded = 0;   /* the child's memory records start with its own */
+    t->mem_at_ns = 0;
+    hbt_memory_fork_child();
     hbt_mon_reset_tls(t);
 }
 

@@ -262,6 +262,7 @@ int hbt_open_trace(void)
     hbt_g.max_units = cap > HBT_DATA_OFFSET ? (cap - HBT_DATA_OFFSET) / HBT_UNIT_SIZE : 0;
     hbt_prefault_config();
     hbt_mon_config();
+    hbt_memory_config();
     HBT_HOOK(hbt_status_config);
     uint64_t first = HBT_FIRST_EXTENT / HBT_UNIT_SIZE;
     if (first > hbt_g.max_units)

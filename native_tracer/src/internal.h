@@ -180,6 +180,13 @@ struct hbt_tls {
     uint64_t last_ns;         /* clock of its latest beat or automatic record */
     uint64_t cpu_at_ns;       /* when its CPU clock was last read (0: never) */
     uint64_t cpu_ns;          /* what it read then (hbt_cpu_track) */
+    uint64_t mem_allocated;   /* bytes this thread allocated (memory.c: usable sizes) */
+    uint64_t mem_freed;       /* bytes it freed, whoever allocated them */
+    uint64_t mem_rec_allocated, mem_rec_freed;   /* as of its last memory record */
+    uint64_t mem_at_ns;       /* when it last looked whether to write one */
+    uint32_t mem_depth;       /* inside an allocator wrapper: nested calls count once */
+    int32_t  mem_thread;      /* thread number of its memory records */
+    uint8_t  mem_recorded;    /* it wrote a memory record */
 };
 
 /* A thread's CPU time in the gaps between its records (HBT_REC_CPU): every
@@ -191,6 +198,12 @@ struct hbt_tls {
  * CPU time over- or under-counted). It tells a thread that spun through a gap
  * (busy-waiting) from one that slept (blocked). */
 #define HBT_CPU_READ_NS 5000000ull
+/* The memory signal (memory.c): at most every 20 ms from the cold path below, and at
+ * a thread's end (final 1) or the process's (final 2). */
+HBT_HIDDEN void hbt_memory_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint16_t source,
+                                 int final);
+HBT_HIDDEN void hbt_memory_config(void);
+HBT_HIDDEN void hbt_memory_fork_child(void);
 HBT_HIDDEN void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
                             uint32_t construct, uint16_t source);
 

@@ -67,6 +67,7 @@ static void hbt_thread_end(uint32_t how)
         return;
     t->end_recorded = 1;
     HBT_HOOK(hbt_probe_thread_end, t);   /* its probe statistics, merged */
+    hbt_memory_track(t, hbt_now_ns(), t->mem_thread, 0, 1);   /* its last counts */
     hbt_event(HBT_REC_THREAD_END, 0, how, HBT_MODE_END);
     hbt_mon_thread_end(t, how);   /* the monitor reports it exited or failed */
     hbt_release_chunk(t);         /* its unused units, for the threads to come */
@@ -154,6 +155,7 @@ static void hbt_process_exit(int status, uint16_t how)
         HBT_HOOK(hbt_queue_at_exit);    /* last samples of the open queues */
         HBT_HOOK(hbt_status_at_exit);   /* a last status sample */
         HBT_HOOK(hbt_probe_at_exit);    /* probe statistics of the live threads */
+        hbt_memory_track(&hbt_tls, hbt_now_ns(), hbt_tls.mem_thread, 0, 2);   /* last counts */
         hbt_event(HBT_REC_PROCESS_EXIT, how, (uint32_t)status, HBT_MODE_END);
     }
     if (!hbt_unlink_if_empty(0))

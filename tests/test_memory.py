@@ -1,0 +1,133 @@
+"""The memory signal (issue 16): the tracer counts what each thread allocates and frees
+(its allocator interposed) and samples the process's resident and heap bytes; `diagnose`
+calls a thread that keeps what it allocates, step after step, while its process keeps it
+too, memoryleak, with no model, and a leak too small to matter normal.
+
+Real programs: tests/programs/mem_signal.c (4 pthreads, API beats) and the heat_omp example
+with the tracer's fault injector (automatic OpenMP beats)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, ROOT, build_traced, run_hbtool
+
+PROGRAM = ROOT / "tests" / "programs" / "mem_signal.c"
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory, tracer_built):
+    return build_traced(PROGRAM, tmp_path_factory.mktemp("mem") / "mem_signal")
+
+
+def record(tmp_path: Path, name: str, *cmd, env=None) -> Path:
+    out = tmp_path / name
+    r = run_hbtool("record", "-o", out, "--", *map(str, cmd), env=env)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def statuses(out: Path, *options) -> dict[int, dict]:
+    r = run_hbtool("diagnose", out, "--format", "json", *options)
+    assert r.returncode == 0, r.stderr
+    return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+
+
+def memory(out: Path):
+    from hbtool.io import read_heartbeats
+
+    return read_heartbeats([out]).memory
+
+
+def test_a_leaking_thread_is_found_with_no_model_and_its_teammates_are_not(tmp_path, exe):
+    out = record(tmp_path, "leak", exe, "leak", 2, 1 << 20)
+    th = statuses(out)
+    assert th[2]["status"] == "memoryleak", th[2]
+    assert th[2]["reason"].startswith("kept 14") and "MiB it allocated" in th[2]["reason"]
+    assert th[2]["retained"] >= 140 * (1 << 20)   # 150 beats of 1 MiB, less the first ones
+    for k in (0, 1, 3):
+        assert th[k]["status"] == "normal", th[k]
+        assert abs(th[k]["retained"]) < (1 << 20)
+    text = run_hbtool("diagnose", out).stdout
+    assert "kept MiB" in text and "kept MiB: what the thread allocated" in text
+    # the process records say the same: resident and heap grew by the leak
+    m = memory(out)
+    proc = m[m["scope"] == "process"].sort_values("t_ns")
+    assert len(proc) >= 2 and (proc["heap"] >= 0).all()
+    assert proc["heap"].iloc[-1] - proc["heap"].iloc[0] >= 100 * (1 << 20)
+    assert proc["resident"].max() >= 100 * (1 << 20)
+
+
+@pytest.mark.parametrize("case", [("leak", 2, 10), ("once", 1, 64 << 20)], ids=["10-bytes-per-beat", "one-buffer"])
+def test_what_does_not_matter_or_does_not_grow_is_normal(tmp_path, exe, case):
+    out = record(tmp_path, case[0], exe, *case)
+    th = statuses(out)
+    assert {t["status"] for t in th.values()} == {"normal"}, th
+    if case[0] == "once":
+        assert th[1]["retained"] >= 64 << 20   # kept, but in one step
+
+
+def test_blocks_freed_by_another_thread_are_no_leak(tmp_path, exe):
+    out = record(tmp_path, "pipeline", exe, "pipeline", 1 << 20)
+    th = statuses(out)
+    assert th[0]["retained"] > 100 * (1 << 20)   # its own balance grows ...
+    assert th[1]["retained"] < -100 * (1 << 20)  # ... as its consumer's falls
+    assert {t["status"] for t in th.values()} == {"normal"}, th   # the process kept nothing
+
+
+def test_every_allocation_function_is_counted_and_balances(tmp_path, exe):
+    out = record(tmp_path, "apis", exe, "apis")
+    m = memory(out)
+    t0 = m[(m["scope"] == "thread") & (m["thread"] == 0)].sort_values("t_ns")
+    assert len(t0) >= 2
+    # 150 rounds of blocks of at least 100+1000+50+5000+600+1000+2048+3000+100+4096+700 usable
+    # bytes (malloc, calloc, malloc then realloc, reallocarray, posix_memalign, aligned_alloc,
+    # memalign, valloc, pvalloc: a page, realloc(NULL))
+    assert t0["allocated"].iloc[-1] - t0["allocated"].iloc[0] >= 149 * 17694
+    balance = t0["allocated"] - t0["freed"]
+    assert abs(int(balance.iloc[-1] - balance.iloc[0])) < 64 * 1024
+
+
+def test_the_memory_signal_can_be_turned_off(tmp_path, exe):
+    env = dict(os.environ, HBTRACE_MEMORY="0")
+    out = record(tmp_path, "off", exe, "leak", 2, 1 << 20, env=env)
+    assert not len(memory(out))
+    th = statuses(out)
+    assert th[2]["retained"] is None and "kept MiB" not in run_hbtool("diagnose", out).stdout
+
+
+def test_the_injected_leak_in_a_real_openmp_team_is_found_on_the_right_thread(tmp_path, tracer_built):
+    heat = [EXAMPLES / "heat_omp", "--threads", "3", "--size", "512", "--steps", "300"]
+    found = {}
+    for name, nbytes in (("big", 1 << 20), ("tiny", 10)):
+        out = tmp_path / name
+        r = run_hbtool("record", "-o", out, "--inject", "leak", "--thread", "1", "--beat", "30",
+                       "--inject-bytes", str(nbytes), "--", *heat)
+        assert r.returncode == 0, r.stderr
+        found[name] = {k: t["status"] for k, t in statuses(out).items()}
+    assert found["big"][1] == "memoryleak" and found["big"][0] == found["big"][2] == "normal", found
+    assert set(found["tiny"].values()) == {"normal"}, found
+
+
+def test_a_model_keeps_what_normal_threads_retained(tmp_path, exe):
+    normal = record(tmp_path, "normal", exe, "once", 1, 64 << 20)
+    model = tmp_path / "m.json"
+    r = run_hbtool("train", "--normal", normal, "-o", model)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(model.read_text())
+    assert doc["retained"]["1"] >= 64 << 20 and doc["retained"]["0"] < 1 << 20
+    # against the model: thread 1 normally keeps 64 MiB, thread 2 nothing
+    leak = record(tmp_path, "leak", exe, "leak", 2, 1 << 20)
+    th = statuses(leak, "--model", model)
+    assert th[2]["status"] == "memoryleak" and "model's normal runs" in th[2]["retained_against"]
+    doc["retained"] = {"1": -5}
+    model.write_text(json.dumps(doc))
+    r = run_hbtool("diagnose", leak, "--model", model)
+    assert r.returncode == 2 and "bytes retained per thread is damaged" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
