@@ -1,7 +1,7 @@
 """Evaluate `diagnose` and `behavior` on real OpenMP programs nobody here wrote (issue 16).
 
     python benchmarks/eval_npb.py [--kernels MG,LU,FT,EP] [--compilers gcc,clang]
-                                  [--threads 2,4] [--runs 8] [--class W] [--seed 2026]
+                                  [--threads 2,4] [--runs 8] [--kinds normal,leak,...] [--class W] [--seed 2026]
                                   [--keep DIR] [--json FILE]
 
 The NAS Parallel Benchmarks kernels from ../shared/workloads/npb-omp, built unmodified
@@ -278,6 +278,7 @@ def main() -> None:
     ap.add_argument("--compilers", default="gcc,clang")
     ap.add_argument("--threads", default="2,4")
     ap.add_argument("--runs", type=int, default=8, help="runs per fault kind (default 8)")
+    ap.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds to run (default all: {','.join(KINDS)})")
     ap.add_argument("--class", dest="klass", default="W", help="NPB problem class (default W)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--keep", type=Path, help="keep builds and traces here")
@@ -285,8 +286,12 @@ def main() -> None:
     ap.add_argument("--rescore", action="store_true",
                     help="judge again the runs that --keep DIR holds, with this hbtool, without running them")
     a = ap.parse_args()
-    global RESCORE
+    global RESCORE, KINDS
     RESCORE = a.rescore
+    unknown = sorted(set(a.kinds.split(",")) - set(KINDS))
+    if unknown:
+        sys.exit(f"eval_npb: unknown fault kinds {', '.join(unknown)} (known: {', '.join(KINDS)})")
+    KINDS = [k for k in KINDS if k in a.kinds.split(",")]
     if a.rescore and not a.keep:
         sys.exit("eval_npb: --rescore needs --keep DIR (the folder of an earlier run)")
     if not (NPB / "MG").is_dir():

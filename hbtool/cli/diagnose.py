@@ -27,7 +27,8 @@ KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its ru
                "signal; a leak\n  is kept step after step, by its process too).")
 STATUS_LEGEND = {
     "memoryleak": "memoryleak: slowed down over the run (seed 000's name for it: a leak, contention and a "
-                  "busy-waiting\n  neighbour look alike here; 'hbtool behavior' tells them apart).",
+                  "busy-waiting\n  neighbour look alike here; 'hbtool behavior' tells them apart), or kept "
+                  "memory step after step\n  (the reason says which).",
     "shutdown": "shutdown: stopped early, or its process died around it.",
     "unknown": "unknown: it could not be judged (the reason says why).",
 }
