@@ -4,6 +4,10 @@ largest source file), side by side, rounds interleaved; the ratios are what to c
 
     python benchmarks/bench_alloc.py [--rounds 7] [--pairs 2000000]
 
+Besides the times, where valgrind is installed, the instructions each run executes
+(callgrind, every child process counted): they do not move with the machine's load, so they
+give the cost on a shared machine where times cannot.
+
 With the tracer, the allocator's entry points are interposed and count each block's usable
 size for the calling thread; the program makes no beats here, so no record is written:
 this is the cost every traced program pays.
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -34,6 +40,15 @@ def compile_s(src: Path, out: Path, env: dict) -> float:
     t0 = time.perf_counter()
     subprocess.run(["gcc", "-O2", "-c", f"-I{TRACER / 'include'}", str(src), "-o", str(out)], env=env, check=True)
     return time.perf_counter() - t0
+
+
+def instructions(cmd: list[str], env: dict) -> int | None:
+    """Instructions the command (and its children) executed, by callgrind; None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", "--callgrind-out-file=/dev/null",
+                        *cmd], env=env, capture_output=True, text=True, check=True)
+    return sum(int(n) for n in re.findall(r"Collected : (\d+)", r.stderr))
 
 
 def main() -> None:
@@ -63,6 +78,15 @@ def main() -> None:
                   f"(+{t - b:.1f} ns)")
         b, t = med["bare gcc"], med["traced gcc"]
         print(f"gcc -O2 -c {src.name}: bare {b:.3f} s, traced {t:.3f} s: {100 * (t / b - 1):+.1f} %")
+        gcc = ["gcc", "-O2", "-c", f"-I{TRACER / 'include'}", str(src), "-o", str(tmp / "y.o")]
+        counts = {}
+        for name, env in (("bare", bare), ("traced", traced)):
+            small, large = (instructions([str(exe), "--pairs", str(n)], env) for n in (100_000, 200_000))
+            counts[name] = (None if small is None else (large - small) / 100_000, instructions(gcc, env))
+        if counts["bare"][0] is not None:
+            (pb, gb), (pt, gt) = counts["bare"], counts["traced"]
+            print(f"instructions (callgrind): {pb:.0f} per malloc+free pair bare, {pt:.0f} traced (+{pt - pb:.0f}); "
+                  f"gcc -O2 -c {src.name}: {gb / 1e9:.3f} G bare, {gt / 1e9:.3f} G traced ({100 * (gt / gb - 1):+.2f} %)")
 
 
 if __name__ == "__main__":

@@ -273,6 +273,7 @@ def summarize(res: dict) -> dict:
 
 
 def main() -> None:
+    global RESCORE, KINDS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kernels", default="MG,LU,FT,EP")
     ap.add_argument("--compilers", default="gcc,clang")
@@ -286,7 +287,6 @@ def main() -> None:
     ap.add_argument("--rescore", action="store_true",
                     help="judge again the runs that --keep DIR holds, with this hbtool, without running them")
     a = ap.parse_args()
-    global RESCORE, KINDS
     RESCORE = a.rescore
     unknown = sorted(set(a.kinds.split(",")) - set(KINDS))
     if unknown:
