@@ -56,6 +56,11 @@ def test_a_leaking_thread_is_found_with_no_model_and_its_teammates_are_not(tmp_p
         assert abs(th[k]["retained"]) < (1 << 20)
     text = run_hbtool("diagnose", out).stdout
     assert "kept MiB" in text and "kept MiB: what the thread allocated" in text
+    info = run_hbtool("info", out)
+    assert info.returncode == 0, info.stderr
+    assert "memory: resident up to" in info.stdout and "(most: thread 2, 14" in info.stdout, info.stdout
+    rows = {t["thread"]: t for t in json.loads(run_hbtool("info", out, "--format", "json").stdout)["threads"]}
+    assert rows[2]["kept_MiB"] > 140 and abs(rows[0]["kept_MiB"]) < 1
     # the process records say the same: resident and heap grew by the leak
     m = memory(out)
     proc = m[m["scope"] == "process"].sort_values("t_ns")

@@ -8,9 +8,10 @@ from .hsa_common import beats_option, threads_phrase
 from .output import emit, output_options, warn
 
 COLUMNS = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate", "ended"]
-HEADERS = {"mean_rate": "beats/s", "first_s": "first_s", "duration_s": "duration_s", "wait_pct": "waiting %"}
+HEADERS = {"mean_rate": "beats/s", "first_s": "first_s", "duration_s": "duration_s", "wait_pct": "waiting %",
+           "kept_MiB": "kept MiB"}
 #: one number format per column (times to 0.1 ms)
-DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1, "wait_s": 4, "wait_pct": 1}
+DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1, "wait_s": 4, "wait_pct": 1, "kept_MiB": 1}
 
 
 @click.command()
@@ -31,7 +32,7 @@ def info(paths, beats, fmt):
     """
     import numpy as np
 
-    from ..analyzers.summary import summarize_threads, wait_times
+    from ..analyzers.summary import memory_retained, summarize_threads, wait_times
     from .hsa_common import read_all
 
     trace = read_all(paths, beats=beats, need_beats=False, stream=True)
@@ -43,6 +44,12 @@ def info(paths, beats, fmt):
         s = s.merge(waits[["run", "process", "thread", "wait_s"]], on=["run", "process", "thread"], how="left")
         with np.errstate(divide="ignore", invalid="ignore"):
             s["wait_pct"] = 100 * s["wait_s"] / s["duration_s"].where(s["duration_s"] > 0)
+    kept = memory_retained(trace)
+    if len(kept):   # the tracer's memory signal: what each thread allocated and did not free
+        by_key = {(str(r), int(p), int(t)): v for r, p, t, v in
+                  zip(kept["run"], kept["process"], kept["thread"], kept["retained"])}
+        s["kept_MiB"] = [by_key.get((str(r), int(p), int(t)), np.nan) / 2**20
+                         for r, p, t in zip(s["run"], s["process"], s["thread"])]
     rows = s.to_dict(orient="records")
     runs = []
     preamble = []
@@ -89,6 +96,9 @@ def info(paths, beats, fmt):
                             f"written so far")
         if meta.get("note"):
             preamble.append(f"  note: {meta['note']}")
+        mem_line = _memory_line(trace, name, sub)
+        if mem_line:
+            preamble.append(mem_line)
         mpi = _mpi_ranks(meta)
         if mpi:
             line, pid_rank, ends, failure = mpi
@@ -114,11 +124,31 @@ def info(paths, beats, fmt):
             [c for c in cols if c not in ("run", "process")]
     if len(waits):  # the time each thread waited in barriers, critical sections, ... (tracer wait records)
         cols = cols[:-1] + ["wait_s", "wait_pct"] + cols[-1:]
+    if len(kept):
+        cols = cols[:-1] + ["kept_MiB"] + cols[-1:]
     if fmt == "csv":
         cols = COLUMNS + ["ending", "os_tids"] + (["wait_s", "wait_pct"] if len(waits) else []) + \
-            (["rank"] if has_rank else [])
+            (["kept_MiB"] if len(kept) else []) + (["rank"] if has_rank else [])
     emit(fmt, rows, cols, key="threads", extra={"runs": runs}, preamble=preamble, headers=HEADERS,
          decimals=DECIMALS)
+
+
+def _memory_line(trace, run: str, sub) -> str:
+    """'  memory: ...' for a run whose trace has the tracer's memory signal, else ''."""
+    m = trace.memory
+    if not len(m):
+        return ""
+    m = m[m["run"].astype(str) == str(run)]
+    res = m.loc[m["scope"] == "process", "resident"]
+    res = res[res >= 0]
+    parts = []
+    if len(res):
+        parts.append(f"resident up to {res.max() / 2**20:.1f} MiB")
+    if "kept_MiB" in sub and sub["kept_MiB"].notna().any():
+        top = sub.loc[sub["kept_MiB"].idxmax()]
+        parts.append(f"the threads kept {sub['kept_MiB'].clip(lower=0).sum():.1f} MiB of what they allocated "
+                     f"(most: thread {int(top['thread'])}, {top['kept_MiB']:.1f} MiB)")
+    return "  memory: " + "; ".join(parts) if parts else ""
 
 
 def _mpi_ranks(meta: dict):
