@@ -415,6 +415,8 @@ def stored_reference(reference: HeartbeatTrace) -> dict[int, list[int]] | None:
     holding it, as features_table picks it), its beat times; None past MAX_REFERENCE_BEATS."""
     from ..model.hsa import MAX_REFERENCE_BEATS
 
+    if reference.beat_count() > MAX_REFERENCE_BEATS:   # before a streamed trace's beats are read
+        return None
     out: dict[int, list[int]] = {}
     for (_, _, thread), g in reference.threads():
         if int(thread) not in out:

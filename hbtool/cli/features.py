@@ -30,8 +30,8 @@ def features(paths, ref, beats, fmt):
     from ..analyzers.diagnosis import features_table
     from .hsa_common import feature_rows, read_all
 
-    trace = read_all(paths, beats=beats)
-    reference = read_all([ref], "reference", beats=beats) if ref else None
+    trace = read_all(paths, beats=beats, stream=True)
+    reference = read_all([ref], "reference", beats=beats, stream=True) if ref else None
     table = features_table(trace, reference=reference)
     rows = feature_rows(table, text=fmt == "text")
     cols = COLUMNS if fmt != "csv" else COLUMNS[:1] + ["process"] + COLUMNS[1:]

@@ -66,8 +66,8 @@ def train(out, level, ref, beats, traces):
     groups = _split(traces)
     if not groups["normal"]:
         raise click.UsageError("give at least one normal trace: --normal TRACE...")
-    reference = read_all([ref], "reference", beats=beats) if ref else None
-    labelled = ((read_all([p], f"reading {label}", beats=beats), label, thread_labels(Path(p)) if Path(p).is_dir() else {}, {})
+    reference = read_all([ref], "reference", beats=beats, stream=True) if ref else None
+    labelled = ((read_all([p], f"reading {label}", beats=beats, stream=True), label, thread_labels(Path(p)) if Path(p).is_dir() else {}, {})
                 for label, paths in groups.items() for p in paths)
     levels = (level,) if level else config.HSA_LEVELS
     try:
