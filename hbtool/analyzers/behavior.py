@@ -36,6 +36,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
+from ..model.heartbeats import StreamedTrace
 from .summary import process_end, signal_name
 
 
@@ -117,10 +118,27 @@ def _calls_per_beat(trace: HeartbeatTrace, run: str, process: int, t_ns: np.ndar
     return every[np.searchsorted(at, t_ns, side="right")].astype(np.float64)
 
 
+def _thread_beats(trace: HeartbeatTrace):
+    """Per thread with beats: (key, beat times in ns, OS threads, constructs). A trace whose
+    beats stay in the file (StreamedTrace) is read one thread at a time."""
+    if isinstance(trace, StreamedTrace):
+        st = trace.stats
+        tids: dict[tuple, list[int]] = {}
+        for r, p, th, tid in zip(st["run"].astype(str), st["process"], st["thread"], st["os_tid"]):
+            if tid > 0 and int(tid) not in tids.setdefault((r, int(p), int(th)), []):
+                tids[(r, int(p), int(th))].append(int(tid))
+        for key in trace.thread_keys():
+            t, construct = trace.thread_beats(key)
+            yield key, t, tids.get((str(key[0]), int(key[1]), int(key[2])), []), construct
+        return
+    for key, g in trace.threads():
+        yield (key, g["t_ns"].to_numpy().astype(np.int64), [int(v) for v in pd.unique(g["os_tid"]) if v > 0],
+               g["construct"].astype(str).to_numpy())
+
+
 def prepare(trace: HeartbeatTrace, s: BehaviorSettings) -> list[ThreadBeats]:
     out = []
-    for (run, process, thread), g in trace.threads():
-        t = g["t_ns"].to_numpy().astype(np.int64)
+    for (run, process, thread), t, tids, construct in _thread_beats(trace):
         order = np.argsort(t, kind="stable")
         t = t[order]
         d = np.diff(t).astype(np.float64)
@@ -128,9 +146,7 @@ def prepare(trace: HeartbeatTrace, s: BehaviorSettings) -> list[ThreadBeats]:
         if k is not None:
             d = d / k
         x = np.log(np.maximum(d, 1.0) * 1e-9)
-        tids = [int(v) for v in pd.unique(g["os_tid"]) if v > 0]
-        construct = g["construct"].astype(str).to_numpy()[order]
-        tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct)
+        tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct[order])
         _find_gaps(tb, s)
         out.append(tb)
     return out
@@ -225,11 +241,10 @@ def _process_fate(trace: HeartbeatTrace, run: str, process: int) -> dict:
     return out
 
 
-def _run_end(trace: HeartbeatTrace, run: str, process: int) -> int:
-    b = trace.beats
+def _run_end(trace: HeartbeatTrace, run: str, process: int, last_beat: int) -> int:
     e = trace.events
     m = trace.monitor
-    ends = [b.loc[(b["run"] == run) & (b["process"] == process), "t_ns"].max()]
+    ends = [last_beat]
     ends.append(e.loc[(e["run"] == run) & (e["process"] == process), "t_ns"].max() if len(e) else np.nan)
     ends.append(m.loc[(m["run"] == run) & (m["process"] == process), "t_ns"].max() if len(m) else np.nan)
     return int(np.nanmax([float(v) for v in ends]))
@@ -318,10 +333,17 @@ def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings)
 
 def _thread_waits(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
     """The thread's recorded waits (tracer `wait` records): start_ns, end_ns, sync."""
-    w = trace.waits
+    if isinstance(trace, StreamedTrace):
+        ws = trace.wait_stats
+        mine = (ws["run"].astype(str) == tb.run) & (ws["process"] == tb.process) & (ws["thread"] == tb.thread)
+        w = (trace.thread_waits((tb.run, tb.process, tb.thread)) if mine.any()
+             else pd.DataFrame(columns=["t_ns", "wait_ns", "sync"]))
+    else:
+        w = trace.waits
+        if len(w):
+            w = w[(w["run"] == tb.run) & (w["process"] == tb.process) & (w["thread"] == tb.thread)]
     if not len(w):
         return pd.DataFrame(columns=["start_ns", "end_ns", "sync"])
-    w = w[(w["run"] == tb.run) & (w["process"] == tb.process) & (w["thread"] == tb.thread)]
     if tb.thread == 0:   # the master's time outside the regions: the serial part, its work (split_waits)
         w = w.assign(sync=w["sync"].astype(str).replace({"outside": "serial"}))
     return pd.DataFrame({"start_ns": (w["t_ns"] - w["wait_ns"]).to_numpy(), "end_ns": w["t_ns"].to_numpy(),
@@ -586,9 +608,10 @@ def monitor_summary(trace: HeartbeatTrace, s: BehaviorSettings) -> list[dict]:
     st = m[m["kind"] == "monitor"]
     for (run, process), g in st.groupby(["run", "process"], observed=True, sort=True):
         last = g.sort_values("t_ns").iloc[-1]
-        b = trace.beats
-        beats = int(((b["run"] == run) & (b["process"] == process)).sum())
-        threads = int(b.loc[(b["run"] == run) & (b["process"] == process), "thread"].nunique())
+        b = trace.stats if isinstance(trace, StreamedTrace) else trace.beats
+        mine = (b["run"] == run) & (b["process"] == process)
+        beats = int(b.loc[mine, "beats"].sum()) if isinstance(trace, StreamedTrace) else int(mine.sum())
+        threads = int(b.loc[mine, "thread"].nunique())
         windows = beats / (s.window_beats * max(threads, 1)) if beats else float("nan")
         rep = m[(m["kind"] == "behavior") & (m["run"] == run) & (m["process"] == process)]
         out.append({"run": str(run), "process": int(process), "mode": last["mode"],
@@ -613,7 +636,8 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     for tb in prepared:
         teams.setdefault((tb.run, tb.process), []).append(tb)
     # per process, once: how it ended, and whether it ran the monitor
-    ends = {key: (_run_end(trace, *key), _process_fate(trace, *key), _monitor_ran(trace, team[0]))
+    ends = {key: (_run_end(trace, *key, max(int(tb.t_ns[-1]) for tb in team)), _process_fate(trace, *key),
+                  _monitor_ran(trace, team[0]))
             for key, team in teams.items()}
     rows = []
     for tb in prepared:

@@ -65,8 +65,8 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, beats, fmt):
         if v is not None:
             setattr(s, name, v)
     # a trace of lifecycle records only is shown too: its threads and how they ended
-    trace = read_all(paths, beats=beats, need_beats=beats != "auto")
-    if not len(trace.beats) and not len(trace.events):
+    trace = read_all(paths, beats=beats, need_beats=beats != "auto", stream=True)
+    if not trace.beat_count() and not len(trace.events):
         from ..errors import HbtoolError
 
         raise HbtoolError(f"{', '.join(map(str, paths))}: the trace holds no heartbeats and no lifecycle records")

@@ -428,9 +428,10 @@ class HbtStream:
         """The whole trace, as hbt.read_hbt reads it (every beat in memory)."""
         return hbt.read_hbt([s.path for s in self.scans], self.run, files=[s.fh for s in self.scans])
 
-    def load_times(self, run: str, process: int, thread: int, sources: list[str]) -> np.ndarray:
+    def load_times(self, run: str, process: int, thread: int, sources: list[str], loops: bool = False):
         """The beat times (s) of one thread's beats of the given sources, in the order the
-        trace's beats table has them (by seq, then time)."""
+        trace's beats table has them (by seq, then time); loops: also each beat's loop field
+        (the construct id of an automatic beat), as (times, loops)."""
         i = self.proc_index[process]
         s = self.scans[i]
         names = {name: c for c, name in SOURCES.items()}
@@ -447,16 +448,47 @@ class HbtStream:
         lo, hi = time_bounds(start)
         t_out = np.empty(total, dtype=np.int64)
         seq_out = np.empty(total, dtype=np.uint32)
+        loop_out = np.empty(total, dtype=np.int32) if loops else None
         groups = []  # per record: os_tid * 16 + source, for the unwrap of seq
         at = 0
         with _opened(s) as fh:
             for part, buf in _batches(fh, s, c, pick):
                 at = self._read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at,
-                                      total)
-        return _finish(s, t_out, seq_out, groups, at, total)
+                                      total, loop_out)
+        return _finish(s, t_out, seq_out, groups, at, total, loop_out)
+
+    def construct_names(self, run: str, process: int) -> dict[int, str]:
+        """Construct id -> name of one process (its NAME records), as the whole reader names them."""
+        cache = self.__dict__.setdefault("_names", {})
+        if process not in cache:
+            s = self.scans[self.proc_index[process]]
+            cache[process] = _construct_names(s.other, s.path, [], s.meta.get("exe"))
+        return cache[process]
+
+    def load_waits(self, run: str, process: int, thread: int) -> pd.DataFrame:
+        """One thread's waits (wait records), read from the file again: t_ns (its end, on the
+        run's clock), wait_ns, sync (the kind's name)."""
+        i = self.proc_index[process]
+        s = self.scans[i]
+        w = s.waits
+        chunks = np.unique(w["chunk"][w["thread"] == thread])
+        shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])
+        ends, lens, kinds = [], [], []
+        for th, e, d, k in _wait_records(s, chunks):
+            keep = th == thread
+            ends.append(e[keep])
+            lens.append(d[keep])
+            kinds.append(k[keep])
+        end = np.concatenate(ends) if ends else np.empty(0, np.int64)
+        order = np.argsort(end, kind="stable")
+        return pd.DataFrame({"t_ns": end[order] + shift,
+                             "wait_ns": (np.concatenate(lens) if lens else np.empty(0, np.int64))[order],
+                             "sync": _coded((np.concatenate(kinds) if kinds else np.empty(0, np.int64))[order],
+                                            SYNC_KINDS, "sync")})
 
     @staticmethod
-    def _read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at, total):
+    def _read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at, total,
+                    loop_out=None):
         """Append the beats of one batch of a thread's chunks (buf: each chunk's header and
         counted records, one after the other); returns where the next go."""
         c, rdt = s.chunks, record_dtype(s.order)
@@ -480,6 +512,7 @@ class HbtStream:
                 valid[sub] = keep
                 counts[imp] = np.add.reduceat(keep, np.cumsum(n[imp] + 1) - (n[imp] + 1), dtype=np.int64)
             t, sq = recs["t_ns"][valid], recs["seq"][valid]
+            lp = recs["loop"][valid] if loop_out is not None else None
             groups.append((c["os_tid"][part] * 16 + codes[0], counts))
         else:
             kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
@@ -488,12 +521,15 @@ class HbtStream:
                 th = np.where(th >= 0, th, np.repeat(c["slot"][part], n))
             keep = (kind == REC_BEAT) & (th == thread) & (t >= lo) & (t <= hi) & np.isin(src, codes)
             sq = recs["seq"][valid][keep]
+            lp = recs["loop"][valid][keep] if loop_out is not None else None
             t = t[keep]
             groups.append((np.repeat(c["os_tid"][part], n)[keep] * 16 + src[keep], None))
         if at + t.size > total:
             raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
         np.add(t.view(np.int64), shift, out=t_out[at:at + t.size])
         seq_out[at:at + t.size] = sq
+        if loop_out is not None:
+            loop_out[at:at + t.size] = lp
         return at + t.size
 
     def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
@@ -552,9 +588,9 @@ def _batches(fh, s: FileScan, c: dict, pick: np.ndarray):
         b0 = b1
 
 
-def _waits_again(s: FileScan, chunks: np.ndarray, lo: dict, hi: dict):
-    """(thread, ns within its first and last beat) of each wait in these chunks (numbers in
-    file order) of a thread in lo and hi, read from the file again."""
+def _wait_records(s: FileScan, chunks: np.ndarray):
+    """Per batch of these chunks (numbers in file order), their wait records read from the
+    file again: (thread, end t_ns on the file's clock, wait ns, sync kind) arrays."""
     at = s.chunk_at
     rdt = record_dtype(s.order)
     start = int(s.header["start_mono_ns"])
@@ -563,26 +599,31 @@ def _waits_again(s: FileScan, chunks: np.ndarray, lo: dict, hi: dict):
         for part, buf in _batches(fh, s, c, chunks):
             n = at["nrec"][part]
             recs = buf.view(rdt)
-            heads = np.cumsum(n + 1) - (n + 1)
             rec = np.ones(recs.size, dtype=bool)
-            rec[heads] = False
+            rec[np.cumsum(n + 1) - (n + 1)] = False
             slot = np.repeat(at["slot"][part], n + 1)
-            kind, t = recs["kind"], recs["t_ns"]
-            w = rec & (kind == REC_WAIT) & ~bad_times(kind, t, start)
+            w = rec & (recs["kind"] == REC_WAIT) & ~bad_times(recs["kind"], recs["t_ns"], start)
             r = recs[w]
             th = r["thread"].astype(np.int64)
-            th = np.where(th >= 0, th, slot[w])
-            ns = (r["iter"].astype(np.uint32).astype(np.int64) << 32) | r["aux"].astype(np.int64)
-            end = r["t_ns"].astype(np.int64)
-            for x, e, d in zip(th.tolist(), end.tolist(), ns.tolist()):
-                if x in lo:
-                    over = min(e, hi[x]) - max(e - d, lo[x])
-                    if over > 0:
-                        yield x, over
+            yield (np.where(th >= 0, th, slot[w]), r["t_ns"].astype(np.int64),
+                   (r["iter"].astype(np.uint32).astype(np.int64) << 32) | r["aux"].astype(np.int64),
+                   (r["flags"].astype(np.int64) >> 4))
 
 
-def _finish(s: FileScan, t_out, seq_out, groups: list, at: int, total: int) -> np.ndarray:
-    """A thread's beat times (s) in beats-table order: by seq (unwrapped), then time."""
+def _waits_again(s: FileScan, chunks: np.ndarray, lo: dict, hi: dict):
+    """(thread, ns within its first and last beat) of each wait in these chunks (numbers in
+    file order) of a thread in lo and hi, read from the file again."""
+    for th, end, ns, _ in _wait_records(s, chunks):
+        for x, e, d in zip(th.tolist(), end.tolist(), ns.tolist()):
+            if x in lo:
+                over = min(e, hi[x]) - max(e - d, lo[x])
+                if over > 0:
+                    yield x, over
+
+
+def _finish(s: FileScan, t_out, seq_out, groups: list, at: int, total: int, loop_out=None):
+    """A thread's beat times (s) in beats-table order: by seq (unwrapped), then time (and
+    loop_out in the same order, as (times, loops), when given)."""
     if at != total:
         raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
     if total > 1:
@@ -593,10 +634,13 @@ def _finish(s: FileScan, t_out, seq_out, groups: list, at: int, total: int) -> n
             group = np.concatenate([np.repeat(g, cnt) if cnt is not None else g for g, cnt in groups])
             seq = _unwrap_seq(seq_out, group)
             if not _sorted_by(seq, t_out):
-                t_out = t_out[np.lexsort((t_out, seq))]
+                order = np.lexsort((t_out, seq))
+                t_out = t_out[order]
+                if loop_out is not None:
+                    loop_out = loop_out[order]
     out = t_out.astype(np.float64)
     out /= 1e9
-    return out
+    return out if loop_out is None else (out, loop_out)
 
 
 @contextlib.contextmanager

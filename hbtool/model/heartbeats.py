@@ -490,6 +490,26 @@ class StreamedTrace(HeartbeatTrace):
                         lambda r=run, p=process, t=thread, s=sources: self._source.load_times(r, p, t, s)))
         return out
 
+    def thread_beats(self, key: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """One thread's beats read from the trace: their times (ns, beats-table order) and
+        each one's construct name ("" for the program's own beats)."""
+        run, process, thread = key
+        groups = {k: (a, b) for k, a, b in self._thread_groups()}
+        a, b = groups[key]
+        sources = sorted(set(self.stats["source"].astype(str).tolist()[a:b]))
+        t, loops = self._source.load_times(run, process, thread, sources, loops=True)
+        t_ns = np.rint(t * 1e9).astype(np.int64)
+        if sources == ["api"]:
+            return t_ns, np.full(t_ns.size, "", dtype=object)
+        names = self._source.construct_names(run, process)
+        u, inv = np.unique(loops, return_inverse=True)
+        labels = np.array([names.get(int(c), f"construct {int(c)}") if c else "" for c in u], dtype=object)
+        return t_ns, labels[inv]
+
+    def thread_waits(self, key: tuple) -> pd.DataFrame:
+        """One thread's waits read from the trace: t_ns (the end), wait_ns, sync."""
+        return self._source.load_waits(*key)
+
 
 class _JoinedSources:
     """The sources of joined streamed traces: a run's beats from the source that has it."""
@@ -497,9 +517,17 @@ class _JoinedSources:
     def __init__(self, by_run: dict[str, tuple], sources: list):
         self.by_run, self.sources = by_run, sources
 
-    def load_times(self, run: str, process: int, thread: int, sources: list[str]) -> np.ndarray:
+    def load_times(self, run: str, process: int, thread: int, sources: list[str], loops: bool = False):
         source, name = self.by_run[run]
-        return source.load_times(name, process, thread, sources)
+        return source.load_times(name, process, thread, sources, loops=loops)
+
+    def construct_names(self, run: str, process: int) -> dict[int, str]:
+        source, name = self.by_run[run]
+        return source.construct_names(name, process)
+
+    def load_waits(self, run: str, process: int, thread: int) -> pd.DataFrame:
+        source, name = self.by_run[run]
+        return source.load_waits(name, process, thread)
 
     def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
         parts = []
