@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,12 +49,18 @@ def main() -> int:
             results.append(show(hostile.run_case(case, bins, work, work / "data")))
         results.append(show(hostile.run_kills(bins, work, kills, args.seed)))
         for fault in hostile.DISK_FAULTS:
+            t0 = time.monotonic()
             res = fault(work)
+            if res is not None:
+                res.seconds = time.monotonic() - t0
             if res is None:
                 print(f"  (left out: {fault.__name__}: no small tmpfs can be mounted here; needs root)")
                 continue
             results.append(show(res))
-        results.append(show(hostile.truncated_while_read(work, 4 if args.quick else 20, args.seed)))
+        t0 = time.monotonic()
+        res = hostile.truncated_while_read(work, 4 if args.quick else 20, args.seed)
+        res.seconds = time.monotonic() - t0
+        results.append(show(res))
     table(results)
     return 1 if any(r.problems for r in results) else 0
 
