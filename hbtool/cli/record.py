@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import signal
@@ -205,14 +206,16 @@ class _Folder:
 
         self.path, self.created = path, created
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        st = os.fstat(self.fd)
+        self.ident = (st.st_dev, st.st_ino)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return  # a file system without locks on folders: record unlocked, as before
             os.close(self.fd)
             raise HbtoolError(f"{path} is being recorded into by another 'hbtool record' now: two runs in one "
                               f"folder would be read as one; record into another folder with -o") from None
-        st = os.fstat(self.fd)
-        self.ident = (st.st_dev, st.st_ino)
 
     def removed(self) -> bool:
         """True when the folder was removed (or replaced by another) since record made it ready."""
