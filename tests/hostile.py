@@ -313,7 +313,8 @@ def run_kills(bins: dict, work: Path, kills: int, seed: int, first: float = 0.3,
         t0 = time.monotonic()
         time.sleep(max(0.0, when - 0.1))
         counted = np.fromfile(truth, dtype=np.int64).reshape(-1, 2).copy() if truth.exists() else np.zeros((0, 2))
-        time.sleep(max(0.0, t0 + when - time.monotonic()))
+        read_at = time.monotonic()  # the kill comes 100 ms after this at the least, however late it was
+        time.sleep(max(0.0, max(t0 + when, read_at + 0.1) - time.monotonic()))
         p.kill()
         err = p.communicate()[1]
         if p.returncode != -signal.SIGKILL:
