@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import signal
 import subprocess
@@ -104,7 +106,7 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
     if mpi:
         preload.append(str(profiler_library()))
     outdir = Path(outdir or _default_dir(command[0]))
-    created = _prepare_dir(outdir, force)
+    folder = _prepare_dir(outdir, force)
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(x for x in (*preload, env.get("LD_PRELOAD", "")) if x)
     env[names.HBTRACE_DIR] = str(outdir.resolve())
@@ -139,8 +141,7 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
         proc = subprocess.Popen(list(command), env=env)
     except OSError as exc:
         _read_report(report)
-        if created:
-            _remove_if_empty(outdir)
+        folder.release()
         if isinstance(exc, FileNotFoundError):
             click.echo(f"hbtool: error: {command[0]}: command not found", err=True)
             return 127
@@ -156,11 +157,10 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
         signal.signal(signal.SIGTERM, old_term)
     failures = _read_report(report)
     if not quiet:
-        _summary(outdir, rc, static, failures, mpi)
+        _summary(folder, rc, static, failures, mpi)
         if thread_env:
             _fault_summary(outdir, thread_env[names.HBTRACE_INJECT])
-    if created:
-        _remove_if_empty(outdir)
+    folder.release()
     return 128 - rc if rc < 0 else rc
 
 
@@ -195,26 +195,90 @@ TRACE_PATTERNS = ("*.hbt", "*.hbp", "*.hbp.inject.csv", "inject-truth.json")
 THREAD_FAULTS = ("leak", "stop", "slow", "busy", "cond", "exit", "segv")
 
 
-def _prepare_dir(outdir: Path, force: bool) -> bool:
-    """Make the trace folder ready; True when record created it (and may remove it if it stays empty)."""
+class _Folder:
+    """The trace folder of one recording: flock()ed from before the program starts until
+    record ends, so that a second record into it at the same time is refused, and known
+    by its inode, so that its removal during the run is told apart from a run that wrote
+    nothing."""
+
+    def __init__(self, path: Path, created: bool):
+        from ..errors import HbtoolError
+
+        self.path, self.created = path, created
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        st = os.fstat(self.fd)
+        self.ident = (st.st_dev, st.st_ino)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return  # a file system without locks on folders: record unlocked, as before
+            os.close(self.fd)
+            raise HbtoolError(f"{path} is being recorded into by another 'hbtool record' now: two runs in one "
+                              f"folder would be read as one; record into another folder with -o") from None
+
+    def removed(self) -> bool:
+        """True when the folder was removed (or replaced by another) since record made it ready."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self.ident
+
+    def release(self) -> None:
+        """Unlock; remove the folder if record created it and it stayed empty."""
+        if self.created and not self.removed():
+            _remove_if_empty(self.path)
+        os.close(self.fd)
+
+
+def _prepare_dir(outdir: Path, force: bool) -> _Folder:
+    """Make the trace folder ready, and lock it for this recording."""
     from ..errors import HbtoolError
 
     created = not outdir.exists()
     try:
         outdir.mkdir(parents=True, exist_ok=True)
+        folder = _Folder(outdir, created)
     except OSError as exc:
         raise HbtoolError(f"cannot create the trace folder {outdir}: {exc.strerror or exc} "
                           f"(give another one with -o)") from None
-    old = sorted(p for pattern in TRACE_PATTERNS for p in outdir.glob(pattern))
-    if old and not force:
-        raise HbtoolError(f"{outdir} already holds a trace ({len(old)} file{'s' if len(old) != 1 else ''}); "
-                          f"record into another folder with -o, or add --force to delete it first")
-    for p in old:
-        try:
-            p.unlink()
-        except OSError as exc:
-            raise HbtoolError(f"cannot delete {p}: {exc.strerror or exc}") from None
-    return created
+    try:
+        old = sorted(p for pattern in TRACE_PATTERNS for p in outdir.glob(pattern))
+        if old and not force:
+            raise HbtoolError(f"{outdir} already holds a trace ({len(old)} file{'s' if len(old) != 1 else ''}); "
+                              f"record into another folder with -o, or add --force to delete it first")
+        live = [p for p in old if _written_now(p)]
+        if live:
+            raise HbtoolError(f"{outdir} holds a trace that a running program is writing now ({live[0].name}): "
+                              f"--force deletes no live trace; record into another folder with -o")
+        for p in old:
+            try:
+                p.unlink()
+            except OSError as exc:
+                raise HbtoolError(f"cannot delete {p}: {exc.strerror or exc}") from None
+    except HbtoolError:
+        folder.release()
+        raise
+    return folder
+
+
+def _written_now(path: Path) -> bool:
+    """True when a live process holds the tracer's lock on this trace file (the tracer
+    flock()s its file for as long as it writes it)."""
+    if path.suffix != ".hbt":
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _remove_if_empty(outdir: Path) -> None:
@@ -431,11 +495,14 @@ def _mpi_summary(outdir: Path) -> None:
                    f"'hbtool interference {outdir}' reads them)", err=True)
 
 
-def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] | None = None,
+def _summary(folder: _Folder, rc: int, static: bool = False, failures: list[dict] | None = None,
              mpi: bool = False) -> None:
     """One line on what was written, counted as 'hbtool info' counts it, and one more for
-    each way the tracer failed to write it (the trace could not be created, or grow)."""
+    each way the tracer failed to write it (the trace could not be created, or grow, or its
+    folder was removed). A statically linked program that left no trace was said before it
+    ran: nothing more."""
     failures = failures or []
+    outdir = folder.path
 
     from ..errors import HbtoolError
     from ..io import read_heartbeats
@@ -450,12 +517,21 @@ def _summary(outdir: Path, rc: int, static: bool = False, failures: list[dict] |
     if mpi:
         _mpi_summary(outdir)
     files = sorted(outdir.glob("*.hbt"))
+    if static and not files:
+        return
+    if folder.removed():
+        if not files:
+            click.echo(f"hbtool: no trace written to {outdir}/: the folder was removed while the program ran, "
+                       f"and whatever trace it held with it{how}", err=True)
+            sys.stderr.flush()
+            return
+        click.echo(f"hbtool: warning: {outdir}/ was removed and made again while the program ran: the trace "
+                   f"files written before that are lost, the ones there now were written after", err=True)
     started = _failed_starts(failures)
-    if not files and not started and not static:
+    if not files and not started:
         started = _full_disk(outdir)
     if not files:
-        why = ("the tracer cannot be loaded into a statically linked program" if static else
-               started or "the program made no heartbeats and started no threads")
+        why = started or "the program made no heartbeats and started no threads"
         click.echo(f"hbtool: no trace written to {outdir}/: {why}{how}", err=True)
         sys.stderr.flush()
         return

@@ -41,7 +41,7 @@ LOST_REASONS = {
     0x1: "the file size cap (HBTRACE_MAX_MB) was reached",
     0x2: "the disk was full",
     0x4: "the file size limit was reached",
-    0x8: "the file could not grow",
+    0x8: "the file could not grow or be mapped into memory",
     0x10: "the tracer's lock was held too long",
 }
 

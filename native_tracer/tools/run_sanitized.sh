@@ -73,5 +73,23 @@ run 0 idle_forks          env LD_PRELOAD="$unlinked" "$bin/idle_threads" fork 20
 run 0 hostile.churn       "$bin/hostile" churn
 run 0 hostile.fork        "$bin/hostile" fork
 run 7 hostile.exit        "$bin/hostile" exit
+# the programs of the fault suite (tests/programs/hostile/, not linked with the
+# tracer: preloaded as hbtool record does); not rlimits as (a sanitizer's shadow
+# memory needs more address space than any limit the program sets) nor
+# beat_truth (runs until killed)
+# hostile EXPECTED_STATUS NAME PROGRAM ARGS...
+hostile() {
+    want=$1 name=$2 prog=$3
+    shift 3
+    run "$want" "$name" env LD_PRELOAD="$unlinked" "$bin/hostile-$prog" "$@"
+}
+hostile 0 segv_recover     segv_recover 1000
+hostile 0 close_fds        close_fds "$OUT"
+hostile 7 exit_from_thread exit_from_thread
+hostile 5 threads_exec     threads_exec /bin/sh -c "exit 5"
+hostile 0 signals_blocked  signals_blocked
+hostile 0 spawn            spawn
+hostile 0 rlimits.fsize    rlimits fsize "$OUT"
+hostile 0 rlimits.nofile   rlimits nofile "$OUT"
 
 . "$here/tools/sanitizer_verdict.sh"
