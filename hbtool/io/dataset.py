@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HbtoolError
+from ..errors import HbtoolError, reason
 
 LABELS = ("normal", "memoryleak", "shutdown")
 
@@ -61,7 +61,7 @@ def _labels_from_truth(f: Path) -> dict[int, str]:
         thread = doc.get("thread")
         mode = (doc.get("params") or {}).get("shutdown_mode", "thread")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise HbtoolError(f"{f}: unreadable truth file ({exc})") from exc
+        raise HbtoolError(f"{f}: unreadable truth file ({reason(exc)})") from exc
     if not 0 < n <= 1 << 16:
         raise HbtoolError(f"{f}: unreadable truth file (threads = {n})")
     if inject in (None, "none") or doc.get("injected") is False:
@@ -86,4 +86,4 @@ def thread_labels(run: Path) -> dict[int, str]:
         threads = doc.get("threads", {})
         return {int(k): str(v) for k, v in threads.items() if str(v) in LABELS}
     except (ValueError, AttributeError, TypeError) as exc:
-        raise HbtoolError(f"{f}: unreadable labels file ({exc})") from exc
+        raise HbtoolError(f"{f}: unreadable labels file ({reason(exc)})") from exc

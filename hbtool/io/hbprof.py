@@ -28,7 +28,7 @@ import numpy as np
 from .. import config
 from ..errors import TraceFormatError
 from ..model import SegmentProfile, Segments
-from .registry import MAGIC_HBPROF, ReadOptions
+from .registry import MAGIC_HBPROF, ReadOptions, written_end
 
 MAGIC = MAGIC_HBPROF
 VERSION = 2
@@ -399,9 +399,10 @@ def run_failure(ends: list[dict]) -> str | None:
 
 def read_rank_stream(path: str) -> dict:
     """One per-rank file: its header and every segment's duration and metric values."""
-    size = os.path.getsize(path)
     with open(path, "rb") as f:
-        buf = f.read()
+        size = os.fstat(f.fileno()).st_size
+        # records past a hole at the end are zeros: where the records end anyway (kind 0)
+        buf = f.read(max(written_end(f, size), min(size, HEADER_SIZE)))
     h, o = _header(buf, path, size)
     if not int(h["flags"]) & FLAG_RANK_FILE:
         raise _bad(path, "not a per-rank profile file")
@@ -424,6 +425,7 @@ def read_rank_stream(path: str) -> dict:
     n = length // RANK_RECORD_SIZE
     if n > config.MAX_PROFILE_ROWS:
         raise _bad(path, f"{n} records, more than the {config.MAX_PROFILE_ROWS} hbtool reads")
+    n = min(n, max(len(buf) - do, 0) // RANK_RECORD_SIZE)
     raw = np.frombuffer(buf, dtype=np.uint8, count=n * RANK_RECORD_SIZE, offset=do)
     segr = raw.view(segment_record_dtype(o))
     kind = segr["kind"]
@@ -520,7 +522,7 @@ def read_profile_path(path: Path, options: ReadOptions) -> SegmentProfile:
 
 def read_profile_dir(path: str) -> SegmentProfile:
     d = Path(path)
-    files = sorted(d.glob("*.hbp"))
+    files = sorted(f for f in d.glob("*.hbp") if f.is_file())
     runs = [f for f in files if not RANK_FILE_RE.search(f.stem)]
     ranks = [f for f in files if RANK_FILE_RE.search(f.stem)]
     if len(runs) == 1:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from .. import __version__
-from ..errors import HbtoolError
+from ..errors import HbtoolError, reason
 from ..model.hsa import FEATURES, LATER_FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
 MAX_WORK_THREADS = 4096
@@ -96,7 +96,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not least <= v <= most):
                 raise ValueError(f"{name}={v!r}")
     except (TypeError, ValueError) as exc:
-        raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc
+        raise ModelFormatError(f"{path}: bad feature settings ({reason(exc)}): train the model again") from exc
     reference = _reference(doc.get("reference"), path)
     work = _work(doc.get("work"), path)
     level = doc.get("level")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import TraceFormatError
-from .registry import MAGIC_PARQUET, head
+from ..errors import TraceFormatError, reason
+from .registry import MAGIC_PARQUET, head, refuse_holes
 
 
 def read_capped_table(path: str | os.PathLike, max_rows: int, what: str) -> pd.DataFrame:
@@ -28,13 +28,14 @@ def read_capped_table(path: str | os.PathLike, max_rows: int, what: str) -> pd.D
                 raise TraceFormatError(f"{path}: {rows} rows, more than the {max_rows} hbtool reads")
             df = pd.read_parquet(p)
         else:
+            refuse_holes(p, f"a csv {what}")
             df = pd.read_csv(p, nrows=max_rows + 1, engine="c", low_memory=False)
     except TraceFormatError:
         raise
     except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
         if isinstance(e, FileNotFoundError):
             raise
-        raise TraceFormatError(f"{path}: not a readable {what} ({str(e).splitlines()[0][:200]})") from None
+        raise TraceFormatError(f"{path}: not a readable {what} ({reason(e)})") from None
     if len(df) > max_rows:
         raise TraceFormatError(f"{path}: more than the {max_rows} rows hbtool reads")
     return df
