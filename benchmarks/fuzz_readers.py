@@ -794,6 +794,100 @@ def keep_case(seed: int, index: int, where: Path) -> Path:
     return d
 
 
+REGRESSIONS = ROOT / "tests" / "fuzz_regressions"
+
+
+def save_regression(name: str, seed: int, index: int, defect: str, where: Path = REGRESSIONS) -> dict:
+    """Keep case (seed, index) as a regression: its input as `name` (plus the suffix it had) in
+    `where`, and an entry in where/cases.json saying how to run it again (tests/test_fuzz.py
+    replays every entry): the arguments, with {file} for the input and {seeds} for the seed
+    folder; how the input is given (file, stdin, rundir, fifo, dev-zero); a sparse size."""
+    with tempfile.TemporaryDirectory() as d:
+        case = make_case(seed, index, Path(d) / "case")
+        entry = {"file": None, "defect": defect, "from": f"--replay {seed} {index}", "form": case.form}
+        src = Path(case.input)
+        if case.form == "special":   # empty-dir, fifo, dev-zero, dev-null: made under this name when replayed
+            entry["form"], entry["name"] = case.mutation, src.name
+        elif case.stdin is not None:
+            entry["file"] = name + _suffix(Path(seed_path(case.seed_file)).name)
+            (where / entry["file"]).write_bytes(case.stdin)
+        else:
+            f = next(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else src
+            entry["file"] = name + f.suffix
+            with open(f, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                data = fh.read(written_end(fh, size))
+            (where / entry["file"]).write_bytes(data)
+            if len(data) < size:
+                entry["sparse"] = size
+            if case.form in ("rundir", "dir-of-runs"):
+                entry["member"] = str(f.relative_to(src))
+        entry["args"] = [a.replace(case.input, "{file}").replace(str(SEEDS), "{seeds}") for a in case.argv]
+        entry["args"] = [re.sub(r"^/.*/case/out", "{out}", a) for a in entry["args"]]
+    index_file = where / "cases.json"
+    cases = json.loads(index_file.read_text()) if index_file.exists() else []
+    cases = [c for c in cases if c["file"] != entry["file"] or c["defect"] != defect] + [entry]
+    index_file.write_text(json.dumps(cases, indent=1) + "\n")
+    return entry
+
+
+def replay_regression(entry: dict, scratch: Path, where: Path = REGRESSIONS) -> dict:
+    """Run one kept regression (an entry of cases.json) in this process as the fuzzer runs a
+    case: its result, with outcome "ok" or what is wrong (classify); a case that blocks is
+    stopped after HANG_S by an alarm."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    form, stdin = entry["form"], None
+    if form in ("fifo", "dev-zero", "dev-null", "empty-dir"):
+        path = scratch / entry["name"]
+        if form == "fifo":
+            os.mkfifo(path)
+        elif form == "empty-dir":
+            path.mkdir()
+        else:
+            path.symlink_to("/dev/zero" if form == "dev-zero" else "/dev/null")
+    elif form == "stdin":
+        path, stdin = "-", (where / entry["file"]).read_bytes()
+    else:
+        path = scratch / entry["file"]
+        if form in ("rundir", "dir-of-runs"):
+            path = scratch / "run"
+            (path / entry["member"]).parent.mkdir(parents=True)
+            shutil.copyfile(where / entry["file"], path / entry["member"])
+        else:
+            shutil.copyfile(where / entry["file"], path)
+            if entry.get("sparse"):
+                os.truncate(path, entry["sparse"])
+    args = [a.replace("{file}", str(path)).replace("{seeds}", str(SEEDS)).replace("{out}", str(scratch / "out"))
+            for a in entry["args"]]
+    case = Case(0, 0, "regression", entry.get("file") or "", " ".join(entry["args"]), entry["defect"], form,
+                argv=args, stdin=stdin, input=str(path),
+                real_bytes=len(stdin) if stdin is not None else _allocated(Path(path)),
+                outputs=[a for a in args if a.startswith(str(scratch / "out"))])
+
+    def stop(signum, frame):
+        raise TimeoutError(f"over {HANG_S} s")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(int(HANG_S) + 1)
+    open("/proc/self/clear_refs", "w").write("5")
+    base = rss_kb() * 1024
+    try:
+        r = run_in_process(case)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    mem = rss_kb("VmHWM") * 1024 - base
+    r["mem"], r["cap"] = mem, cap_bytes(case)
+    r["outcome"] = classify(r["code"], r["err"], r["out"], _outputs_ok(case), r["secs"], mem, r["cap"])
+    return r
+
+
+def written_end(fh, size):
+    from hbtool.io.registry import written_end as end
+
+    return end(fh, size)
+
+
 def table(results: list[dict]) -> str:
     rows = defaultdict(Counter)
     for r in results:
@@ -824,10 +918,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="make every failing case again in this folder")
     ap.add_argument("--json", type=Path, help="write every case's result here")
     ap.add_argument("--replay", nargs=2, type=int, metavar=("SEED", "INDEX"))
+    ap.add_argument("--save", nargs=4, metavar=("NAME", "SEED", "INDEX", "DEFECT"),
+                    help="keep case (SEED, INDEX) in tests/fuzz_regressions/ as NAME, saying its DEFECT")
     ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(*a.worker)
+        return
+    if a.save:
+        print(json.dumps(save_regression(a.save[0], int(a.save[1]), int(a.save[2]), a.save[3]), indent=1))
         return
     if a.replay:
         with tempfile.TemporaryDirectory() as d:

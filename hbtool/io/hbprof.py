@@ -54,6 +54,8 @@ REC_SEGMENT, REC_BIN_SET, REC_BIN_MERGE, REC_INJECT = 1, 2, 3, 4
 RANK_OK, RANK_FAILED, RANK_INCOMPLETE, RANK_INJECT, RANK_ORPHANED = 1, 2, 4, 8, 16
 #: most ranks accepted from a header (the rank table is read whole)
 MAX_RANKS = 1 << 20
+#: ranks of a run whose per-rank files may be missing (each is listed in the profile's rank ends)
+MAX_MISSING_RANKS = 1 << 16
 
 
 def header_dtype(o: str = "<") -> np.dtype:
@@ -348,7 +350,16 @@ def rank_end(rank: int, how: int, detail: int, complete: bool, orphaned: bool, r
 
 
 def _ranks(rs: list[int]) -> str:
-    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
+    """rank 3, or ranks 0, 2-7 (runs of consecutive ranks as ranges: a run of a million
+    ranks of which one left a file says so in a few words)."""
+    spans: list[list[int]] = []
+    for r in rs:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    text = ", ".join(f"{a}" if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in spans)
+    return ("rank " if len(rs) == 1 else "ranks ") + text
 
 
 def run_failure(ends: list[dict]) -> str | None:
@@ -410,6 +421,8 @@ def read_rank_stream(path: str) -> dict:
     names, _ = _metric_names(buf, h, o, path)
     if int(h["record_size"]) != RANK_RECORD_SIZE or int(h["index_size"]) != 1 or int(h["max_bins"]) != RANK_BINS:
         raise _bad(path, "corrupted header (record size, index size or bins of a per-rank file)")
+    if not 0 <= int(h["rank"]) < int(h["nranks"]) <= MAX_RANKS:
+        raise _bad(path, f"corrupted header (rank {int(h['rank'])} of {int(h['nranks'])}; at most {MAX_RANKS} ranks)")
     do = int(h["data_offset"])
     if do < HEADER_SIZE or do > size:
         raise _bad(path, "corrupted header (data offset outside the file)")
@@ -481,6 +494,9 @@ def read_rank_files(paths: list[str], name: str) -> SegmentProfile:
     nranks = int(h["nranks"])
     ends = [pa["end"] for pa in parts]
     have = {e["rank"] for e in ends}
+    if nranks - len(have) > MAX_MISSING_RANKS:  # each is listed: a corrupted count must not fill memory
+        raise TraceFormatError(f"{name}: the files say the run had {nranks} ranks, and {nranks - len(have)} of them "
+                               f"left no file: give the run file, or every rank's file")
     ends += [{"rank": r, "pid": 0, "how": "no file", "detail": 0, "ended": "left no profile file", "end_s": None,
               "complete": False, "orphaned": False} for r in range(nranks) if r not in have]
     ends.sort(key=lambda e: e["rank"])
