@@ -127,7 +127,7 @@ INTERESTING = [0, 1, 2, 7, 31, 32, 255, 256, 4095, 4096, 65535, 65536, 2**31 - 1
 #: (offset, size) of the count, length, offset and capacity fields (docs/formats.md, docs/profile-format.md)
 FIELDS = {
     "hbt": [(8, 4), (16, 4), (20, 4), (24, 4), (32, 4), (36, 4), (40, 4), (44, 4), (48, 8), (56, 8), (64, 8),
-            (72, 8), (92, 4), (96, 8), (104, 4)],
+            (72, 8), (92, 4), (96, 8), (104, 4), (108, 4)],
     "hbprof": [(8, 4), (16, 4), (28, 4), (36, 4), (40, 4), (44, 4), (48, 4), (80, 8), (88, 8), (96, 8), (104, 4),
                (108, 4), (112, 8), (120, 8), (128, 4), (136, 8), (144, 8)],
 }
@@ -276,7 +276,7 @@ def m_table(rng, b, kind):
     try:
         src.write(bytes(b))
         src.close()
-        df = pd.read_parquet(src.name) if src.name.endswith(".parquet") else pd.read_excel(src.name)
+        df = pd.read_parquet(src.name) if src.name.endswith(".parquet") else pd.read_excel(src.name, engine="calamine")
     except Exception:  # the bytes are no longer a table (an earlier mutation): keep them
         return b, "table-unreadable"
     finally:
@@ -575,7 +575,10 @@ def run_subprocess(case: Case, scratch: Path) -> dict:
             (scratch / "stdin").write_bytes(case.stdin)
             stdin = open(scratch / "stdin", "rb")
         t0 = time.monotonic()
-        p = subprocess.Popen(hbtool_command() + case.argv, stdin=stdin, stdout=fo, stderr=fe, env=env,
+        # GNU time measures the peak: a child's own rusage would count the memory of the
+        # worker it was forked from (Linux keeps the larger hiwater across exec)
+        timer = ["/usr/bin/time", "-f", "%M", "-o", str(scratch / "rss")] if os.path.exists("/usr/bin/time") else []
+        p = subprocess.Popen(timer + hbtool_command() + case.argv, stdin=stdin, stdout=fo, stderr=fe, env=env,
                              start_new_session=True)
         if stdin is not subprocess.DEVNULL:
             stdin.close()
@@ -590,8 +593,12 @@ def run_subprocess(case: Case, scratch: Path) -> dict:
             time.sleep(0.01)
         p.returncode = os.waitstatus_to_exitcode(status)
     secs = time.monotonic() - t0
+    peak = usage.ru_maxrss
+    if timer:
+        words = (scratch / "rss").read_text().split() if (scratch / "rss").exists() else []
+        peak = int(words[-1]) if words and words[-1].isdigit() else peak
     return {"code": p.returncode, "out": so.read_text(errors="replace"), "err": se.read_text(errors="replace"),
-            "secs": max(0.0, secs - START_ALLOWANCE_S), "peak_kb": usage.ru_maxrss}
+            "secs": max(0.0, secs - START_ALLOWANCE_S), "peak_kb": peak}
 
 
 # --------------------------------------------------------------------------- the worker
@@ -755,6 +762,9 @@ def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 10
                     continue
                 results.append(m)
                 w.task = None
+                if progress and m["outcome"] != "ok":
+                    print(f"  FAIL {m['outcome']}: --replay {seed} {m['index']}: {m['kind']} [{m['form']}] "
+                          f"{m['mutation'][:80]} :: {' '.join(m['argv'][:3])}", file=sys.stderr, flush=True)
                 if m["outcome"] == "over-cap" and m.get("code") is None:
                     restart(w)   # the watchdog stopped it
         now = time.monotonic()
@@ -763,6 +773,8 @@ def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 10
                                                       and subprocess_every) else HANG_S
             if w.task and now - w.started > limit:
                 results.append(_lost(w, seed, "hang", now - w.started))
+                if progress:
+                    print(f"  FAIL hang: --replay {seed} {w.task[1]}", file=sys.stderr, flush=True)
                 w.task = None
                 restart(w)
         if progress and len(results) and len(results) % 1000 == 0:
@@ -848,8 +860,12 @@ def replay_regression(entry: dict, scratch: Path, where: Path = REGRESSIONS) -> 
     elif form == "stdin":
         path, stdin = "-", (where / entry["file"]).read_bytes()
     else:
-        path = scratch / entry["file"]
-        if form in ("rundir", "dir-of-runs"):
+        path = scratch / entry["file"].removesuffix(".gz")   # a large table is kept gzipped
+        if entry["file"].endswith(".gz"):
+            import gzip
+
+            path.write_bytes(gzip.decompress((where / entry["file"]).read_bytes()))
+        elif form in ("rundir", "dir-of-runs"):
             path = scratch / "run"
             (path / entry["member"]).parent.mkdir(parents=True)
             shutil.copyfile(where / entry["file"], path / entry["member"])

@@ -57,7 +57,7 @@ def test_the_regression_files_are_small_and_all_listed():
     files = {p.name for p in F.REGRESSIONS.iterdir()} - {"cases.json"}
     assert files == {e["file"] for e in REGRESSIONS if e["file"]}
     assert all((F.REGRESSIONS / f).stat().st_size <= 256 << 10 for f in files)
-    assert all(e["defect"] and e["from"].startswith("--replay ") for e in REGRESSIONS)
+    assert all(e["defect"] and e["from"].startswith(("--replay ", "atheris: ", "crafted: ")) for e in REGRESSIONS)
 
 
 @pytest.mark.parametrize("code, err, out, secs, mem, want", [

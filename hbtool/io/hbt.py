@@ -210,7 +210,10 @@ def lost_reason(header: dict) -> str:
     why = [text for bit, text in LOST_REASONS.items() if int(header.get("lost_why", 0)) & bit]
     err = int(header.get("lost_errno", 0))
     text = " and ".join(why) if why else "the file size cap was reached or the disk was full"
-    return f"{text} ({os.strerror(err)})" if err else text
+    if not err:
+        return text
+    # a corrupted header's errno may be no errno at all (os.strerror takes a C int)
+    return f"{text} ({os.strerror(err) if 0 < err < 4096 else f'error number {err}'})"
 
 
 def _parse_metadata(buf, hdr) -> dict[str, str]:

@@ -24,6 +24,7 @@ from .. import config
 from ..errors import TraceFormatError, reason
 from ..model import HeartbeatTrace
 from .registry import ReadOptions, first_hole, head, refuse_holes
+from .tables import check_workbook
 
 LEGACY_COLUMNS = ["beat", "threadnum", "iter", "timestamp", "rate"]
 _NAME_RE = re.compile(r"(\d+)$")
@@ -100,6 +101,7 @@ def _parse_text(path: Path, warnings: list[str]) -> pd.DataFrame:
 
 def _parse_xlsx(path: Path) -> pd.DataFrame:
     refuse_holes(path, "a legacy workbook")
+    check_workbook(path, "a legacy workbook")
     try:
         df = pd.read_excel(path, engine="calamine", sheet_name=0)
     except Exception as exc:  # calamine raises its own error types for corrupt files
@@ -124,6 +126,10 @@ def is_legacy_xlsx(path: Path) -> bool:
 
     hole, size = first_hole(path)
     if hole < size:  # no workbook: let the long-format reader say why
+        return False
+    try:
+        check_workbook(path)
+    except TraceFormatError:
         return False
     try:
         cols = pd.read_excel(path, engine="calamine", sheet_name=0, nrows=0).columns

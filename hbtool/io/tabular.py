@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from warnings import catch_warnings, simplefilter
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ import pandas as pd
 from ..errors import TraceFormatError, reason
 from ..model import EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform
 from .registry import ReadOptions, refuse_holes
+from .tables import check_workbook
 
 # target column -> accepted names (first match wins, in this order)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -207,7 +209,9 @@ def read_csv(path: Path, options: ReadOptions) -> HeartbeatTrace:
     warnings: list[str] = []
     refuse_holes(path, "a csv table")
     try:
-        df = pd.read_csv(src)
+        with catch_warnings():  # a column of mixed types (pandas says so on stderr): normalise checks each value
+            simplefilter("ignore", pd.errors.DtypeWarning)
+            df = pd.read_csv(src)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
         raise TraceFormatError(f"{src}: not a readable csv table ({reason(exc)})") from exc
     run = Path(src).stem
@@ -290,6 +294,7 @@ def read_xlsx_long(path: str, sheets: dict[str, pd.DataFrame] | None = None) -> 
 
 def read_workbook(path: str) -> dict[str, pd.DataFrame]:
     refuse_holes(Path(path), "an xlsx workbook")
+    check_workbook(path)
     try:
         return pd.read_excel(path, engine="calamine", sheet_name=None)
     except Exception as exc:  # calamine's errors for a corrupt or non-xlsx file
