@@ -60,7 +60,7 @@ def _labels_from_truth(f: Path) -> dict[int, str]:
         inject = doc.get("inject")
         thread = doc.get("thread")
         mode = (doc.get("params") or {}).get("shutdown_mode", "thread")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise HbtoolError(f"{f}: unreadable truth file ({reason(exc)})") from exc
     if not 0 < n <= 1 << 16:
         raise HbtoolError(f"{f}: unreadable truth file (threads = {n})")
@@ -85,5 +85,5 @@ def thread_labels(run: Path) -> dict[int, str]:
         doc = json.loads(f.read_text())
         threads = doc.get("threads", {})
         return {int(k): str(v) for k, v in threads.items() if str(v) in LABELS}
-    except (ValueError, AttributeError, TypeError) as exc:
+    except (ValueError, AttributeError, TypeError, RecursionError) as exc:
         raise HbtoolError(f"{f}: unreadable labels file ({reason(exc)})") from exc

@@ -61,8 +61,8 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         raise ModelFormatError(f"{path}: {p.stat().st_size} bytes is far too large for a model file")
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{path}: not a model file (not JSON: {exc})") from exc
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's stack
+        raise ModelFormatError(f"{path}: not a model file (not JSON: {reason(exc)})") from exc
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
         raise ModelFormatError(f"{path}: not an hbtool model (no \"format\": \"{MODEL_FORMAT}\"); make one with 'hbtool train'")
     ver = doc.get("model_version")

@@ -247,7 +247,7 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
                 raise ValueError("waits without their times")
             waits["t_ns"] = pd.to_numeric(waits["t_ns"], errors="coerce").fillna(0).astype(np.int64)
             waits["t"] = waits["t_ns"] / 1e9
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         warnings.append(f"{path}: hbtool metadata unreadable, ignored ({reason(exc)})")
     trace = _trace(beats, events, "parquet", path, warnings, runs_meta)
     if waits is not None and len(waits):
