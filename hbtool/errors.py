@@ -25,3 +25,11 @@ class InputNotFoundError(HbtoolError):
 
 class TracerNotBuiltError(HbtoolError):
     """The native tracer library is missing."""
+
+
+def reason(exc: BaseException, limit: int = 200) -> str:
+    """An exception's text as one line for a message: its first non-blank line, at most
+    `limit` characters (parsers such as pyarrow's and calamine's end theirs with newlines)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

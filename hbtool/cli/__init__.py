@@ -65,7 +65,15 @@ def cli():
 
 
 def _error(message: str) -> None:
-    click.echo(f"hbtool: error: {message}", err=True)
+    """One line on stderr, whatever the message holds (a parser's text may end in newlines), with
+    the warnings said before the failure counted in it, the first quoted (it often says why)."""
+    from .output import take_warnings
+
+    before = take_warnings()
+    if before:
+        message += f" (after {len(before)} warning{'s' if len(before) > 1 else ''}, the first: {before[0]})"
+    one = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    click.echo(f"hbtool: error: {one}", err=True)
 
 
 def _broken_pipe() -> None:
@@ -83,8 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args:  # bare `hbtool`: what `hbtool --help` does, not a usage error
         args = ["--help"]
+    from .output import show_warnings
+
     try:
         rv = cli.main(args=args, prog_name="hbtool", standalone_mode=False)
+        show_warnings()
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "hbtool"
         _error(f"{exc.format_message()} (see '{cmd} --help')")
@@ -101,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _error("interrupted")
         sys.exit(130)
+    except SystemExit:  # a command's own exit status
+        show_warnings()
+        raise
     except BrokenPipeError:
         _broken_pipe()
     except OSError as exc:  # the file system said no: a path the user gave, not a bug

@@ -87,6 +87,6 @@ def _dataset_description(dataset) -> dict:
     f = Path(dataset) / "dataset.json"
     try:
         doc = json.loads(f.read_text()) if f.is_file() and f.stat().st_size < 65536 else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}

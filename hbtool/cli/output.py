@@ -22,13 +22,30 @@ def output_options(f):
     )(f)
 
 
+#: the running command's warnings, said when it ends (hbtool.cli.main): on stderr, or, when the
+#: command then fails, counted in its one error line
+_pending: list[str] = []
+
+
 def warn(lines) -> None:
-    """Reader and analyzer warnings, on stderr, summarised past a cap."""
-    lines = list(lines)
+    """Reader and analyzer warnings: shown on stderr when the command ends (show_warnings)."""
+    _pending.extend(lines)
+
+
+def show_warnings() -> None:
+    """The pending warnings on stderr, summarised past a cap."""
+    lines = take_warnings()
     for line in lines[: config.MAX_WARNINGS_SHOWN * 2]:
         click.echo(f"hbtool: warning: {line}", err=True)
     if len(lines) > config.MAX_WARNINGS_SHOWN * 2:
         click.echo(f"hbtool: warning: ... and {len(lines) - config.MAX_WARNINGS_SHOWN * 2} more", err=True)
+
+
+def take_warnings() -> list[str]:
+    """The pending warnings, no longer pending."""
+    lines = list(_pending)
+    _pending.clear()
+    return lines
 
 
 def _clean(v):

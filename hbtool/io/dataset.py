@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HbtoolError
+from ..errors import HbtoolError, reason
 
 LABELS = ("normal", "memoryleak", "shutdown")
 
@@ -60,8 +60,8 @@ def _labels_from_truth(f: Path) -> dict[int, str]:
         inject = doc.get("inject")
         thread = doc.get("thread")
         mode = (doc.get("params") or {}).get("shutdown_mode", "thread")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise HbtoolError(f"{f}: unreadable truth file ({exc})") from exc
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise HbtoolError(f"{f}: unreadable truth file ({reason(exc)})") from exc
     if not 0 < n <= 1 << 16:
         raise HbtoolError(f"{f}: unreadable truth file (threads = {n})")
     if inject in (None, "none") or doc.get("injected") is False:
@@ -85,5 +85,5 @@ def thread_labels(run: Path) -> dict[int, str]:
         doc = json.loads(f.read_text())
         threads = doc.get("threads", {})
         return {int(k): str(v) for k, v in threads.items() if str(v) in LABELS}
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise HbtoolError(f"{f}: unreadable labels file ({exc})") from exc
+    except (ValueError, AttributeError, TypeError, RecursionError) as exc:
+        raise HbtoolError(f"{f}: unreadable labels file ({reason(exc)})") from exc

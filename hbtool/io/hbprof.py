@@ -28,7 +28,7 @@ import numpy as np
 from .. import config
 from ..errors import TraceFormatError
 from ..model import SegmentProfile, Segments
-from .registry import MAGIC_HBPROF, ReadOptions
+from .registry import MAGIC_HBPROF, ReadOptions, written_end
 
 MAGIC = MAGIC_HBPROF
 VERSION = 2
@@ -54,6 +54,8 @@ REC_SEGMENT, REC_BIN_SET, REC_BIN_MERGE, REC_INJECT = 1, 2, 3, 4
 RANK_OK, RANK_FAILED, RANK_INCOMPLETE, RANK_INJECT, RANK_ORPHANED = 1, 2, 4, 8, 16
 #: most ranks accepted from a header (the rank table is read whole)
 MAX_RANKS = 1 << 20
+#: ranks of a run whose per-rank files may be missing (each is listed in the profile's rank ends)
+MAX_MISSING_RANKS = 1 << 16
 
 
 def header_dtype(o: str = "<") -> np.dtype:
@@ -348,7 +350,16 @@ def rank_end(rank: int, how: int, detail: int, complete: bool, orphaned: bool, r
 
 
 def _ranks(rs: list[int]) -> str:
-    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(map(str, rs))
+    """rank 3, or ranks 0, 2-7 (runs of consecutive ranks as ranges: a run of a million
+    ranks of which one left a file says so in a few words)."""
+    spans: list[list[int]] = []
+    for r in rs:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    text = ", ".join(f"{a}" if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in spans)
+    return ("rank " if len(rs) == 1 else "ranks ") + text
 
 
 def run_failure(ends: list[dict]) -> str | None:
@@ -399,9 +410,10 @@ def run_failure(ends: list[dict]) -> str | None:
 
 def read_rank_stream(path: str) -> dict:
     """One per-rank file: its header and every segment's duration and metric values."""
-    size = os.path.getsize(path)
     with open(path, "rb") as f:
-        buf = f.read()
+        size = os.fstat(f.fileno()).st_size
+        # records past a hole at the end are zeros: where the records end anyway (kind 0)
+        buf = f.read(max(written_end(f, size), min(size, HEADER_SIZE)))
     h, o = _header(buf, path, size)
     if not int(h["flags"]) & FLAG_RANK_FILE:
         raise _bad(path, "not a per-rank profile file")
@@ -409,6 +421,8 @@ def read_rank_stream(path: str) -> dict:
     names, _ = _metric_names(buf, h, o, path)
     if int(h["record_size"]) != RANK_RECORD_SIZE or int(h["index_size"]) != 1 or int(h["max_bins"]) != RANK_BINS:
         raise _bad(path, "corrupted header (record size, index size or bins of a per-rank file)")
+    if not 0 <= int(h["rank"]) < int(h["nranks"]) <= MAX_RANKS:
+        raise _bad(path, f"corrupted header (rank {int(h['rank'])} of {int(h['nranks'])}; at most {MAX_RANKS} ranks)")
     do = int(h["data_offset"])
     if do < HEADER_SIZE or do > size:
         raise _bad(path, "corrupted header (data offset outside the file)")
@@ -424,6 +438,7 @@ def read_rank_stream(path: str) -> dict:
     n = length // RANK_RECORD_SIZE
     if n > config.MAX_PROFILE_ROWS:
         raise _bad(path, f"{n} records, more than the {config.MAX_PROFILE_ROWS} hbtool reads")
+    n = min(n, max(len(buf) - do, 0) // RANK_RECORD_SIZE)
     raw = np.frombuffer(buf, dtype=np.uint8, count=n * RANK_RECORD_SIZE, offset=do)
     segr = raw.view(segment_record_dtype(o))
     kind = segr["kind"]
@@ -479,6 +494,9 @@ def read_rank_files(paths: list[str], name: str) -> SegmentProfile:
     nranks = int(h["nranks"])
     ends = [pa["end"] for pa in parts]
     have = {e["rank"] for e in ends}
+    if nranks - len(have) > MAX_MISSING_RANKS:  # each is listed: a corrupted count must not fill memory
+        raise TraceFormatError(f"{name}: the files say the run had {nranks} ranks, and {nranks - len(have)} of them "
+                               f"left no file: give the run file, or every rank's file")
     ends += [{"rank": r, "pid": 0, "how": "no file", "detail": 0, "ended": "left no profile file", "end_s": None,
               "complete": False, "orphaned": False} for r in range(nranks) if r not in have]
     ends.sort(key=lambda e: e["rank"])
@@ -520,7 +538,7 @@ def read_profile_path(path: Path, options: ReadOptions) -> SegmentProfile:
 
 def read_profile_dir(path: str) -> SegmentProfile:
     d = Path(path)
-    files = sorted(d.glob("*.hbp"))
+    files = sorted(f for f in d.glob("*.hbp") if f.is_file())
     runs = [f for f in files if not RANK_FILE_RE.search(f.stem)]
     ranks = [f for f in files if RANK_FILE_RE.search(f.stem)]
     if len(runs) == 1:

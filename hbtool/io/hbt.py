@@ -8,6 +8,7 @@ before use: trace files are untrusted input.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pandas as pd
 from .. import config
 from ..errors import TraceFormatError
 from ..model import BEHAVIORS, CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
-from .registry import MAGIC_HBTRACE, ReadOptions, head
+from .registry import MAGIC_HBTRACE, ReadOptions, head, written_end
 
 MAGIC = MAGIC_HBTRACE
 VERSION = 2
@@ -212,7 +213,10 @@ def lost_reason(header: dict) -> str:
     why = [text for bit, text in LOST_REASONS.items() if int(header.get("lost_why", 0)) & bit]
     err = int(header.get("lost_errno", 0))
     text = " and ".join(why) if why else "the file size cap was reached or the disk was full"
-    return f"{text} ({os.strerror(err)})" if err else text
+    if not err:
+        return text
+    # a corrupted header's errno may be no errno at all (os.strerror takes a C int)
+    return f"{text} ({os.strerror(err) if 0 < err < 4096 else f'error number {err}'})"
 
 
 def _parse_metadata(buf, hdr) -> dict[str, str]:
@@ -240,16 +244,13 @@ def read_hbt_file(path: str | os.PathLike, fh=None) -> dict:
     """
     path = str(path)
     warnings: list[str] = []
-    if fh is not None:
-        fh.seek(0)
-        buf = fh.read()
-    else:
-        with open(path, "rb") as f:
-            buf = f.read()
-    size = len(buf)
+    with contextlib.nullcontext(fh) if fh is not None else open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        # a hole at the end (a sparse file) holds no record: it is not read into memory
+        buf = f.read(max(written_end(f, size), min(size, 1 << 16)))
     if size == 0:
         raise TraceFormatError(f"{path}: empty file, not an hbtrace file")
-    hdr, order = _parse_header(buf, path)
+    hdr, order = _parse_header(buf, path, size)
     meta = _parse_metadata(buf, hdr)
     header = {name: hdr[name].tolist() for name in hdr.dtype.names if name != "magic"}
     from .hbt_stream import process_is_live   # the stream reader builds on this module
@@ -332,6 +333,7 @@ def _parse_chunks(buf, hdr, order, path, size, warnings, live: bool = False) -> 
             f"{path}: the last record is half-written ({area % SLOT_SIZE} of {SLOT_SIZE} bytes): "
             f"read up to the last whole record"
         )
+    nslots = min(nslots, max(len(buf) - do, 0) // SLOT_SIZE)  # past the written end: zeros, no record
     rdt = record_dtype(order)
     spu = unit // SLOT_SIZE
     nunits = -(-nslots // spu)

@@ -51,6 +51,7 @@ from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KIND
                   _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
                   metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
                   time_bounds)
+from .registry import written_end
 
 
 #: a run of more files than this is read with each file opened when needed, not all kept open
@@ -182,6 +183,8 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
     if area % SLOT_SIZE and not scan.live:
         scan.warnings.append(f"{path}: the last record is half-written ({area % SLOT_SIZE} of {SLOT_SIZE} bytes): "
                              f"read up to the last whole record")
+    # a hole at the end (a sparse file) holds no record: its zeros are not read
+    nslots = min(nslots, max(written_end(scan.fh, size) - do, 0) // SLOT_SIZE)
     rdt, hdt = record_dtype(scan.order), chunk_header_dtype(scan.order)
     wbytes = scan.window_bytes()
     wslots = wbytes // SLOT_SIZE

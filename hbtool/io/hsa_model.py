@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from .. import __version__
-from ..errors import HbtoolError
+from ..errors import HbtoolError, reason
 from ..model.hsa import FEATURES, LATER_FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
 MAX_WORK_THREADS = 4096
@@ -62,8 +62,8 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         raise ModelFormatError(f"{path}: {p.stat().st_size} bytes is far too large for a model file")
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{path}: not a model file (not JSON: {exc})") from exc
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's stack
+        raise ModelFormatError(f"{path}: not a model file (not JSON: {reason(exc)})") from exc
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
         raise ModelFormatError(f"{path}: not an hbtool model (no \"format\": \"{MODEL_FORMAT}\"); make one with 'hbtool train'")
     ver = doc.get("model_version")
@@ -97,7 +97,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not least <= v <= most):
                 raise ValueError(f"{name}={v!r}")
     except (TypeError, ValueError) as exc:
-        raise ModelFormatError(f"{path}: bad feature settings ({exc}): train the model again") from exc
+        raise ModelFormatError(f"{path}: bad feature settings ({reason(exc)}): train the model again") from exc
     reference = _reference(doc.get("reference"), path)
     work = _work(doc.get("work"), path)
     retained = _work(doc.get("retained"), path, "bytes retained", 2.0**60)

@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, reason
 from ..model import HeartbeatTrace
-from .registry import ReadOptions, head
+from .registry import ReadOptions, first_hole, head, refuse_holes
+from .tables import check_workbook
 
 LEGACY_COLUMNS = ["beat", "threadnum", "iter", "timestamp", "rate"]
 _NAME_RE = re.compile(r"(\d+)$")
@@ -48,13 +49,15 @@ def _thread_from_name(path: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _rebuild(beat: np.ndarray, ts: np.ndarray) -> np.ndarray:
+def _rebuild(beat: np.ndarray, ts: np.ndarray, path) -> np.ndarray:
     """Continuous ns from per-block timestamps: a block restarts when Beat goes down."""
     t = np.empty(len(ts), dtype=np.int64)
     base = 0
     for i in range(len(ts)):
         if i and beat[i] <= beat[i - 1]:
-            base = t[i - 1]
+            base = int(t[i - 1])
+        if base + int(ts[i]) > config.MAX_TRACE_SPAN_NS:  # restarts that add up past int64's ns
+            raise TraceFormatError(f"{path}: time stamps add up to more than 100 years: not a trace of one run")
         t[i] = base + ts[i]
     return t
 
@@ -62,6 +65,7 @@ def _rebuild(beat: np.ndarray, ts: np.ndarray) -> np.ndarray:
 def _parse_text(path: Path, warnings: list[str]) -> pd.DataFrame:
     rows = []
     bad = []
+    refuse_holes(path, "a legacy heartbeat file")
     with open(path, "rb") as fh:
         header_seen = False
         for lineno, raw in enumerate(fh, 1):
@@ -80,10 +84,10 @@ def _parse_text(path: Path, warnings: list[str]) -> pd.DataFrame:
                 b, th, it = int(tokens[0]), int(tokens[1]), int(tokens[2])
                 ts = int(float(tokens[3]))
                 float(tokens[4])
-            except ValueError:
+            except (ValueError, OverflowError):  # not a number, or an infinite time stamp
                 bad.append(lineno)
                 continue
-            if b < 0 or ts < 0:
+            if b < 0 or not 0 <= ts <= config.MAX_TRACE_SPAN_NS or max(abs(b), abs(th), abs(it)) >= 2**63:
                 bad.append(lineno)
                 continue
             rows.append((b, th, it, ts))
@@ -96,23 +100,37 @@ def _parse_text(path: Path, warnings: list[str]) -> pd.DataFrame:
 
 
 def _parse_xlsx(path: Path) -> pd.DataFrame:
+    refuse_holes(path, "a legacy workbook")
+    check_workbook(path, "a legacy workbook")
     try:
         df = pd.read_excel(path, engine="calamine", sheet_name=0)
     except Exception as exc:  # calamine raises its own error types for corrupt files
-        raise TraceFormatError(f"{path}: cannot read workbook ({exc})") from exc
+        raise TraceFormatError(f"{path}: cannot read workbook ({reason(exc)})") from exc
     df.columns = [str(c).strip().lower() for c in df.columns]
     if not looks_like_legacy_columns(df.columns):
         raise TraceFormatError(f"{path}: no Beat/ThreadNum/iter/Timestamp columns")
     df = df.rename(columns={"heartbeat rate": "rate"})
     keep = [c for c in ("beat", "threadnum", "iter", "timestamp") if c in df.columns]
     df = df[keep].apply(pd.to_numeric, errors="coerce").dropna(subset=["beat", "timestamp"])
-    return df
+    # what no int64 nanosecond holds (inf, 1e30, fractions of a beat number) is not a record
+    v = df.to_numpy(dtype=float, na_value=0.0)
+    ok = np.isfinite(v).all(axis=1) & (np.abs(v) < 2.0**62).all(axis=1)
+    ts = df["timestamp"].to_numpy(dtype=float)
+    ok &= (ts >= 0) & (ts <= config.MAX_TRACE_SPAN_NS)
+    return df[ok].fillna(-1).astype(np.int64)
 
 
 def is_legacy_xlsx(path: Path) -> bool:
     """True when the workbook's first sheet has the legacy per-thread columns."""
     import pandas as pd
 
+    hole, size = first_hole(path)
+    if hole < size:  # no workbook: let the long-format reader say why
+        return False
+    try:
+        check_workbook(path)
+    except TraceFormatError:
+        return False
     try:
         cols = pd.read_excel(path, engine="calamine", sheet_name=0, nrows=0).columns
     except Exception:  # not a readable workbook: let the long-format reader say why
@@ -155,7 +173,7 @@ def read_legacy(paths: list[Path], run: str) -> HeartbeatTrace:
             thread = int(df["threadnum"].iloc[0])
         else:
             thread = named if named is not None else i
-        t_ns = _rebuild(df["beat"].to_numpy(np.int64), df["timestamp"].to_numpy(np.int64))
+        t_ns = _rebuild(df["beat"].to_numpy(np.int64), df["timestamp"].to_numpy(np.int64), path)
         frames.append(
             pd.DataFrame(
                 {

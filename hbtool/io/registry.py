@@ -23,6 +23,7 @@ A new format: write its reader in a module of this package, then add one
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import config
-from ..errors import HbtoolError, InputNotFoundError, TraceFormatError, UnknownFormatError
+from ..errors import HbtoolError, InputNotFoundError, TraceFormatError, UnknownFormatError, reason
 
 #: magic bytes at the start of each binary format (the C headers are the source of truth)
 MAGIC_HBTRACE = b"HBTRACE\0"   # native_tracer/include/hbtrace_format.h
@@ -115,6 +116,43 @@ def head(path: Path, n: int = HEAD_BYTES) -> bytes:
         raise HbtoolError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
+def written_end(fh, size: int) -> int:
+    """Where the written bytes of the open file `fh` of `size` bytes end: `size`, less a hole at
+    its end (a file grown by ftruncate or `truncate -s` and not written there: zeros that reading
+    would only turn into memory and time). Filesystems that do not report holes count every
+    byte as written. Leaves the file position at 0."""
+    fd, end, pos = fh.fileno(), 0, 0
+    try:
+        while pos < size:
+            pos = os.lseek(fd, os.lseek(fd, pos, os.SEEK_DATA), os.SEEK_HOLE)
+            end = pos
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data after pos; anything else: holes not reported
+            end = size
+    fh.seek(0)
+    return min(end, size)
+
+
+def first_hole(path: Path) -> tuple[int, int]:
+    """(where the file's first hole begins, its size): a hole is a range never written, read as
+    zeros; the size when it has none (or the filesystem does not say)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        try:
+            return min(os.lseek(fh.fileno(), 0, os.SEEK_HOLE), size), size
+        except OSError:
+            return size, size
+
+
+def refuse_holes(path: Path, what: str) -> None:
+    """A file of a text or zip format with a hole is no such file (their writers write every
+    byte): say so before a parser reads gigabytes of zeros."""
+    hole, size = first_hole(path)
+    if hole < size:
+        raise TraceFormatError(f"{path}: a sparse file of {size} bytes, never written from byte {hole} on "
+                               f"(truncate -s or a crash leaves such holes): not {what}")
+
+
 def _known(model: str) -> str:
     descr = [f.description for f in formats(model)]
     return descr[0] if len(descr) == 1 else "; ".join(descr[:-1]) + "; or " + descr[-1]
@@ -126,6 +164,9 @@ def detect(path: str | os.PathLike, model: str) -> Format:
     if not p.exists():
         raise InputNotFoundError(f"{path}: no such file or directory")
     cands = formats(model)
+    if not p.is_dir() and not p.is_file():
+        raise UnknownFormatError(f"{path}: not a regular file (a pipe, socket or device): give a trace file, or "
+                                 f"pipe the trace into '-'")
     if p.is_dir():
         for f in cands:
             if f.directory is not None and f.directory(p):
@@ -167,7 +208,7 @@ def _read(path: Path, model: str, options: ReadOptions):
         raise
     except (UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
         # a format-specific parser choked on malformed content
-        raise TraceFormatError(f"{path}: unreadable {fmt.name} file ({exc})") from exc
+        raise TraceFormatError(f"{path}: unreadable {fmt.name} file ({reason(exc)})") from exc
     except OSError as exc:
         raise HbtoolError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 

@@ -13,13 +13,15 @@ import os
 import re
 import sys
 from pathlib import Path
+from warnings import catch_warnings, simplefilter
 
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, reason
 from ..model import EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform
-from .registry import ReadOptions
+from .registry import ReadOptions, refuse_holes
+from .tables import check_workbook
 
 # target column -> accepted names (first match wins, in this order)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -205,10 +207,13 @@ def read_csv(path: Path, options: ReadOptions) -> HeartbeatTrace:
     """A csv table of beats."""
     src = os.fspath(path)
     warnings: list[str] = []
+    refuse_holes(path, "a csv table")
     try:
-        df = pd.read_csv(src)
+        with catch_warnings():  # a column of mixed types (pandas says so on stderr): normalise checks each value
+            simplefilter("ignore", pd.errors.DtypeWarning)
+            df = pd.read_csv(src)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceFormatError(f"{src}: not a readable csv table ({str(exc).splitlines()[0]})") from exc
+        raise TraceFormatError(f"{src}: not a readable csv table ({reason(exc)})") from exc
     run = Path(src).stem
     beats_raw, ev_raw = _split_events(df)
     beats = normalise(beats_raw, run, src, warnings)
@@ -223,7 +228,7 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for corrupt files
-        raise TraceFormatError(f"{path}: not a readable parquet file ({exc})") from exc
+        raise TraceFormatError(f"{path}: not a readable parquet file ({reason(exc)})") from exc
     meta = table.schema.metadata or {}
     df = table.to_pandas()
     run = Path(path).stem
@@ -242,8 +247,8 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
                 raise ValueError("waits without their times")
             waits["t_ns"] = pd.to_numeric(waits["t_ns"], errors="coerce").fillna(0).astype(np.int64)
             waits["t"] = waits["t_ns"] / 1e9
-    except (ValueError, TypeError) as exc:
-        warnings.append(f"{path}: hbtool metadata unreadable, ignored ({exc})")
+    except (ValueError, TypeError, RecursionError) as exc:
+        warnings.append(f"{path}: hbtool metadata unreadable, ignored ({reason(exc)})")
     trace = _trace(beats, events, "parquet", path, warnings, runs_meta)
     if waits is not None and len(waits):
         if "run" not in waits:
@@ -288,10 +293,12 @@ def read_xlsx_long(path: str, sheets: dict[str, pd.DataFrame] | None = None) -> 
 
 
 def read_workbook(path: str) -> dict[str, pd.DataFrame]:
+    refuse_holes(Path(path), "an xlsx workbook")
+    check_workbook(path)
     try:
         return pd.read_excel(path, engine="calamine", sheet_name=None)
     except Exception as exc:  # calamine's errors for a corrupt or non-xlsx file
-        raise TraceFormatError(f"{path}: not a readable xlsx workbook ({exc})") from exc
+        raise TraceFormatError(f"{path}: not a readable xlsx workbook ({reason(exc)})") from exc
 
 
 # --------------------------------------------------------------------------- writers
