@@ -144,6 +144,9 @@ INTERFERENCE_BEST_QUANTILE = 0.1
 #: beyond the seed: a segment loses time only beyond this share above its expected time
 #: (its work at the best or the reference's time per unit of work)
 INTERFERENCE_TOLERANCE = 0.05
+#: beyond the seed: a group is judged by its work only when its best segments do work at this
+#: share at least of the run's fastest rate of work (else communication, not work, sets its time)
+INTERFERENCE_MIN_WORK_SHARE = 0.5
 #: readers: most rows accepted from a segment table or profile (processes x segments)
 MAX_PROFILE_ROWS = 200_000_000
 

@@ -147,6 +147,26 @@ def test_work_per_wall_second_not_duration():
     assert estimate(_profile(d)).evidence["best"] == pytest.approx(100 * 30 * 40 / sum(d))
 
 
+def test_groups_whose_time_communication_sets_are_left_to_the_seed():
+    # a work-bound group (1e6 of work in 1000 ns) and one that waits: 10 of work, its time
+    # from 10 to 1000 ns whatever its work (a receive that waits for another rank)
+    comp = [1e6] * 20 + [10.0] * 20
+    d = [1000] * 20 + [10] * 4 + [1000] * 16
+    e = estimate(_profile(d, comp=comp))
+    assert e.groups_judged == 2 and e.evidence["best"] == 0
+    assert list(e.group_pace) == [k for k in e.group_sizes if k[0] == 1e6]   # only it is a reference for others
+
+
+def test_the_whole_run_against_the_references_pace_of_work():
+    # segments whose features differ run to run (no group matches), 40 % slower per unit of work
+    clean = _profile([1000] * 40, feats=[[k] for k in range(40)], name="clean")
+    slow = _profile([1400] * 40, feats=[[k + 100] for k in range(40)], name="slow")
+    (e,), _ = assess([slow], references=[clean])
+    assert e.reference_basis == "run" and e.decided_by == "reference" and e.reference_coverage == 1.0
+    assert e.interference_percent == pytest.approx(100 * 400 / 1400)
+    assert e.judged and not any("nothing can be judged" in w for w in e.warnings)   # no group, but the run is
+
+
 def test_reference_sees_a_uniform_slowdown_and_trust_needs_it(tmp_path, capsys):
     slow = _profile([1300] * 40, name="slow")   # every segment 30 % slower: seed and best see nothing
     clean = _profile([1000] * 60, name="clean")

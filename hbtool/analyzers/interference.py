@@ -90,6 +90,7 @@ EVIDENCE_SAYS = {
     "seed": "segments longer than median + 4 MAD of their group (seed 004)",
     "best": "segments slower per unit of work than the run's own best segments of their group",
     "reference": "segments slower per unit of work than the same group in the reference",
+    "reference run": "the whole run slower per unit of work than the reference",
 }
 
 
@@ -125,11 +126,19 @@ class Estimate:
     evidence: dict = field(default_factory=dict)
     #: the evidence whose figure is the verdict's
     decided_by: str = "seed"
-    #: share of the judged segments' time whose group the reference has (None: no reference)
+    #: share of the judged segments' time the reference judged: 1 when the whole run was
+    #: compared (the profiles record computation), else the share in groups the reference has
+    #: (None: no reference)
     reference_coverage: float | None = None
     #: group key -> median time per unit of work (ns per instruction or per CPU ns; per
     #: segment where the group does no work), a reference for other runs
     group_pace: dict = field(default_factory=dict)
+    #: the run's time per unit of work (run time / the sum of the segments' computation), a
+    #: reference for other runs; None when the profile records no computation
+    run_pace: float | None = None
+    #: what the reference evidence rests on: "groups" (segment by segment) or "run" (the
+    #: whole run's time per unit of work); None without a reference
+    reference_basis: str | None = None
     _seg: dict = field(repr=False, default_factory=dict)
 
 
@@ -198,6 +207,16 @@ def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
         if n else p_sorted[:0]
     pace_med_g = np.empty(ngroups)
     pace_med_g[g_sorted[starts]] = _sorted_medians(p_sorted, starts, cnt)
+    # work-bound groups: some work, and their best segments work at least at a share of the
+    # run's fastest rate of work; in the others communication sets the time, the seed judges them
+    works = np.zeros(ngroups, bool)
+    if n:
+        works[gid[s.computation > 0]] = True
+    rate_g = np.where(works & judged_g & (best_g > 0), 1.0 / np.where(best_g > 0, best_g, 1.0), 0.0)
+    bound_g = works & judged_g & (rate_g >= config.INTERFERENCE_MIN_WORK_SHARE * (rate_g.max() if n else 0.0)) \
+        & (rate_g > 0)
+    best_thr = np.where(bound_g[gid], (1 + config.INTERFERENCE_TOLERANCE) * work * best_g[gid], np.nan) if n \
+        else pace
     e = Estimate(
         name=p.name, interference_percent=pct, klass="failed" if failure else classify(pct),
         probability_high=probability_high(pct), failure=failure,
@@ -209,17 +228,20 @@ def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
         group_medians={keys[g]: float(med_g[g]) for g in range(ngroups)},
         group_sizes={keys[g]: int(sizes[g]) for g in range(ngroups)},
         segment_groups=gid, segment_keys=keys,
-        group_pace={keys[g]: float(pace_med_g[g]) for g in range(ngroups) if judged_g[g]},
+        group_pace={keys[g]: float(pace_med_g[g]) for g in range(ngroups) if bound_g[g]},
         _seg={"segment": s.segment, "duration": s.duration_ns.astype(np.float64), "work": work,
               "computation": s.computation, "group": gid, "judged": judged, "run_ns": run_ns,
               "median": work * pace_med_g[gid] if n else pace, "seed_lost": impact, "group_pace": pace_med_g,
-              "threshold": {"seed": thr, "best": (1 + config.INTERFERENCE_TOLERANCE) * work * best_g[gid]}})
+              "threshold": {"seed": thr, "best": best_thr}})
+    work_total = float(s.computation.sum()) if n else 0.0
+    e.run_pace = run_ns / work_total if work_total > 0 and run_ns > 0 and not failure else None
     _decide(e, top)
     return e
 
 
 def _decide(e: Estimate, top: int) -> None:
-    """Each evidence's figure from its thresholds; the verdict is the largest (see EVIDENCE)."""
+    """Each evidence's figure from its thresholds; the verdict is the largest of the seed's and
+    the reference's, or without a reference of the seed's and the best segments'."""
     sg = e._seg
     d, judged, run_ns = sg["duration"], sg["judged"], sg["run_ns"]
     lost = {}
@@ -233,9 +255,16 @@ def _decide(e: Estimate, top: int) -> None:
         else:   # the seed's excess, plus the shift of the segment (at most to its group's median) over thr
             shift = np.maximum(np.minimum(d, sg["median"]) - np.nan_to_num(thr, nan=np.inf), 0.0)
             lost[name] = sg["seed_lost"] + np.where(judged, shift, 0.0)
-        e.evidence[name] = 100.0 * float(lost[name].sum()) / run_ns if run_ns > 0 else 0.0
-    e.decided_by = max(lost, key=lambda k: (e.evidence[k], -EVIDENCE.index(k)))
-    pct = e.evidence[e.decided_by]
+        total = float(lost[name].sum())
+        if name == "reference":   # the whole run against the reference's time per unit of work
+            e.reference_basis = "run" if sg["run_lost"] > total else "groups"
+            total = max(total, sg["run_lost"])
+        e.evidence[name] = 100.0 * total / run_ns if run_ns > 0 else 0.0
+    # the run's own best segments stand in for a clean run: with a reference, it decides
+    voting = [k for k in lost if k != ("best" if "reference" in lost else "reference")]
+    pct = max(e.evidence[k] for k in voting)
+    # the first evidence (in EVIDENCE order) that reaches the largest figure, to the 0.05 points shown
+    e.decided_by = next(k for k in EVIDENCE if k in voting and e.evidence[k] >= pct - 0.05)
     e.interference_percent, e.probability_high = pct, probability_high(pct)
     if not e.failure:
         e.klass = classify(pct)
@@ -343,6 +372,19 @@ def compare_with_references(e: Estimate, sources: list[Estimate], top: int = 10)
     judged_time = float(sg["duration"][sg["judged"]].sum())
     covered = float(sg["duration"][sg["judged"] & matched].sum())
     e.reference_coverage = covered / judged_time if judged_time > 0 else 0.0
+    # the whole run: the segments that no group judges (too small, or features that vary from
+    # segment to segment) take part too; it counts once the run is slower per unit of work
+    # than the fastest source by more than the tolerance
+    paces = [src.run_pace for src in sources if src.run_pace]
+    sg["run_lost"] = 0.0
+    if e.run_pace and paces:
+        expected = sg["run_ns"] / e.run_pace * min(paces)
+        if sg["run_ns"] > (1 + config.INTERFERENCE_TOLERANCE) * expected:
+            sg["run_lost"] = sg["run_ns"] - expected
+        e.reference_coverage = 1.0   # the whole run was compared: it is judged, groups or not
+        if not e.judged:
+            e.judged = True
+            e.warnings = [w for w in e.warnings if "nothing can be judged" not in w]
     _decide(e, top)
 
 

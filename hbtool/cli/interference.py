@@ -68,7 +68,8 @@ def interference(paths, top, references, fmt):
                      "advice": _advice(e), "decided_by": None if partial else e.decided_by,
                      **{f"{k}_percent": None if partial else v for k, v in e.evidence.items()},
                      "seed_class": None if partial else classify(e.evidence["seed"]),
-                     "reference_coverage": e.reference_coverage, "run_time_s": e.run_time_s,
+                     "reference_coverage": e.reference_coverage, "reference_basis": e.reference_basis,
+                     "run_time_s": e.run_time_s,
                      "failure": e.failure,
                      "segments": e.segments, "processes": e.processes, "clusters": e.clusters, "groups": e.groups,
                      "groups_judged": e.groups_judged, "segments_judged": e.segments_judged,
@@ -123,9 +124,10 @@ def _text(rows, cmp) -> str:
             out.append(f"{r['run']}: {r['interference_percent']:.1f} % of the run's time lost to interference: "
                        f"{r['class'].upper()} (probability of a highly interfered run {r['probability_high']:.2f}); "
                        f"{r['advice']}")
-            out.append(f"  decided by {EVIDENCE_SAYS[r['decided_by']]}; " + ", ".join(
+            how = r["decided_by"] + (" run" if r["decided_by"] == "reference" and r["reference_basis"] == "run" else "")
+            out.append(f"  decided by {EVIDENCE_SAYS[how]}; " + ", ".join(
                 f"{k} {r[f'{k}_percent']:.1f} %" if r[f"{k}_percent"] is not None else f"{k} -" for k in EVIDENCE)
-                + (f" (the reference has groups for {100 * r['reference_coverage']:.0f} % of the judged time)"
+                + (f" (the reference judged {100 * r['reference_coverage']:.0f} % of the time)"
                    if r["reference_coverage"] is not None else ""))
         out.append(f"  run time {r['run_time_s']:.3f} s; {r['segments']} segments on {r['processes']} processes "
                    f"({r['collective_rate_hz']:.1f} per second); computation from {r['computation_source']}")
