@@ -364,6 +364,14 @@ def build_counter(tmp: Path) -> Path:
     return so
 
 
+def _die_with_parent() -> None:
+    """In a hog: SIGKILL when this benchmark ends, however it ends (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 class Hog:
     """CPU hogs beside a run: processes spinning for a duty cycle of every 20 ms, pinned or not."""
 
@@ -373,7 +381,7 @@ class Hog:
             cmd = [sys.executable, "-c", HOG_CODE, str(duty)]
             if pinned:
                 cmd = ["taskset", "-c", str(k % (os.cpu_count() or 1))] + cmd
-            self.procs.append(subprocess.Popen(cmd))
+            self.procs.append(subprocess.Popen(cmd, preexec_fn=_die_with_parent))
 
     def __enter__(self):
         time.sleep(0.2)
@@ -418,7 +426,6 @@ def app_overhead(app: str, np_: int, d: Path, runs: int) -> dict:
 
 
 def application(app: str, np_: int, args, tmp: Path, counter: Path) -> dict:
-    from hbtool.analyzers.interference import assess, classify
     from hbtool.io.hbprof import read_hbprof
 
     d = app_dir(app, np_, tmp / f"{app}-{np_}")
@@ -458,7 +465,32 @@ def application(app: str, np_: int, args, tmp: Path, counter: Path) -> dict:
         for i in range(args.repeats):
             with Hog(procs, duty, pinned):
                 profiled("hog", name[4:], {}, i)
-    # each run: the truth from the clean time, the class alone and with the clean runs as reference
+    return {"app": app, "np": np_, "counts": counts, "calls_per_rank": calls, "clean_s": t_clean,
+            "rows": verdict_rows(runs), "overhead": app_overhead(app, np_, d, args.overhead_runs)}
+
+
+def kept_runs(app: str, np_: int, tmp: Path) -> list[dict]:
+    """The profiled runs a --keep folder holds, for --reanalyse (their names say the condition)."""
+    from hbtool.io.hbprof import read_hbprof
+
+    runs = []
+    for rd in sorted((tmp / f"{app}-{np_}").iterdir()):
+        m = re.fullmatch(r"(clean|injector|hog)-(.*)-(\d+)", rd.name)
+        files = [f for f in rd.glob("hbprof-*.hbp") if not re.search(r"-r\d+$", f.stem)] if m else []
+        if files:
+            level = re.sub(r"(\d+)(?=$|_)", r"\1%", m.group(2)).replace("_", " ")   # 1x75_pinned: 1x75% pinned
+            runs.append({"condition": m.group(1), "level": level, "wall_s": float("nan"),
+                         "profile": read_hbprof(str(files[0]), name=f"{app}-{np_}-{rd.name}")})
+    order = {"clean": 0, "injector": 1, "hog": 2}
+    return sorted(runs, key=lambda r: order[r["condition"]])
+
+
+def verdict_rows(runs: list[dict]) -> list[dict]:
+    """Each run: the truth from the clean time, the class alone and with the clean runs as reference."""
+    from hbtool.analyzers.interference import assess, classify
+
+    clean = [r for r in runs if r["condition"] == "clean"]
+    t_clean = min(r["profile"].run_time_ns / 1e9 for r in clean)
     rows = []
     for r in runs:
         p = r["profile"]
@@ -472,8 +504,7 @@ def application(app: str, np_: int, args, tmp: Path, counter: Path) -> dict:
                      "alone": alone.klass, "alone_seed": alone.evidence["seed"], "alone_decided_by": alone.decided_by,
                      "ref_percent": ref.interference_percent, "ref": ref.klass, "ref_decided_by": ref.decided_by,
                      "coverage": ref.reference_coverage})
-    return {"app": app, "np": np_, "counts": counts, "calls_per_rank": calls, "clean_s": t_clean, "rows": rows,
-            "overhead": app_overhead(app, np_, d, args.overhead_runs)}
+    return rows
 
 
 def print_overhead(res: dict) -> None:
@@ -490,14 +521,15 @@ def print_application(res: dict) -> None:
     if "rows" not in res:
         return print_overhead(res)
     print(f"\n## {app}, {np_} ranks: clean time {res['clean_s']:.2f} s (the fastest clean run, MPI_Init to "
-          f"MPI_Finalize), {res['calls_per_rank']:.0f} MPI calls per rank")
-    keys = list(res["counts"][0]["counter"])
-    ok = all(c["profile"][k] == c["counter"][k] for c in res["counts"] for k in c["profile"])
-    print(f"  counts per rank, profile / independent counter ({'all equal' if ok else 'DIFFERENT'}):")
-    for c in res["counts"]:
-        print("    rank %d: " % c["rank"] + ", ".join(
-            f"{k} {c['profile'][k]}/{c['counter'][k]}" if k in c["profile"] else f"{k} -/{c['counter'][k]}"
-            for k in keys))
+          f"MPI_Finalize)" + (f", {res['calls_per_rank']:.0f} MPI calls per rank" if "counts" in res else ""))
+    if "counts" in res:
+        keys = list(res["counts"][0]["counter"])
+        ok = all(c["profile"][k] == c["counter"][k] for c in res["counts"] for k in c["profile"])
+        print(f"  counts per rank, profile / independent counter ({'all equal' if ok else 'DIFFERENT'}):")
+        for c in res["counts"]:
+            print("    rank %d: " % c["rank"] + ", ".join(
+                f"{k} {c['profile'][k]}/{c['counter'][k]}" if k in c["profile"] else f"{k} -/{c['counter'][k]}"
+                for k in keys))
     print(f"  {'condition':<24} {'run s':>6} {'lost %':>7} {'truth':>7} {'alone %':>8} {'alone':>7} "
           f"{'with reference %':>17} {'class':>7} {'decided by':>10}")
     for r in res["rows"]:
@@ -507,7 +539,8 @@ def print_application(res: dict) -> None:
         print(f"  {(r['condition'] + ' ' + r['level']).strip():<24} {r['run_s']:6.2f} {r['lost_percent']:7.1f} "
               f"{r['truth']:>7} {r['alone_percent']:8.1f} {r['alone']:>7} {r['ref_percent']:17.1f} {r['ref']:>7} "
               f"{r['ref_decided_by']:>10}{mark}")
-    print_overhead(res)
+    if "overhead" in res:
+        print_overhead(res)
 
 
 def summary(results: list[dict]) -> None:
@@ -542,11 +575,15 @@ def main() -> None:
     ap.add_argument("--clean", type=int, default=3, help="lammps, hpcc: clean runs (default 3)")
     ap.add_argument("--repeats", type=int, default=3, help="lammps, hpcc: runs per interference level (default 3)")
     ap.add_argument("--overhead-only", action="store_true", help="lammps, hpcc: only the overhead")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="lammps, hpcc: judge again the runs a --keep folder holds, without running anything")
     ap.add_argument("--keep", metavar="DIR")
     args = ap.parse_args()
     if not LIB.exists():
         sys.exit("eval_interference: build the profiler first: make -C native_tracer/mpi")
     parts = set(args.parts.split(","))
+    if args.reanalyse and not args.keep:
+        sys.exit("eval_interference: --reanalyse reads the runs of a --keep DIR folder: give --keep DIR")
     ctx = None if args.keep else tempfile.TemporaryDirectory()
     tmp = Path(args.keep or ctx.name)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -604,9 +641,17 @@ def main() -> None:
         if not shutil.which(APPS[app]["exe"]) or (app == "hpcc" and not HPCC_EXAMPLE.exists()):
             print(f"\n## {app}: skipped: not installed (apt-get install -y lammps hpcc)")
             continue
-        counter = build_counter(tmp)
+        counter = None if args.reanalyse else build_counter(tmp)
         for np_ in map(int, args.np.split(",")):
-            results.append(application(app, np_, args, tmp, counter))
+            if args.reanalyse:
+                runs = kept_runs(app, np_, tmp)
+                if not runs:
+                    continue
+                results.append({"app": app, "np": np_, "rows": verdict_rows(runs),
+                                "clean_s": min(r["profile"].run_time_ns for r in runs
+                                               if r["condition"] == "clean") / 1e9})
+            else:
+                results.append(application(app, np_, args, tmp, counter))
             print_application(results[-1])
     summary(results)
     print(f"\n(total {time.time() - t0:.0f} s)")

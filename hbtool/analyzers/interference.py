@@ -133,8 +133,8 @@ class Estimate:
     #: group key -> median time per unit of work (ns per instruction or per CPU ns; per
     #: segment where the group does no work), a reference for other runs
     group_pace: dict = field(default_factory=dict)
-    #: the run's time per unit of work (run time / the sum of the segments' computation), a
-    #: reference for other runs; None when the profile records no computation
+    #: the run's time per unit of work (run time / the sum over segments of the least
+    #: computation of any process), a reference for other runs; None without computation
     run_pace: float | None = None
     #: what the reference evidence rests on: "groups" (segment by segment) or "run" (the
     #: whole run's time per unit of work); None without a reference
@@ -233,10 +233,25 @@ def estimate(p: SegmentProfile, top: int = 10) -> Estimate:
               "computation": s.computation, "group": gid, "judged": judged, "run_ns": run_ns,
               "median": work * pace_med_g[gid] if n else pace, "seed_lost": impact, "group_pace": pace_med_g,
               "threshold": {"seed": thr, "best": best_thr}})
-    work_total = float(s.computation.sum()) if n else 0.0
+    work_total = _least_work(p, s)
     e.run_pace = run_ns / work_total if work_total > 0 and run_ns > 0 and not failure else None
     _decide(e, top)
     return e
+
+
+def _least_work(p: SegmentProfile, s: Segments) -> float:
+    """The run's work: per segment the least computation of any process, summed. Not the
+    median: a process that waits for another in a polling loop of its own (HPCC) turns the
+    wait into computation, and delays then look like work; the least is the process that
+    did not wait. Readers that aggregate as they read give it in meta["work_least"]."""
+    if "work_least" in p.meta:
+        return float(p.meta["work_least"])
+    if not len(p.segment):
+        return float(s.computation.sum())
+    order = np.argsort(p.segment, kind="stable")
+    seg = p.segment[order]
+    starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+    return float(np.minimum.reduceat(p.computation[order], starts).sum())
 
 
 def _decide(e: Estimate, top: int) -> None:
