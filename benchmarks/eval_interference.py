@@ -487,7 +487,7 @@ def kept_runs(app: str, np_: int, tmp: Path) -> list[dict]:
 
 def verdict_rows(runs: list[dict]) -> list[dict]:
     """Each run: the truth from the clean time, the class alone and with the clean runs as reference."""
-    from hbtool.analyzers.interference import assess, classify
+    from hbtool.analyzers.interference import assess, classify, estimate
 
     clean = [r for r in runs if r["condition"] == "clean"]
     t_clean = min(r["profile"].run_time_ns / 1e9 for r in clean)
@@ -499,11 +499,13 @@ def verdict_rows(runs: list[dict]) -> list[dict]:
         (alone,), _ = assess([p])
         refs = [c["profile"] for c in clean if c is not r]
         (ref,), _ = assess([p], references=refs)
+        paces = [estimate(c).run_pace for c in refs]
+        per_work = max(100.0 * (1 - min(paces) / ref.run_pace), 0.0) if ref.run_pace and all(paces) else float("nan")
         rows.append({"condition": r["condition"], "level": r["level"], "run_s": t, "wall_s": r["wall_s"],
                      "lost_percent": lost, "truth": classify(lost), "alone_percent": alone.interference_percent,
                      "alone": alone.klass, "alone_seed": alone.evidence["seed"], "alone_decided_by": alone.decided_by,
                      "ref_percent": ref.interference_percent, "ref": ref.klass, "ref_decided_by": ref.decided_by,
-                     "coverage": ref.reference_coverage})
+                     "coverage": ref.reference_coverage, "basis": ref.reference_basis, "per_work_percent": per_work})
     return rows
 
 
@@ -531,14 +533,15 @@ def print_application(res: dict) -> None:
                 f"{k} {c['profile'][k]}/{c['counter'][k]}" if k in c["profile"] else f"{k} -/{c['counter'][k]}"
                 for k in keys))
     print(f"  {'condition':<24} {'run s':>6} {'lost %':>7} {'truth':>7} {'alone %':>8} {'alone':>7} "
-          f"{'with reference %':>17} {'class':>7} {'decided by':>10}")
+          f"{'with reference %':>17} {'class':>7} {'decided by':>15} {'per work %':>10}")
     for r in res["rows"]:
         mark = "" if r["ref"] == r["truth"] else "  (wrong)"
         if r["ref"] == "low" and r["lost_percent"] > 15:
             mark = "  (LOW for a run that lost > 15 %)"
         print(f"  {(r['condition'] + ' ' + r['level']).strip():<24} {r['run_s']:6.2f} {r['lost_percent']:7.1f} "
               f"{r['truth']:>7} {r['alone_percent']:8.1f} {r['alone']:>7} {r['ref_percent']:17.1f} {r['ref']:>7} "
-              f"{r['ref_decided_by']:>10}{mark}")
+              f"{r['ref_decided_by'] + ('/' + r['basis'] if r['ref_decided_by'] == 'reference' else ''):>15} "
+              f"{r['per_work_percent']:10.1f}{mark}")
     if "overhead" in res:
         print_overhead(res)
 

@@ -167,6 +167,21 @@ def test_the_whole_run_against_the_references_pace_of_work():
     assert e.judged and not any("nothing can be judged" in w for w in e.warnings)   # no group, but the run is
 
 
+def test_a_run_that_communicates_most_is_compared_time_against_time():
+    # CPU time as the work, 1 % of the wall time (HPCC): a process polling while it waits turns
+    # the wait into work (+20 % here), so per unit of work the run would look only 8 % slower
+    clean = _profile([1000] * 40, comp=[10.0] * 40, name="clean")
+    slow = _profile([1300] * 40, comp=[12.0] * 40, name="slow")
+    for p in (clean, slow):
+        p.computation_source = "cputime"
+    (e,), _ = assess([slow], references=[clean])
+    assert e.reference_basis == "time" and e.interference_percent == pytest.approx(100 * 300 / 1300)
+    for p in (clean, slow):   # the same as instructions: no share of time to judge by, per unit of work
+        p.computation_source = "instructions"
+    (e,), _ = assess([slow], references=[clean])
+    assert e.reference_basis == "run" and e.interference_percent == pytest.approx(100 * (52000 - 48000) / 52000)
+
+
 def test_reference_sees_a_uniform_slowdown_and_trust_needs_it(tmp_path, capsys):
     slow = _profile([1300] * 40, name="slow")   # every segment 30 % slower: seed and best see nothing
     clean = _profile([1000] * 60, name="clean")

@@ -124,7 +124,8 @@ def _text(rows, cmp) -> str:
             out.append(f"{r['run']}: {r['interference_percent']:.1f} % of the run's time lost to interference: "
                        f"{r['class'].upper()} (probability of a highly interfered run {r['probability_high']:.2f}); "
                        f"{r['advice']}")
-            how = r["decided_by"] + (" run" if r["decided_by"] == "reference" and r["reference_basis"] == "run" else "")
+            how = r["decided_by"] + (f" {r['reference_basis']}" if r["decided_by"] == "reference"
+                                     and r["reference_basis"] in ("run", "time") else "")
             out.append(f"  decided by {EVIDENCE_SAYS[how]}; " + ", ".join(
                 f"{k} {r[f'{k}_percent']:.1f} %" if r[f"{k}_percent"] is not None else f"{k} -" for k in EVIDENCE)
                 + (f" (the reference judged {100 * r['reference_coverage']:.0f} % of the time)"
