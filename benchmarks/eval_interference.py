@@ -2,6 +2,9 @@
 
     python benchmarks/eval_interference.py [--runs 16] [--seed 2026]
                                            [--parts accuracy,overhead,scale,faults,fortran]
+    python benchmarks/eval_interference.py --parts lammps,hpcc [--np 2,4] [--clean 3]
+                                           [--repeats 3] [--overhead-runs 5] [--keep DIR]
+    python benchmarks/eval_interference.py --parts lammps,hpcc --reanalyse --keep DIR
 
 1. accuracy: for each example (stencil: halo exchange + Allreduce + POSIX checkpoints;
    transpose: Bcast + sub-communicator Allreduce + MPI-IO checkpoints + Alltoall), --runs
@@ -573,7 +576,8 @@ def main() -> None:
     ap.add_argument("--scale-segments", type=int, default=1_000_000)
     ap.add_argument("--scale-ranks", type=int, default=64)
     ap.add_argument("--scale-repeats", type=int, default=3)
-    ap.add_argument("--parts", default="accuracy,overhead,scale,faults,fortran,lammps,hpcc")
+    ap.add_argument("--parts", default="accuracy,overhead,scale,faults,fortran",
+                    help="comma list; also lammps, hpcc (real applications, about 25 min each here)")
     ap.add_argument("--np", default="2,4", help="ranks for the lammps and hpcc parts (default 2,4)")
     ap.add_argument("--clean", type=int, default=3, help="lammps, hpcc: clean runs (default 3)")
     ap.add_argument("--repeats", type=int, default=3, help="lammps, hpcc: runs per interference level (default 3)")
