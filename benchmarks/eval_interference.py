@@ -2,15 +2,19 @@
 
     python benchmarks/eval_interference.py [--runs 16] [--seed 2026]
                                            [--parts accuracy,overhead,scale,faults,fortran]
+    python benchmarks/eval_interference.py --parts lammps,hpcc [--np 2,4] [--clean 3]
+                                           [--repeats 3] [--overhead-runs 5] [--keep DIR]
+    python benchmarks/eval_interference.py --parts lammps,hpcc --reanalyse --keep DIR
 
 1. accuracy: for each example (stencil: halo exchange + Allreduce + POSIX checkpoints;
    transpose: Bcast + sub-communicator Allreduce + MPI-IO checkpoints + Alltoall), --runs
    runs of 4 ranks (mpirun --oversubscribe on this 2-core machine) under the profiler, with
    gradually increasing injected interference (Gaussian delays of MPI and I/O calls,
    probability rising from 0 run by run, seeded). Each run's estimate is made from its own
-   profile alone; its measured interference comes from all runs (time against the
-   fastest, less the median displacement), and accuracy = 1 - |p(measured) - p(estimated)|
-   (seed 004; target: median >= 0.9, minimum >= 0.8). The injector's own truth (the delay
+   profile and the campaign's fastest per group and per unit of work (as `hbtool
+   interference` given all the runs); its measured interference is its time against the
+   fastest run's, and accuracy = 1 - |p(measured) - p(estimated)| (seed 004; target:
+   median >= 0.9, minimum >= 0.8). The injector's own truth (the delay
    it injected, per rank and segment) is shown beside it.
 2. overhead: the stencil at about 100 Allreduce/s, 4 ranks, with and without the
    profiler preloaded, interleaved; the median of the program's own time.
@@ -24,6 +28,26 @@
    mpi_f08) with 2 and 4 ranks: segments and blocking point-to-point calls per rank in the
    run file against what the program does (ITERATIONS + 3 segments, 2 MPI_Sendrecv per
    iteration).
+6. lammps, hpcc: real applications from Debian (`apt-get install lammps hpcc`; the part is
+   skipped, saying so, when they are not installed): LAMMPS on a Lennard-Jones melt of
+   2048 atoms, 1000 steps; HPCC on its Debian example input (N 1000, P x Q = 1 x 2 or
+   2 x 2), with 2 and 4 ranks (--np):
+   - counts: per rank, the segments and the point-to-point and collective calls in the
+     profile against an independent PMPI counter (benchmarks/pmpi_counter.c, loaded first
+     in the same run, forwarding to the profiler);
+   - verdicts: --clean clean runs side by side (their median time is the clean time), then
+     --repeats runs at each level of our injector (delays N(5 ms, 1 ms) on MPI calls, the
+     probability per call chosen from the counted calls so that each rank would sleep
+     about 10 % or 30 % of the clean time) and of a real CPU hog (processes spinning for
+     the duty cycle of every 20 ms period: one at 25 %, one at 50 %, one pinned to core 0
+     at 75 %). Each run's lost time = (its time - the clean time) / its time (the truth;
+     the clean time is the fastest clean run's: on a machine shared with other work the
+     clean runs are not all clean); hbtool's class from the run alone and with the clean runs as
+     --reference (a clean run against the others); target: the right class in >= 90 % of
+     the runs, and no "low" for a run that lost more than 15 %;
+   - overhead: --overhead-runs runs with and without the profiler, interleaved: the median
+     wall time of mpirun, and the median CPU time of mpirun and its ranks (target <= 3 % on
+     HPCC); --overhead-only runs only this.
 """
 
 from __future__ import annotations
@@ -33,6 +57,8 @@ import hashlib
 import json
 import os
 import re
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,7 +121,7 @@ def injected_percent(run_file: Path, run_time_s: float) -> float:
 
 
 def accuracy(args, tmp: Path) -> dict:
-    from hbtool.analyzers.interference import estimate, measured
+    from hbtool.analyzers.interference import compare_with_references, estimate, measured
     from hbtool.io.hbprof import read_hbprof
 
     out = {}
@@ -113,6 +139,8 @@ def accuracy(args, tmp: Path) -> dict:
             injected[e.name] = (prob, injected_percent(run_file, e.run_time_s))
             print(f"  {prog} run {i:2d}: prob {prob:.4f}: estimated {e.interference_percent:5.1f} % "
                   f"({e.klass}), injected {injected[e.name][1]:5.1f} %, {e.run_time_s:.3f} s", file=sys.stderr)
+        for e in ests:   # the campaign's fastest per group and per unit of work, as `hbtool interference` does
+            compare_with_references(e, ests)
         rows = measured(ests)
         for r in rows:
             r["probability"], r["injected_percent"] = injected[r["run"]]
@@ -270,6 +298,272 @@ def fortran(tmp: Path, iters: int = 40) -> list[dict]:
     return out
 
 
+APPS = {
+    # a 3d Lennard-Jones melt (LAMMPS's examples/melt at 2048 atoms and 1000 steps)
+    "lammps": {"files": {"in.bench": "units lj\natom_style atomic\nlattice fcc 0.8442\n"
+                                     "region box block 0 8 0 8 0 8\ncreate_box 1 box\ncreate_atoms 1 box\n"
+                                     "mass 1 1.0\nvelocity all create 3.0 87287 loop geom\n"
+                                     "pair_style lj/cut 2.5\npair_coeff 1 1 1.0 1.0 2.5\nneighbor 0.3 bin\n"
+                                     "neigh_modify every 20 delay 0 check no\nfix 1 all nve\nthermo 50\n"
+                                     "run 1000\n"},
+               "cmd": ["lmp", "-in", "in.bench", "-log", "log.lammps", "-screen", "none"], "exe": "lmp"},
+    "hpcc": {"files": {}, "cmd": ["hpcc"], "exe": "hpcc"},
+}
+HPCC_EXAMPLE = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
+#: the CPU hog's levels: (name, processes, duty cycle, pinned one per core)
+HOGS = [("hog 1x25%", 1, 0.25, False), ("hog 1x50%", 1, 0.5, False), ("hog 1x75% pinned", 1, 0.75, True)]
+INJECT_LEVELS = (0.1, 0.3)
+HOG_CODE = """
+import sys, time
+duty, period = float(sys.argv[1]), 0.02
+while True:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < duty * period:
+        pass
+    if duty < 1:
+        time.sleep((1 - duty) * period)
+"""
+
+
+def app_dir(app: str, np_: int, d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    for name, text in APPS[app]["files"].items():
+        (d / name).write_text(text)
+    if app == "hpcc":   # Debian's example, the process grid for np ranks
+        p, q = (1, 2) if np_ == 2 else (2, 2)
+        lines = HPCC_EXAMPLE.read_text().splitlines()
+        lines[10], lines[11] = f"{p}            Ps", f"{q}            Qs"
+        (d / "hpccinf.txt").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def app_run(app: str, np_: int, d: Path, preload: list[str], env_extra: dict) -> tuple[float, Path | None]:
+    """One run in d: mpirun's wall time and the run file (None without the profiler); the
+    CPU time of mpirun and its ranks in app_run.cpu_s."""
+    for f in list(d.glob("hbprof-*")) + list(d.glob("count-*")) + list(d.glob("hpccoutf.txt")):
+        f.unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBPROF_") and k != "LD_PRELOAD"}
+    env.update(OMPI_MCA_mpi_yield_when_idle="1")
+    cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np_)]
+    if preload:
+        cmd += ["-x", "LD_PRELOAD=" + ":".join(preload), "-x", f"HBPROF_DIR={d}", "-x", "HBPROF_QUIET=1",
+                "-x", f"PMPI_COUNTER_DIR={d}"]
+    for k, v in env_extra.items():
+        cmd += ["-x", f"{k}={v}"]
+    ru0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    r = subprocess.run(cmd + APPS[app]["cmd"], cwd=d, env=env, capture_output=True, text=True, timeout=1800)
+    wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    app_run.cpu_s = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+    if r.returncode != 0:
+        sys.exit(f"eval_interference: {app} failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    runs = [p for p in d.glob("hbprof-*.hbp") if not re.search(r"-r\d+$", p.stem)]
+    return wall, (runs[0] if runs else None)
+
+
+def build_counter(tmp: Path) -> Path:
+    so = tmp / "pmpi_counter.so"
+    subprocess.run(["mpicc", "-shared", "-fPIC", "-O2", "-o", str(so), str(ROOT / "benchmarks" / "pmpi_counter.c"),
+                    "-ldl"], check=True)
+    return so
+
+
+def _die_with_parent() -> None:
+    """In a hog: SIGKILL when this benchmark ends, however it ends (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class Hog:
+    """CPU hogs beside a run: processes spinning for a duty cycle of every 20 ms, pinned or not."""
+
+    def __init__(self, procs: int, duty: float, pinned: bool):
+        self.procs = []
+        for k in range(procs):
+            cmd = [sys.executable, "-c", HOG_CODE, str(duty)]
+            if pinned:
+                cmd = ["taskset", "-c", str(k % (os.cpu_count() or 1))] + cmd
+            self.procs.append(subprocess.Popen(cmd, preexec_fn=_die_with_parent))
+
+    def __enter__(self):
+        time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def rank_counts(d: Path) -> list[dict]:
+    """Per rank: the profile's counts (rank files) and the counter's, category by category."""
+    from hbtool.io.hbprof import read_rank_stream
+
+    out = []
+    for f in sorted(d.glob("hbprof-*-r*.hbp")):
+        x = read_rank_stream(str(f))
+        rank = int(re.search(r"-r(\d+)$", f.stem).group(1))
+        prof = {"segments": len(x["segment"])}
+        for name in ("p2p_blocking", "p2p_nonblocking", "coll_one_to_all", "coll_all_to_one", "coll_all_to_all"):
+            prof[name] = int(round(float(x["values"][:, x["names"].index(name)].sum())))
+        theirs = dict(line.split() for line in (d / f"count-{rank}.txt").read_text().splitlines())
+        out.append({"rank": rank, "profile": prof, "counter": {k: int(v) for k, v in theirs.items()}})
+    return out
+
+
+def app_overhead(app: str, np_: int, d: Path, runs: int) -> dict:
+    """With and without the profiler, interleaved: medians of mpirun's wall time and of the
+    CPU time of mpirun and its ranks (less disturbed by other work on the machine)."""
+    times = {False: [], True: []}
+    cpu = {False: [], True: []}
+    for k in range(runs):
+        for with_prof in ((False, True) if k % 2 == 0 else (True, False)):
+            times[with_prof].append(app_run(app, np_, d, [str(LIB)] if with_prof else [], {})[0])
+            cpu[with_prof].append(app_run.cpu_s)
+    bare, profd = statistics.median(times[False]), statistics.median(times[True])
+    cb, cp = statistics.median(cpu[False]), statistics.median(cpu[True])
+    return {"bare_s": bare, "profiled_s": profd, "overhead": profd / bare - 1, "runs": runs,
+            "bare": times[False], "profiled": times[True], "cpu_bare_s": cb, "cpu_profiled_s": cp,
+            "cpu_overhead": cp / cb - 1}
+
+
+def application(app: str, np_: int, args, tmp: Path, counter: Path) -> dict:
+    from hbtool.io.hbprof import read_hbprof
+
+    d = app_dir(app, np_, tmp / f"{app}-{np_}")
+    prof = [str(LIB)]
+    if args.overhead_only:
+        return {"app": app, "np": np_, "overhead": app_overhead(app, np_, d, args.overhead_runs)}
+    # counts, beside the independent counter (loaded first: it forwards to the profiler)
+    app_run(app, np_, d, [str(counter), str(LIB)], {"HBPROF_KEEP_RANK_FILES": "1"})
+    counts = rank_counts(d)
+    calls = statistics.median(sum(v for k, v in c["counter"].items() if k != "segments")
+                              + c["counter"]["segments"] - 1 for c in counts)
+    runs = []   # (condition, level, wall, profile)
+
+    def profiled(cond: str, level: str, env: dict, i: int):
+        rd = d / f"{cond}-{level}-{i}".replace(" ", "_").replace("%", "")
+        rd.mkdir(exist_ok=True)
+        for name in [*APPS[app]["files"], "hpccinf.txt"]:
+            if (d / name).exists():
+                (rd / name).write_bytes((d / name).read_bytes())
+        wall, run_file = app_run(app, np_, rd, prof, env)
+        p = read_hbprof(str(run_file), name=f"{app}-{np_}-{rd.name}")
+        runs.append({"condition": cond, "level": level, "wall_s": wall, "profile": p})
+        print(f"  {app} -np {np_} {cond} {level} #{i}: {wall:.2f} s", file=sys.stderr)
+
+    for i in range(args.clean):
+        profiled("clean", "", {}, i)
+    clean = [r for r in runs if r["condition"] == "clean"]
+    t_clean = min(r["profile"].run_time_ns / 1e9 for r in clean)
+    mean_us = 5000.0
+    for f in INJECT_LEVELS:
+        prob = f * t_clean / (max(calls, 1) * mean_us * 1e-6)
+        for i in range(args.repeats):
+            profiled("injector", f"{100 * f:.0f}%", {"HBPROF_INJECT": f"{mean_us:g},{mean_us / 5:g},{prob:.6g}",
+                                                     "HBPROF_INJECT_SEED": str(seed_of(args.seed, app, np_, f, i)),
+                                                     "HBPROF_INJECT_CALLS": "mpi"}, i)
+    for name, procs, duty, pinned in HOGS:
+        for i in range(args.repeats):
+            with Hog(procs, duty, pinned):
+                profiled("hog", name[4:], {}, i)
+    return {"app": app, "np": np_, "counts": counts, "calls_per_rank": calls, "clean_s": t_clean,
+            "rows": verdict_rows(runs), "overhead": app_overhead(app, np_, d, args.overhead_runs)}
+
+
+def kept_runs(app: str, np_: int, tmp: Path) -> list[dict]:
+    """The profiled runs a --keep folder holds, for --reanalyse (their names say the condition)."""
+    from hbtool.io.hbprof import read_hbprof
+
+    runs = []
+    for rd in sorted((tmp / f"{app}-{np_}").iterdir()):
+        m = re.fullmatch(r"(clean|injector|hog)-(.*)-(\d+)", rd.name)
+        files = [f for f in rd.glob("hbprof-*.hbp") if not re.search(r"-r\d+$", f.stem)] if m else []
+        if files:
+            level = re.sub(r"(\d+)(?=$|_)", r"\1%", m.group(2)).replace("_", " ")   # 1x75_pinned: 1x75% pinned
+            runs.append({"condition": m.group(1), "level": level, "wall_s": float("nan"),
+                         "profile": read_hbprof(str(files[0]), name=f"{app}-{np_}-{rd.name}")})
+    order = {"clean": 0, "injector": 1, "hog": 2}
+    return sorted(runs, key=lambda r: order[r["condition"]])
+
+
+def verdict_rows(runs: list[dict]) -> list[dict]:
+    """Each run: the truth from the clean time, the class alone and with the clean runs as reference."""
+    from hbtool.analyzers.interference import assess, classify, estimate
+
+    clean = [r for r in runs if r["condition"] == "clean"]
+    t_clean = min(r["profile"].run_time_ns / 1e9 for r in clean)
+    rows = []
+    for r in runs:
+        p = r["profile"]
+        t = p.run_time_ns / 1e9
+        lost = max(100.0 * (t - t_clean) / t, 0.0)
+        (alone,), _ = assess([p])
+        refs = [c["profile"] for c in clean if c is not r]
+        (ref,), _ = assess([p], references=refs)
+        paces = [estimate(c).run_pace for c in refs]
+        per_work = max(100.0 * (1 - min(paces) / ref.run_pace), 0.0) if ref.run_pace and all(paces) else float("nan")
+        rows.append({"condition": r["condition"], "level": r["level"], "run_s": t, "wall_s": r["wall_s"],
+                     "lost_percent": lost, "truth": classify(lost), "alone_percent": alone.interference_percent,
+                     "alone": alone.klass, "alone_seed": alone.evidence["seed"], "alone_decided_by": alone.decided_by,
+                     "ref_percent": ref.interference_percent, "ref": ref.klass, "ref_decided_by": ref.decided_by,
+                     "coverage": ref.reference_coverage, "basis": ref.reference_basis, "per_work_percent": per_work})
+    return rows
+
+
+def print_overhead(res: dict) -> None:
+    o = res["overhead"]
+    print(f"  overhead ({res['app']}, {res['np']} ranks), median of {o['runs']} interleaved runs each: mpirun wall "
+          f"time bare {o['bare_s']:.2f} s, profiled {o['profiled_s']:.2f} s: {100 * o['overhead']:+.1f} % (bare "
+          f"{min(o['bare']):.2f}-{max(o['bare']):.2f}, profiled {min(o['profiled']):.2f}-{max(o['profiled']):.2f}); "
+          f"CPU time of mpirun and the ranks bare {o['cpu_bare_s']:.2f} s, profiled {o['cpu_profiled_s']:.2f} s: "
+          f"{100 * o['cpu_overhead']:+.1f} %")
+
+
+def print_application(res: dict) -> None:
+    app, np_ = res["app"], res["np"]
+    if "rows" not in res:
+        return print_overhead(res)
+    print(f"\n## {app}, {np_} ranks: clean time {res['clean_s']:.2f} s (the fastest clean run, MPI_Init to "
+          f"MPI_Finalize)" + (f", {res['calls_per_rank']:.0f} MPI calls per rank" if "counts" in res else ""))
+    if "counts" in res:
+        keys = list(res["counts"][0]["counter"])
+        ok = all(c["profile"][k] == c["counter"][k] for c in res["counts"] for k in c["profile"])
+        print(f"  counts per rank, profile / independent counter ({'all equal' if ok else 'DIFFERENT'}):")
+        for c in res["counts"]:
+            print("    rank %d: " % c["rank"] + ", ".join(
+                f"{k} {c['profile'][k]}/{c['counter'][k]}" if k in c["profile"] else f"{k} -/{c['counter'][k]}"
+                for k in keys))
+    print(f"  {'condition':<24} {'run s':>6} {'lost %':>7} {'truth':>7} {'alone %':>8} {'alone':>7} "
+          f"{'with reference %':>17} {'class':>7} {'decided by':>15} {'per work %':>10}")
+    for r in res["rows"]:
+        mark = "" if r["ref"] == r["truth"] else "  (wrong)"
+        if r["ref"] == "low" and r["lost_percent"] > 15:
+            mark = "  (LOW for a run that lost > 15 %)"
+        print(f"  {(r['condition'] + ' ' + r['level']).strip():<24} {r['run_s']:6.2f} {r['lost_percent']:7.1f} "
+              f"{r['truth']:>7} {r['alone_percent']:8.1f} {r['alone']:>7} {r['ref_percent']:17.1f} {r['ref']:>7} "
+              f"{r['ref_decided_by'] + ('/' + r['basis'] if r['ref_decided_by'] == 'reference' else ''):>15} "
+              f"{r['per_work_percent']:10.1f}{mark}")
+    if "overhead" in res:
+        print_overhead(res)
+
+
+def summary(results: list[dict]) -> None:
+    rows = [r for res in results for r in res.get("rows", [])]
+    if not rows:
+        return
+    right = sum(r["ref"] == r["truth"] for r in rows)
+    alone = sum(r["alone"] == r["truth"] for r in rows)
+    bad = [r for r in rows if r["ref"] == "low" and r["lost_percent"] > 15]
+    bad_alone = [r for r in rows if r["alone"] == "low" and r["lost_percent"] > 15]
+    print(f"\n## verdicts over {len(rows)} runs of real applications: right class {right}/{len(rows)} "
+          f"({100 * right / len(rows):.0f} %) with the clean runs as reference, {len(bad)} 'low' for a run that "
+          f"lost more than 15 %; alone (no reference) {alone}/{len(rows)} ({100 * alone / len(rows):.0f} %), "
+          f"{len(bad_alone)} such 'low' (none of them is told to trust the run: without a reference a low "
+          f"verdict says a slowdown of the whole run cannot be seen)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=16, help="runs per example, interference rising (default 16)")
@@ -282,18 +576,29 @@ def main() -> None:
     ap.add_argument("--scale-segments", type=int, default=1_000_000)
     ap.add_argument("--scale-ranks", type=int, default=64)
     ap.add_argument("--scale-repeats", type=int, default=3)
-    ap.add_argument("--parts", default="accuracy,overhead,scale,faults,fortran")
+    ap.add_argument("--parts", default="accuracy,overhead,scale,faults,fortran",
+                    help="comma list; also lammps, hpcc (real applications, about 25 min each here)")
+    ap.add_argument("--np", default="2,4", help="ranks for the lammps and hpcc parts (default 2,4)")
+    ap.add_argument("--clean", type=int, default=3, help="lammps, hpcc: clean runs (default 3)")
+    ap.add_argument("--repeats", type=int, default=3, help="lammps, hpcc: runs per interference level (default 3)")
+    ap.add_argument("--overhead-only", action="store_true", help="lammps, hpcc: only the overhead")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="lammps, hpcc: judge again the runs a --keep folder holds, without running anything")
     ap.add_argument("--keep", metavar="DIR")
     args = ap.parse_args()
     if not LIB.exists():
         sys.exit("eval_interference: build the profiler first: make -C native_tracer/mpi")
     parts = set(args.parts.split(","))
+    if args.reanalyse and not args.keep:
+        sys.exit("eval_interference: --reanalyse reads the runs of a --keep DIR folder: give --keep DIR")
     ctx = None if args.keep else tempfile.TemporaryDirectory()
     tmp = Path(args.keep or ctx.name)
+    tmp.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    print(f"# interference: seed {args.seed}; injected delays N({args.mean_us:g} us, {args.sd_us:g} us), "
-          f"probability 0 .. {args.max_prob:g} per call")
+    print(f"# interference: seed {args.seed}; parts {','.join(sorted(parts))}")
     if "accuracy" in parts:
+        print(f"# accuracy: injected delays N({args.mean_us:g} us, {args.sd_us:g} us), probability 0 .. "
+              f"{args.max_prob:g} per call")
         res = accuracy(args, tmp)
         for prog, rows in res.items():
             acc = [r["accuracy"] for r in rows]
@@ -310,7 +615,7 @@ def main() -> None:
                       f"{r['accuracy_injected']:11.3f}")
             pp = [abs(r["measured_percent"] - r["estimated_percent"]) for r in rows]
             ai = [r["accuracy_injected"] for r in rows]
-            print(f"  accuracy (seed 004: against the fastest run, less the median displacement): median "
+            print(f"  accuracy (measured: the run's time against the fastest run's): median "
                   f"{statistics.median(acc):.3f}, min {min(acc):.3f}; |measured - estimated|: median "
                   f"{statistics.median(pp):.1f} points, max {max(pp):.1f}")
             print(f"  accuracy against the injector's own truth (per segment, the largest delay of any rank): "
@@ -336,6 +641,26 @@ def main() -> None:
         for f in fortran(tmp):
             print(f"  {f['prog']:<13} -np {f['np']}: exit {f['exit']}, {f['ranks']} rank files, segments "
                   f"{f['segments']}, p2p_blocking {f['p2p']}: {'right' if f['ok'] else 'WRONG'}")
+    results = []
+    for app in ("lammps", "hpcc"):
+        if app not in parts:
+            continue
+        if not shutil.which(APPS[app]["exe"]) or (app == "hpcc" and not HPCC_EXAMPLE.exists()):
+            print(f"\n## {app}: skipped: not installed (apt-get install -y lammps hpcc)")
+            continue
+        counter = None if args.reanalyse else build_counter(tmp)
+        for np_ in map(int, args.np.split(",")):
+            if args.reanalyse:
+                runs = kept_runs(app, np_, tmp)
+                if not runs:
+                    continue
+                results.append({"app": app, "np": np_, "rows": verdict_rows(runs),
+                                "clean_s": min(r["profile"].run_time_ns for r in runs
+                                               if r["condition"] == "clean") / 1e9})
+            else:
+                results.append(application(app, np_, args, tmp, counter))
+            print_application(results[-1])
+    summary(results)
     print(f"\n(total {time.time() - t0:.0f} s)")
     if ctx:
         ctx.cleanup()

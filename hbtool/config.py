@@ -154,6 +154,14 @@ INTERFERENCE_MIDPOINT = 11.25
 INTERFERENCE_STEEPNESS = 0.35
 #: warn when segments come this often (per second): too short to judge (seed 004: ~300 Hz)
 INTERFERENCE_MAX_RATE_HZ = 200.0
+#: beyond the seed: a group's best segments are this low quantile of its time per unit of work
+INTERFERENCE_BEST_QUANTILE = 0.1
+#: beyond the seed: a segment loses time only beyond this share above its expected time
+#: (its work at the best or the reference's time per unit of work)
+INTERFERENCE_TOLERANCE = 0.05
+#: beyond the seed: a group is judged by its work only when its best segments do work at this
+#: share at least of the run's fastest rate of work (else communication, not work, sets its time)
+INTERFERENCE_MIN_WORK_SHARE = 0.5
 #: readers: most rows accepted from a segment table or profile (processes x segments)
 MAX_PROFILE_ROWS = 200_000_000
 

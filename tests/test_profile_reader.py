@@ -134,6 +134,11 @@ def test_run_file_reads_like_the_same_table(tmp_path):
     assert a.interference_percent == pytest.approx(b.interference_percent)
     assert (a.segments, a.groups, a.segments_interfered) == (b.segments, b.groups, b.segments_interfered)
     assert a.top[0]["segment"] == 50
+    # the run's work, the least computation of any rank per segment, summed: the same both ways
+    least = table.computation.reshape(200, 4).min(axis=1).sum()
+    assert H.read_hbprof(str(path)).meta["work_least"] == pytest.approx(least, rel=1e-6)
+    assert a.run_pace == pytest.approx(b.run_pace, rel=1e-6)
+    assert b.run_pace == pytest.approx(table.run_time_ns / least)
 
 
 def _damage(path, offset, data):

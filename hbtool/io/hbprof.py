@@ -269,7 +269,7 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
     have = present > 0
     if not have.all():
         warnings.append(f"{path}: {int((~have).sum())} segments have no record from any rank: left out")
-    comp = _median_from_indices(np.ascontiguousarray(comp_idx.T), present, values[0])
+    comp, least = _median_from_indices(np.ascontiguousarray(comp_idx.T), present, values[0])
     del comp_idx
     segs = Segments(segment=np.flatnonzero(have), computation=comp[have], duration_ns=dur_max[have],
                     features=feat.T[have], processes=present[have])
@@ -280,6 +280,7 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
                      int(e["run_ns"]), int(h["version"]), int(e["pid"])) for e in ranks]
     meta["rank_ends"] = sorted(ends, key=lambda e: e["rank"])
     meta["failure"] = run_failure(meta["rank_ends"])
+    meta["work_least"] = float(np.nansum(least[have]))   # the interference analyzer's work of the run
     if int(h["flags"]) & FLAG_PARTIAL:
         warnings.append(f"{path}: some ranks' records are missing (the profile says it is partial)")
     return SegmentProfile(
@@ -289,8 +290,9 @@ def read_run_file(path: str, buf, size: int, h, o: str, name: str) -> SegmentPro
         meta=meta, aggregated=segs, nprocesses=int(nranks - sum(1 for w in warnings if "failed" in w)))
 
 
-def _median_from_indices(idx: np.ndarray, present: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Per row, the median of values[idx] over the present entries (NO_INDEX sorts last).
+def _median_from_indices(idx: np.ndarray, present: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the median and the least of values[idx] over the present entries (NO_INDEX
+    sorts last).
 
     Bins are sorted by value, so the median index is the index of the median."""
     s = np.sort(idx, axis=1, kind="stable")
@@ -300,7 +302,8 @@ def _median_from_indices(idx: np.ndarray, present: np.ndarray, values: np.ndarra
     v = np.append(values, np.nan)
     lo = np.where(lo == NO_INDEX, len(values), np.minimum(lo, len(values)))
     hi = np.where(hi == NO_INDEX, len(values), np.minimum(hi, len(values)))
-    return (v[lo] + v[hi]) / 2
+    first = np.where(s[:, 0] == NO_INDEX, len(values), np.minimum(s[:, 0], len(values)))
+    return (v[lo] + v[hi]) / 2, v[first]
 
 
 def _meta(h, path, kind) -> dict:

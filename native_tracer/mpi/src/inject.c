@@ -128,11 +128,20 @@ void hbp_inject_config(void)
     in->families = fam;
 }
 
+int hbp_inject_hit(void)
+{
+    return next_double(hbp_g.inj.s) < hbp_g.inj.prob;
+}
+
 void hbp_inject_delay(void)
 {
+    if (hbp_inject_hit())
+        hbp_inject_sleep();
+}
+
+void hbp_inject_sleep(void)
+{
     struct hbp_inject *in = &hbp_g.inj;
-    if (next_double(in->s) >= in->prob)
-        return;
     double u1 = 1.0 - next_double(in->s);   /* (0, 1] */
     double u2 = next_double(in->s);
     double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
