@@ -156,6 +156,16 @@ void hbt_mon_config(void)
             hbt_mon.period_ns = us * HBT_US;
     }
 
+    hbt_mon_hot.openmp = 0;
+    v = hbt_getenv(HBT_ENV_HBTRACE_MONITOR_BEATS);
+    if (v && *v) {
+        if (strcmp(v, "openmp") == 0)
+            hbt_mon_hot.openmp = 1;
+        else if (strcmp(v, "api") != 0)
+            hbt_warn("hbtrace: %s=%s: expected api or openmp; using api",
+                     hbt_env_name(HBT_ENV_HBTRACE_MONITOR_BEATS), v);
+    }
+
     hbt_mon.heart_rate = 0;
     v = hbt_getenv(HBT_ENV_HBTRACE_HEART_RATE);
     if (v && *v) {
@@ -182,6 +192,7 @@ static void hbt_mon_note_meta(int mode)
     hbt_env_name(HBT_ENV_HBTRACE_MONITOR) : "Init");
     snprintf(num, sizeof num, "%g", hbt_mon.late);
     hbt_meta_append_once("monitor_late", num);
+    hbt_meta_append_once("monitor_beats", hbt_mon_hot.openmp ? "openmp" : "api");
     if (mode == HBT_MON_CENTRAL) {
         if (hbt_mon.period_ns)
             snprintf(num, sizeof num, "%llu", (unsigned long long)(hbt_mon.period_ns / HBT_US));
@@ -225,11 +236,14 @@ void hbt_mon_register(struct hbt_tls *t)
     b->end_ns = 0;
     b->first_t = 0;
     b->first_seq = 0;
+    b->gap_ns = UINT32_MAX;   /* no gap until a checker knows its rate */
+    b->gap_t = 0;
+    b->waiting = 0;
+    b->waited_us = 0;
     /* the number its beats record; -1 (as in its lifecycle records) until
      * it beats or sets one */
     b->thread = t->user_set ? t->user_thread : -1;
     b->os_tid = (int32_t)syscall(SYS_gettid);
-    b->slot = t->thread_slot;
     __atomic_store_n(&b->state, HBT_HS_ACTIVE, __ATOMIC_RELEASE);
     t->beat = b;
 }
@@ -247,7 +261,7 @@ void hbt_mon_thread_end(struct hbt_tls *t, uint32_t how)
     struct hbt_beatline *b = t->beat;
     if (!t->registered || !b)
         return;
-    b->end_how = how;
+    b->end_how = (uint16_t)how;
     __atomic_store_n(&b->end_ns, hbt_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&b->state, HBT_HS_ENDED, __ATOMIC_RELEASE);
 }
@@ -412,7 +426,7 @@ void hbt_mon_beat(struct hbt_tls *t, uint64_t now)
 {
     struct hbt_beatline *b = t->beat;
     /* the number its beats record: the beat path does not store it */
-    if (b->thread != t->beat_thread)
+    if (b->thread != t->beat_thread && !hbt_mon_hot.openmp)
         __atomic_store_n(&b->thread, t->beat_thread, __ATOMIC_RELAXED);
     if (!b->first_t) {
         b->first_seq = b->seq;
