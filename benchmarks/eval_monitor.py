@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-import eval_npb  # noqa: E402  (build, env_for, hbtool, beats_per_thread, NPB)
+import eval_npb  # noqa: E402  (build, env_for, hbtool, NPB)
 from hbtool.io import read_heartbeats  # noqa: E402
 
 EXAMPLES = ROOT / "native_tracer" / "examples" / "bin"
@@ -135,7 +136,8 @@ def evaluate(name: str, cmd: list[str], beats_src: str, threads: int, a, work: P
                 if truth is None:
                     continue
                 if kind == "normal" and per_thread is None:
-                    n = eval_npb.beats_per_thread(out, env)
+                    # beats per beating thread (a program's main thread may make none)
+                    n = int(read_heartbeats(out).beats.groupby("thread", observed=True).size().max())
                     per_thread = (max(2, n // 10), max(3, n * 6 // 10))
                 r = score(out, truth)
                 r.update(program=name, threads=threads, mode=mode, hog=hog, kind=kind, seed=a.seed + i)
@@ -184,6 +186,7 @@ def main(argv=None) -> None:
     ap.add_argument("--wait-ms", type=int, default=300, help="busy and cond: how long (default 300)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # the hogs and the work folder go too
     progs = a.programs.split(",")
     if "npb" in progs and not (eval_npb.NPB / "MG").is_dir():
         sys.exit(f"eval_monitor: NPB is not at {eval_npb.NPB}")

@@ -217,14 +217,14 @@ static double hbt_limit(const struct hbt_heart *h)
 }
 
 /* The CPU time a late thread must use without beating to be busy-waiting: S
- * times the most CPU time one of its beats took lately (its wall-clock limit
- * until that is known) -- more than its work between two beats needs, so
+ * times the most CPU time one of its beats took lately (known after
+ * HBT_CPU_WARM looks; no busy-waiting is reported before) -- more than its work between two beats needs, so
  * that a thread that is only late because it waits for a CPU (the machine
  * is loaded) or because this unit of its work is a long one beats before it
  * gets there, whatever the load. */
 static double hbt_busy_need(const struct hbt_heart *h)
 {
-    double need = h->d.cpu_n >= HBT_CPU_WARM ? hbt_mon.late * h->d.cpu_max : hbt_limit(h);
+    double need = hbt_mon.late * h->d.cpu_max;
     return need < (double)HBT_PROBE_MIN_NS ? (double)HBT_PROBE_MIN_NS : need;
 }
 
@@ -589,9 +589,10 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
                                                                            __ATOMIC_ACQUIRE)) : 0.0;
     uint64_t sampled = now > v->probe_t ? now - v->probe_t : 0;
 
-    /* a thread of a team is not blamed while nobody waits for it */
+    /* a thread of a team is not blamed while nobody waits for it; nor busy
+     * before the CPU time of its beats is known */
     int held = !hbt_in_team(h) || hbt_team_waits(j);
-    if (used >= need && held) {
+    if (used >= need && held && h->d.cpu_n >= HBT_CPU_WARM) {
         bhv = HBT_BHV_BUSY_WAITING;
     } else if (!held || ps == 'R' || (ps == 0 && (!have_cpu || sampled < HBT_PROBE_MIN_NS ||
                                          2 * used >= (double)sampled))) {
