@@ -5,7 +5,7 @@ thread fault injector, on a quiet machine and beside a CPU hog.
     python benchmarks/eval_monitor.py [--runs 2] [--seed 2026] [--modes central,ring]
                                       [--programs examples,npb] [--kernels MG,LU,FT,EP]
                                       [--compilers gcc,clang] [--threads 2,4] [--class W]
-                                      [--hog both|off|on] [--wait-ms 300] [--json FILE]
+                                      [--hog both|off|on] [--wait-ms 300] [--skip LU:4] [--json FILE]
 
 Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
   pi_pthread  pthreads, API beats (~1 ms of work each), no synchronisation between threads;
@@ -181,6 +181,8 @@ def main(argv=None) -> None:
     ap.add_argument("--compilers", default="gcc,clang")
     ap.add_argument("--threads", default="2,4")
     ap.add_argument("--class", dest="klass", default="W", help="NPB problem class (default W)")
+    ap.add_argument("--skip", default="LU:4", help="KERNEL:THREADS pairs left out (default LU:4: minutes "
+                    "per run on 2 cores, its pipeline spin-waits); none: nothing")
     ap.add_argument("--hog", choices=["both", "off", "on"], default="both",
                     help="beside one busy-loop process per CPU: both (default), off, on")
     ap.add_argument("--wait-ms", type=int, default=300, help="busy and cond: how long (default 300)")
@@ -211,6 +213,8 @@ def main(argv=None) -> None:
                             rows += evaluate(name, cmd, src, n, a, work, None, hog)
                     for cc, bdir in builds.items():
                         for k in a.kernels.split(","):
+                            if f"{k}:{n}" in a.skip.split(","):
+                                continue
                             exe = bdir / "bin" / f"{k.lower()}.{a.klass}"
                             rows += evaluate(f"{k}-{cc}", [str(exe)], "openmp", n, a, work, bdir, hog)
             finally:

@@ -6,16 +6,17 @@
  *
  * The heart table. Every registered thread owns one entry of a fixed,
  * static table (HBT_HEARTS entries, indexed by thread_slot; later threads
- * are not monitored, only counted). An entry is three cache lines:
- *   b  the thread's beat line (struct hbt_beatline, internal.h): written only
- *      by the thread itself -- on every recorded beat its count and time (no
- *      lock, no system call, nothing shared), and at registration and
- *      THREAD_END its state;
+ * are not monitored, only counted). An entry is five cache lines:
+ *   b  the thread's beat line (struct hbt_beatline, internal.h): written by
+ *      the thread itself -- on every recorded beat its count and time (no
+ *      lock, no system call, nothing shared), its waits in the OpenMP
+ *      runtime, at registration and THREAD_END its state -- but for gap_ns,
+ *      which its checkers write when its lateness limit changes;
  *   c  its counters as a ring checker (messages, checks), written only by
  *      itself, summed when a MONITOR record is written;
- *   v  the checkers' view of the thread (baseline, what was reported): written
- *      by whichever checker judges the thread, under a try-lock; a checker
- *      that finds the lock taken skips the thread (nobody ever waits, except
+ *   v, d  the checkers' view of the thread (baseline, what was reported, its
+ *      distributions): written by whichever checker judges the thread, under
+ *      v's try-lock; a checker that finds the lock taken skips the thread (nobody ever waits, except
  *      the final passes at Finished and exit, for at most a few ms).
  * The table is never freed: reading the entry of a dead thread is safe.
  *
@@ -24,25 +25,36 @@
  *   - baseline B_j: mean of the first HBT_WARM inter-beat intervals (nothing
  *     is judged before), then an EWMA (weight 1/8 per beat) of intervals
  *     below S*B_j only, so slow intervals never pollute it;
+ *   - its own interval distribution (struct hbt_dist): U_j, its usual worst
+ *     interval, is the third longest of its latest HBT_LOOKS per-look mean
+ *     intervals, between B_j and HBT_TAIL_MAX*B_j; late = silent for
+ *     max(S*U_j, HBT_LATE_FLOOR_NS);
+ *   - its CPU time per beat: the checker samples its CPU clock at each look
+ *     that sees it beat; between two samples, the CPU time less its time
+ *     waiting in the OpenMP runtime (beat line: waited_us) per beat gives
+ *     C_j, the most of it lately (halved each HBT_CPU_HALF_NS);
  *   - THREAD_END recorded: EXITED, or FAILED if it was cancelled; onset = its
  *     last beat (the end time if it never beat);
- *   - late, now - last beat > S*B_j: /proc/self/task/<tid>/stat is read (only
- *     then): S/D/other -> COND_WAITING, missing or Z/X without THREAD_END ->
- *     FAILED (vanished); R -> BUSY_WAITING (on the CPU but not beating) once
- *     it is seen to use CPU time: R also means "waiting for a CPU" (another
- *     thread shares its CPU, it was preempted), so its CPU clock is sampled
- *     at the first late look (with its run-queue wait from schedstat) and
- *     BUSY_WAITING reported once it used 3/4 B_j of CPU time since without
- *     waiting for a CPU (1.2 B_j, more than a beat needs, if it waited),
- *     still without a beat (so busy-waiting is reported about (S + 1) B_j
- *     after its last beat, the rest about S B_j after); onset = the last
- *     beat, seq = its beat count;
- *   - after BUSY/COND, a beat interval below S*B_j again: RUNNING, onset =
- *     the first beat after the gap (the beat that began that interval when
- *     the checker saw the beats one by one; estimated from the new beats at
- *     the baseline rate when it saw several at once), minus one baseline
- *     interval when the thread was blocked (COND_WAITING: it woke and worked
- *     about one interval before that beat);
+ *   - late: /proc/self/task/<tid>/stat is read. Missing or Z/X without
+ *     THREAD_END -> FAILED (vanished). Waiting in the OpenMP runtime (beat
+ *     line: waiting, marked by gomp.c and ompt.c from a barrier's arrival to
+ *     its end, and outside the parallel regions) -> nothing: it waits for its
+ *     team. Used S*C_j of CPU time since the sample after its last beat
+ *     without beating (after HBT_CPU_WARM looks) -> BUSY_WAITING: more than
+ *     any of its beats needed, so a thread that only waits for a CPU beats
+ *     first. Else blocked (S, D, ...) -> COND_WAITING; running -> looked at
+ *     again when it could have used that much. A thread of an OpenMP team
+ *     (it has waited in the runtime) is blamed only while another thread of
+ *     the team waits in the runtime (for it). Onset = the last beat, seq = its
+ *     beat count;
+ *   - a look that sees beats after a window of more CPU time than S*C_j per
+ *     beat plus 2*C_j (not for a team's thread): it spun through that gap,
+ *     unseen -> BUSY_WAITING, onset = the beat before the window;
+ *   - after BUSY/COND, a beat interval below the limit again: RUNNING, onset
+ *     = the first beat after the gap (exactly: the beat line keeps gap_t, its
+ *     first beat that ended an interval of gap_ns -- the limit, written by the
+ *     checkers -- since a checker took it), minus one interval (at most C_j)
+ *     when the thread was blocked (COND_WAITING: it woke, worked, beat);
  *   - only changes are recorded, one BEHAVIOR record each, into the chunk of
  *     the thread that detected it; t_ns = when it was detected, iter = the
  *     lag t_ns - onset in us;
