@@ -251,10 +251,11 @@ static int hbt_in_team(const struct hbt_heart *h)
            __atomic_load_n(&h->b.waiting, __ATOMIC_RELAXED) != 0;
 }
 
-/* Does another thread wait in the OpenMP runtime for the rest of its team right
- * now (a barrier, a taskwait, a lock; not outside the parallel regions)? A
- * thread of a team that works on, silent, while nobody waits for it does the
- * team's work: a long unit, not an anomaly of its own. */
+/* Does another thread wait in the OpenMP runtime right now (a barrier, a
+ * taskwait, a lock, or a worker in the pool for the next parallel region,
+ * which the master must start)? A thread of a team that works on, silent,
+ * while nobody waits does the team's work: a long unit, not an anomaly of its
+ * own. (A master in the program's serial part is itself outside, not judged.) */
 static int hbt_team_waits(uint32_t self)
 {
     uint32_t n = hbt_nthreads();
@@ -263,8 +264,7 @@ static int hbt_team_waits(uint32_t self)
             continue;
         const struct hbt_beatline *b = &hbt_hearts[k].b;
         uint16_t w = __atomic_load_n(&b->waiting, __ATOMIC_ACQUIRE);
-        if (w && w != HBT_SYNC_OUTSIDE &&
-            __atomic_load_n(&b->state, __ATOMIC_RELAXED) == HBT_HS_ACTIVE)
+        if (w && __atomic_load_n(&b->state, __ATOMIC_RELAXED) == HBT_HS_ACTIVE)
             return 1;
     }
     return 0;
