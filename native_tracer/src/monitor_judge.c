@@ -283,7 +283,8 @@ static uint64_t hbt_work_cpu(const struct hbt_heart *h, uint64_t cpu, uint32_t w
  * or a late look): CPU time is counted from here while it stays silent.
  * Returns 1, *per, its CPU time per beat since the previous sample, and
  * *nbeats, its beats since, when it beat since. */
-static int hbt_cpu_sample(struct hbt_heart *h, uint32_t seq, uint64_t *per, uint32_t *nbeats)
+static int hbt_cpu_sample(struct hbt_heart *h, uint32_t seq, uint64_t span, uint64_t *per,
+                          uint32_t *nbeats)
 {
     struct hbt_view *v = &h->v;
     uint64_t cpu;
@@ -291,15 +292,23 @@ static int hbt_cpu_sample(struct hbt_heart *h, uint32_t seq, uint64_t *per, uint
         v->probing = 0;
         return 0;
     }
+    uint64_t now = hbt_now_ns();
     uint32_t beats = seq - v->probe_seq;
     uint32_t waited = __atomic_load_n(&h->b.waited_us, __ATOMIC_ACQUIRE);
     int have = v->probing && beats && cpu >= v->probe_cpu;
     if (have) {
-        *per = hbt_work_cpu(h, cpu, waited) / beats;
+        /* the samples are not taken at beats: the window holds parts of the
+         * intervals at its ends. Its CPU time at its rate over the beats'
+         * own span (from the beat before the window to the latest) is what
+         * those beats took */
+        double work = (double)hbt_work_cpu(h, cpu, waited);
+        if (span && now > v->probe_t && span < now - v->probe_t)
+            work *= (double)span / (double)(now - v->probe_t);
+        *per = (uint64_t)(work / beats);
         *nbeats = beats;
     }
     v->probing = 1;
-    v->probe_t = hbt_now_ns();
+    v->probe_t = now;
     v->probe_cpu = cpu;
     v->probe_seq = seq;
     h->d.probe_waited = waited;
@@ -401,7 +410,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         v->seen_t = s->t;
         uint64_t per;
         uint32_t nb;
-        (void)hbt_cpu_sample(h, s->seq, &per, &nb);
+        (void)hbt_cpu_sample(h, s->seq, 0, &per, &nb);
     } else if (fresh && s->t > v->seen_t) {
         double avg = (double)(s->t - v->seen_t) / fresh;
         /* the latest interval: exact for one new beat, else their mean */
@@ -481,7 +490,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         uint64_t before_t = v->seen_t;
         v->seen_seq = s->seq;
         v->seen_t = s->t;
-        int hv = hbt_cpu_sample(h, s->seq, &per, &nb);
+        int hv = hbt_cpu_sample(h, s->seq, s->t - before_t, &per, &nb);
         if (hv && warm && !anomalous && !v->soft) {
             /* (a thread of a team is judged while its team waits for it, at
              * its late looks only) */
@@ -582,7 +591,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
          * the first look failed): from now */
         uint64_t per;
         uint32_t nb;
-        (void)hbt_cpu_sample(h, s->seq, &per, &nb);
+        (void)hbt_cpu_sample(h, s->seq, 0, &per, &nb);
         have_cpu = 0;
     }
     double used = have_cpu ? (double)hbt_work_cpu(h, cpu, __atomic_load_n(&h->b.waited_us,
@@ -622,7 +631,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     gap = hbt_backoff(v, gap, changed, now);
     uint64_t per;
     uint32_t nb;
-    (void)hbt_cpu_sample(h, s->seq, &per, &nb);
+    (void)hbt_cpu_sample(h, s->seq, 0, &per, &nb);
     again = hbt_again(base, gap);
     c->look = now + again;
     c->tol = (uint64_t)(HBT_BATCH * base);
