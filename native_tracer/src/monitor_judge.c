@@ -231,15 +231,22 @@ static double hbt_busy_need(const struct hbt_heart *h)
 /* One look's CPU time per beat into the thread's most, which forgets by half
  * every HBT_CPU_HALF_NS (a phase of long units of work is remembered a while;
  * a change of the program's work is learnt). */
-static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now)
+static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int capped)
 {
     if (d->cpu_t && now > d->cpu_t) {
         double f = 1.0 - (double)(now - d->cpu_t) / (1.4427 * (double)HBT_CPU_HALF_NS);
         d->cpu_max *= f > 0.5 ? f : 0.5;
     }
     d->cpu_t = now;
-    if ((double)per > d->cpu_max)
-        d->cpu_max = (double)per;
+    /* capped: it grows by at most half per look, so that a slowdown that
+     * stays just under the verdict for a while does not raise the bar out of
+     * its own reach (not for a team's thread: its units of work differ by
+     * orders of magnitude, and its team says when it holds them up) */
+    double x = (double)per;
+    if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
+        x = 1.5 * d->cpu_max;
+    if (x > d->cpu_max)
+        d->cpu_max = x;
     if (d->cpu_n < UINT32_MAX)
         d->cpu_n++;
 }
@@ -495,14 +502,14 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             /* (a thread of a team is judged while its team waits for it, at
              * its late looks only) */
             int retro = !hbt_in_team(h);
-            /* the samples are not taken at beats: the window holds parts of
-             * the intervals at both of its ends, each at most its most */
+            /* (one beat's most more: the CPU rate over the window stands in
+             * for the rate over the beats' span) */
             if (retro && h->d.cpu_n >= HBT_CPU_WARM &&
-                (double)per * nb >= hbt_busy_need(h) * nb + 2 * h->d.cpu_max) {
+                (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max) {
                 hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
                 v->slow_end = 1;   /* the beat seen last ended the gap */
             } else {
-                hbt_cpu_learn(&h->d, per, now);
+                hbt_cpu_learn(&h->d, per, now, retro);
             }
         }
     }
