@@ -31,8 +31,10 @@
  *     max(S*U_j, HBT_LATE_FLOOR_NS);
  *   - its CPU time per beat: the checker samples its CPU clock at each look
  *     that sees it beat; between two samples, the CPU time less its time
- *     waiting in the OpenMP runtime (beat line: waited_us) per beat gives
- *     C_j, the most of it lately (halved each HBT_CPU_HALF_NS);
+ *     waiting in the OpenMP runtime (beat line: waited_us) per beat, at the
+ *     window's CPU rate over the beats' own span, gives C_j, the most of it
+ *     lately (halved each HBT_CPU_HALF_NS; outside a team growing by at most
+ *     half per look);
  *   - THREAD_END recorded: EXITED, or FAILED if it was cancelled; onset = its
  *     last beat (the end time if it never beat);
  *   - late: /proc/self/task/<tid>/stat is read. Missing or Z/X without
@@ -48,7 +50,7 @@
  *     the team waits in the runtime (for it). Onset = the last beat, seq = its
  *     beat count;
  *   - a look that sees beats after a window of more CPU time than S*C_j per
- *     beat plus 2*C_j (not for a team's thread): it spun through that gap,
+ *     beat plus C_j (not for a team's thread): it spun through that gap,
  *     unseen -> BUSY_WAITING, onset = the beat before the window;
  *   - after BUSY/COND, a beat interval below the limit again: RUNNING, onset
  *     = the first beat after the gap (exactly: the beat line keeps gap_t, its
