@@ -179,14 +179,14 @@ struct hbt_tls {
     uint32_t ring_slot;
     uint32_t ring_n;          /* threads registered when ring_slot was found */
     uint32_t ring_count;      /* ring checks done (rescan every 16th) */
+    uint64_t wait_from;       /* when its current wait in the OpenMP runtime began
+                                 (hbt_wait_mark) */
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
     uint64_t last_ns;         /* clock of its latest beat or automatic record */
     uint64_t cpu_at_ns;       /* when its CPU clock was last read (0: never) */
     uint64_t cpu_ns;          /* what it read then (hbt_cpu_track) */
-    uint64_t wait_from;       /* when its current wait in the OpenMP runtime began
-                                 (hbt_wait_mark) */
 };
 
 /* A thread's CPU time in the gaps between its records (HBT_REC_CPU): every
