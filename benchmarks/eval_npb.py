@@ -30,8 +30,8 @@ A busy-waiting report on the victim of `slow` after the fault is counted neither
 spins after each unit of work, which is busy-waiting, but on short units not always
 visible). Runs whose fault did nothing are counted and left out (stop under libomp skips nothing,
 docs/inject.md; a stop that skipped no chunk, in a program whose loops are all static).
-The online monitor is not evaluated here: it reads the program's own API beats, and
-these programs have none (benchmarks/eval_behavior.py measures it on our examples).
+The online monitor is evaluated by benchmarks/eval_monitor.py (on these kernels with
+HBTRACE_MONITOR_BEATS=openmp, and on our examples).
 
 Long: a few seconds per run; the defaults are 4 kernels x 2 compilers x 2 team sizes x
 (8 kinds x 8 runs + 3): about 1,100 runs. `--runs 2 --kernels MG` is a quick look.

@@ -18,6 +18,7 @@ TRACER_ENV: dict[str, str] = {
     'HBTRACE_PREFAULT_MB': 'how far ahead of the writers the pre-faulter prepares the file, MiB, at most 1024, 0 turns it off; default 4',
     'HBTRACE_MONITOR': 'central, ring or off: the online monitor mode, overriding the Init type and starting a monitor in programs with no typed Init; default: the Init type',
     'HBTRACE_MONITOR_LATE': 'lateness factor: a thread is late after this many usual beat intervals without a beat, above 1, at most 1000; default 1.5',
+    'HBTRACE_MONITOR_BEATS': "api or openmp: the beats the online monitor judges, the program's own (API) or the automatic OpenMP ones (for a program with no API beats); default api",
     'HBTRACE_MONITOR_PERIOD_US': 'fixed poll period of the central monitor thread in microseconds, 1 to 10000000; default: adaptive',
     'HBTRACE_HEART_RATE': 'beats per second to adjust the recorded heart rate toward, once a second; default: no adjustment',
     'HBTRACE_QUEUE_MONITOR': 'on or off: the thread that samples every monitored queue once a period; default on',
@@ -49,6 +50,7 @@ HBTRACE_PREFAULT = 'HBTRACE_PREFAULT'
 HBTRACE_PREFAULT_MB = 'HBTRACE_PREFAULT_MB'
 HBTRACE_MONITOR = 'HBTRACE_MONITOR'
 HBTRACE_MONITOR_LATE = 'HBTRACE_MONITOR_LATE'
+HBTRACE_MONITOR_BEATS = 'HBTRACE_MONITOR_BEATS'
 HBTRACE_MONITOR_PERIOD_US = 'HBTRACE_MONITOR_PERIOD_US'
 HBTRACE_HEART_RATE = 'HBTRACE_HEART_RATE'
 HBTRACE_QUEUE_MONITOR = 'HBTRACE_QUEUE_MONITOR'

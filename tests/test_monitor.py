@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import time
@@ -534,3 +535,75 @@ def test_fork_child_monitors_its_own_threads(probe, traced_env):
     early = next(d for d in ex if d["thread"] == 11)
     assert early["lag_ns"] < 20e6  # online, by the child's own monitor thread
     assert not [d for d in behaviors(c) if d["thread"] == 0]  # nothing of the parent's threads
+
+
+# --------------------------------------------------------------------------- an OpenMP team
+
+HEAT_ARGS = ["--threads", 2, "--size", 300, "--steps", 200, "--chunk", 16]
+
+
+@pytest.fixture(scope="module")
+def heat(tracer_built, tmp_path_factory):
+    """heat_omp (no heartbeat call: automatic OpenMP beats) built with gcc (libgomp, the
+    tracer's GOMP wrappers) and, where clang is installed, with clang (libomp, OMPT)."""
+    import shutil
+
+    progs = {"gcc": EXAMPLES / "heat_omp"}
+    if shutil.which("clang"):
+        exe = tmp_path_factory.mktemp("heat") / "heat_omp_clang"
+        subprocess.run(["clang", "-O2", "-fopenmp", str(EXAMPLES.parent / "heat_omp.c"), "-o", str(exe)],
+                       check=True)
+        progs["clang"] = exe
+    return progs
+
+
+def record_team(heat, cc, tmp_path, mode, *inject):
+    if cc not in heat:
+        pytest.skip(f"{cc} not installed")
+    from conftest import run_hbtool
+
+    out = tmp_path / "rec"
+    env = env_with({k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))},
+                   HBTRACE_MONITOR=mode, HBTRACE_MONITOR_BEATS="openmp", OMP_NUM_THREADS=2)
+    r = run_hbtool("record", "-o", out, *inject, "--", heat[cc], *HEAT_ARGS, env=env)
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(next(out.glob("*.hbt")))
+    assert tr["meta"]["monitor"] == mode and tr["meta"]["monitor_beats"] == "openmp"
+    truth = json.loads((out / "inject-truth.json").read_text()) if inject else None
+    return tr, truth
+
+
+@pytest.mark.parametrize("kind", ["busy", "cond"])
+def test_team_waiting_for_a_sick_thread_is_not_blamed(heat, tmp_path, kind):
+    """A thread that spins (busy) or blocks (cond) in the middle of a parallel region holds
+    its team up: the others wait for it at the next barrier, spinning in the runtime before
+    they sleep -- as busy-looking to /proc as the victim. The monitor judges the automatic
+    OpenMP beats, names the victim while the fault lasts, and never the waiting thread.
+    (Central mode: in ring mode the victim's checker is one of the team, which makes no
+    beat, so no check, while it waits for the victim.)"""
+    mode = "central"
+    wait_ms = 200
+    tr, truth = record_team(heat, "gcc", tmp_path, mode, "--inject", kind, "--thread", 1, "--beat", 600,
+                            "--inject-wait-ms", wait_ms)
+    assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
+    t0 = truth["fired_at"]["mono_ns"]
+    want = BUSY if kind == "busy" else COND
+    got = [d for d in behaviors(tr, 1) if d["bhv"] == want]
+    assert got, behaviors(tr)
+    d = got[0]
+    assert t0 - 1e6 <= d["onset"] <= t0 + 1e6  # its last beat before the fault
+    assert d["at"] < t0 + wait_ms * 1e6  # online, while the fault lasted
+    assert d["mode"] == (CENTRAL if mode == "central" else RING)
+    # running again once it beats at its usual rate, the onset about when the fault ended
+    back = [x for x in behaviors(tr, 1) if x["bhv"] == RUNNING and x["at"] > d["at"]]
+    assert back and back[0]["onset"] >= t0 + wait_ms * 1e6 - 5e6, (back, t0)
+    assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)
+
+
+@pytest.mark.parametrize("cc,mode", [("gcc", "ring"), ("clang", "central"), ("clang", "ring")])
+def test_team_at_work_is_not_reported(heat, tmp_path, cc, mode):
+    """Units of work of every length (a dynamic loop's chunks, a static copy, the barriers
+    between them) and nothing injected: no busy-waiting, no conditional waiting."""
+    tr, _ = record_team(heat, cc, tmp_path, mode)
+    assert (tr["rec"]["kind"] == BEAT).sum() > 2000
+    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)

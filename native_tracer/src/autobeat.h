@@ -102,6 +102,16 @@ void hbt_auto_beat_inline(int source, int event, int32_t thread, uint32_t constr
 {
     uint64_t at = hbt_auto_record(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT)), 1,
                                   thread, construct, iter, 0, now);
+    if (__builtin_expect(hbt_mon_hot.openmp, 0) && source == HBT_SRC_OPENMP && at) {
+        /* HBTRACE_MONITOR_BEATS=openmp: this beat, not the API's, is what the online
+         * monitor judges; its count is the thread's automatic beats */
+        struct hbt_tls *t = &hbt_tls;
+        if (t->beat) {
+            if (__builtin_expect(t->beat->thread != thread, 0))
+                __atomic_store_n(&t->beat->thread, thread, __ATOMIC_RELAXED);
+            hbt_beatline_update(t, at, t->auto_seq - 1);
+        }
+    }
     if (__builtin_expect(hbt_inject_armed, 0))
         hbt_inject_point(source, thread, at ? at : now);
 }

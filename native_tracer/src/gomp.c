@@ -387,6 +387,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
 {
     if (sync) {
         uint64_t t1 = hbt_now_ns();
+        hbt_wait_mark(0);
         hbt_auto_wait_at(HBT_SRC_OPENMP, sync, g->s.thread, id, t1 - t0, t1);
     }
 }
@@ -404,6 +405,8 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
         before;                                                                   \
         uint32_t id = idexpr;                                                     \
         uint64_t t0 = gomp_arrive(g, ev, id);                                     \
+        if (sync)   /* after the beat and a fault injected there: it waits now */ \
+            hbt_wait_mark(sync);                                                  \
         decl fn_real args;                                                        \
         gomp_leave(g, sync, id, t0);                                              \
         return ret;                                                               \
@@ -489,6 +492,7 @@ static void gomp_region_run(void *arg)
     g->s.sections = r->sections;
     g->s.open = 0;
     int outermost = g->depth++ == 0;
+    hbt_wait_mark(0);   /* at work in the region */
     if (outermost && g->left_ns) {   /* the time since it left the previous outermost region */
         uint64_t t0 = hbt_now_ns();
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, g->s.thread, r->id, t0 - g->left_ns, t0);
@@ -505,6 +509,8 @@ static void gomp_region_run(void *arg)
         r->master_done = now;
     else if (outermost)   /* a worker leaves for the closing barrier and the pool */
         g->left_ns = now;
+    /* the closing barrier (and a worker of the outermost team the pool after it) */
+    hbt_wait_mark(outermost && g != r->master ? HBT_SYNC_OUTSIDE : HBT_SYNC_BARRIER);
     g->depth--;
     g->s = saved;
 }
@@ -532,6 +538,9 @@ static inline void gomp_region_end(struct gomp_region *r)
         struct gomp_tls *g = &gomp_tls;
         if (g->depth == 0)   /* the master leaves the outermost region for the serial part */
             g->left_ns = t1;
+        /* the serial part makes no automatic beat: the monitor waits for the next region;
+         * a nested region's master is back at work in the enclosing one */
+        hbt_wait_mark(g->depth == 0 ? HBT_SYNC_OUTSIDE : 0);
     }
 }
 

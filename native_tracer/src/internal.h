@@ -132,13 +132,18 @@ struct hbt_beatline {
                              beat, hbt_set_thread, or its latest cold path) */
     uint64_t t_ns;        /* time of its latest beat (release store) */
     uint32_t state;       /* HBT_HS_* (release store) */
-    uint32_t end_how;     /* HBT_END_* once ENDED */
+    uint16_t end_how;     /* HBT_END_* once ENDED */
+    uint16_t waiting;     /* HBT_SYNC_* (autobeat.h) while it waits in the OpenMP runtime
+                             (a barrier, a taskwait, outside any parallel region), 0 at
+                             work: set by gomp.c and ompt.c (hbt_wait_mark) */
     uint64_t end_ns;      /* time of its THREAD_END, once ENDED */
     int32_t  os_tid;
-    uint32_t slot;        /* thread_slot */
+    uint32_t waited_us;   /* its time in those waits so far, us, mod 2^32 */
     uint64_t first_t;     /* time of its first beat that took the cold path */
     uint32_t first_seq;   /* its beat count then */
-    uint32_t reserved[3];
+    uint32_t gap_ns;      /* written by its checkers: an interval this long (ns) is a gap */
+    uint64_t gap_t;       /* the time of its first beat that ended a gap since a checker
+                             last took it (and set it to 0); 0: none */
 };
 
 /* Per-thread state. Zero-initialised for every new thread, which means
@@ -174,6 +179,8 @@ struct hbt_tls {
     uint32_t ring_slot;
     uint32_t ring_n;          /* threads registered when ring_slot was found */
     uint32_t ring_count;      /* ring checks done (rescan every 16th) */
+    uint64_t wait_from;       /* when its current wait in the OpenMP runtime began
+                                 (hbt_wait_mark) */
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
@@ -452,9 +459,12 @@ enum {
  * when k changes. */
 struct hbt_mon_hot {
     uint32_t every;
+    uint32_t openmp;      /* HBTRACE_MONITOR_BEATS=openmp: the automatic OpenMP beats,
+                             not the API's, feed the heart table */
 } __attribute__((aligned(64)));
 
 extern struct hbt_mon_hot hbt_mon_hot HBT_HIDDEN;
+
 
 HBT_HIDDEN void hbt_mon_config(void);
 HBT_HIDDEN void hbt_mon_reset_tls(struct hbt_tls *t);
@@ -538,13 +548,40 @@ uint32_t hbt_take_slot(struct hbt_tls *t, unsigned mode)
     return i;
 }
 
+/* The calling thread waits in the OpenMP runtime from now on (sync: HBT_SYNC_*,
+ * autobeat.h), or is at work again (0): the monitor does not call a thread that
+ * waits for its team busy-waiting or stuck (its own line: one store). */
+static inline __attribute__((always_inline)) void hbt_wait_mark(uint32_t sync)
+{
+    struct hbt_tls *t = &hbt_tls;
+    struct hbt_beatline *b = t->beat;
+    if (!b)
+        return;
+    uint16_t was = b->waiting;
+    if (sync && !was) {
+        t->wait_from = hbt_now_ns();
+    } else if (!sync && was) {
+        /* the CPU time it spun away there is no work of its own */
+        uint64_t d = t->wait_from ? hbt_now_ns() - t->wait_from : 0;
+        __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)(d / 1000u), __ATOMIC_RELEASE);
+    }
+    if (sync != was)
+        __atomic_store_n(&b->waiting, (uint16_t)sync, __ATOMIC_RELEASE);
+}
+
 /* A beat's update of the thread's line of the heart table (below). */
 static inline __attribute__((always_inline))
 void hbt_beatline_update(struct hbt_tls *t, uint64_t now, uint32_t seq)
 {
     struct hbt_beatline *b = t->beat;
+    uint64_t d = now - b->t_ns;   /* its interval (its own line: no miss) */
     __atomic_store_n(&b->t_ns, now, __ATOMIC_RELEASE);
     __atomic_store_n(&b->seq, seq + 1, __ATOMIC_RELEASE);
+    if (__builtin_expect(d >= __atomic_load_n(&b->gap_ns, __ATOMIC_RELAXED), 0) &&
+        !__atomic_load_n(&b->gap_t, __ATOMIC_RELAXED))
+        /* the first beat after a gap since a checker looked: the exact moment it
+         * was at work again */
+        __atomic_store_n(&b->gap_t, now, __ATOMIC_RELEASE);
     if (__builtin_expect(now >= t->next_check, 0))
         hbt_mon_beat(t, now);
 }
@@ -590,7 +627,8 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
     else
         hbt_store(t, i, now, hbt_kindflags(HBT_REC_BEAT, 0), seq, thread, loop,
                   iter, 0);
-    hbt_beatline_update(t, now, seq);
+    if (__builtin_expect(!hbt_mon_hot.openmp, 1))
+        hbt_beatline_update(t, now, seq);
     hbt_cpu_track(t, now, tagged ? t->beat_thread : thread, 0, HBT_BEATSRC_API);
     if (__builtin_expect(hbt_inject_armed, 0))
         hbt_inject_point(0 /* api */, tagged ? t->beat_thread : thread, now);

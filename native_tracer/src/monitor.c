@@ -6,16 +6,17 @@
  *
  * The heart table. Every registered thread owns one entry of a fixed,
  * static table (HBT_HEARTS entries, indexed by thread_slot; later threads
- * are not monitored, only counted). An entry is three cache lines:
- *   b  the thread's beat line (struct hbt_beatline, internal.h): written only
- *      by the thread itself -- on every recorded beat its count and time (no
- *      lock, no system call, nothing shared), and at registration and
- *      THREAD_END its state;
+ * are not monitored, only counted). An entry is five cache lines:
+ *   b  the thread's beat line (struct hbt_beatline, internal.h): written by
+ *      the thread itself -- on every recorded beat its count and time (no
+ *      lock, no system call, nothing shared), its waits in the OpenMP
+ *      runtime, at registration and THREAD_END its state -- but for gap_ns,
+ *      which its checkers write when its lateness limit changes;
  *   c  its counters as a ring checker (messages, checks), written only by
  *      itself, summed when a MONITOR record is written;
- *   v  the checkers' view of the thread (baseline, what was reported): written
- *      by whichever checker judges the thread, under a try-lock; a checker
- *      that finds the lock taken skips the thread (nobody ever waits, except
+ *   v, d  the checkers' view of the thread (baseline, what was reported, its
+ *      distributions): written by whichever checker judges the thread, under
+ *      v's try-lock; a checker that finds the lock taken skips the thread (nobody ever waits, except
  *      the final passes at Finished and exit, for at most a few ms).
  * The table is never freed: reading the entry of a dead thread is safe.
  *
@@ -24,25 +25,38 @@
  *   - baseline B_j: mean of the first HBT_WARM inter-beat intervals (nothing
  *     is judged before), then an EWMA (weight 1/8 per beat) of intervals
  *     below S*B_j only, so slow intervals never pollute it;
+ *   - its own interval distribution (struct hbt_dist): U_j, its usual worst
+ *     interval, is the third longest of its latest HBT_LOOKS per-look mean
+ *     intervals, between B_j and HBT_TAIL_MAX*B_j; late = silent for
+ *     max(S*U_j, HBT_LATE_FLOOR_NS);
+ *   - its CPU time per beat: the checker samples its CPU clock at each look
+ *     that sees it beat; between two samples, the CPU time less its time
+ *     waiting in the OpenMP runtime (beat line: waited_us) per beat, at the
+ *     window's CPU rate over the beats' own span, gives C_j, the most of it
+ *     lately (halved each HBT_CPU_HALF_NS; outside a team growing by at most
+ *     half per look);
  *   - THREAD_END recorded: EXITED, or FAILED if it was cancelled; onset = its
  *     last beat (the end time if it never beat);
- *   - late, now - last beat > S*B_j: /proc/self/task/<tid>/stat is read (only
- *     then): S/D/other -> COND_WAITING, missing or Z/X without THREAD_END ->
- *     FAILED (vanished); R -> BUSY_WAITING (on the CPU but not beating) once
- *     it is seen to use CPU time: R also means "waiting for a CPU" (another
- *     thread shares its CPU, it was preempted), so its CPU clock is sampled
- *     at the first late look (with its run-queue wait from schedstat) and
- *     BUSY_WAITING reported once it used 3/4 B_j of CPU time since without
- *     waiting for a CPU (1.2 B_j, more than a beat needs, if it waited),
- *     still without a beat (so busy-waiting is reported about (S + 1) B_j
- *     after its last beat, the rest about S B_j after); onset = the last
- *     beat, seq = its beat count;
- *   - after BUSY/COND, a beat interval below S*B_j again: RUNNING, onset =
- *     the first beat after the gap (the beat that began that interval when
- *     the checker saw the beats one by one; estimated from the new beats at
- *     the baseline rate when it saw several at once), minus one baseline
- *     interval when the thread was blocked (COND_WAITING: it woke and worked
- *     about one interval before that beat);
+ *   - late: /proc/self/task/<tid>/stat is read. Missing or Z/X without
+ *     THREAD_END -> FAILED (vanished). Waiting in the OpenMP runtime (beat
+ *     line: waiting, marked by gomp.c and ompt.c from a barrier's arrival to
+ *     its end, and outside the parallel regions) -> nothing: it waits for its
+ *     team. Used S*C_j of CPU time since the sample after its last beat
+ *     without beating (after HBT_CPU_WARM looks) -> BUSY_WAITING: more than
+ *     any of its beats needed, so a thread that only waits for a CPU beats
+ *     first. Else blocked (S, D, ...) -> COND_WAITING; running -> looked at
+ *     again when it could have used that much. A thread of an OpenMP team
+ *     (it has waited in the runtime) is blamed only while another thread of
+ *     the team waits in the runtime (for it). Onset = the last beat, seq = its
+ *     beat count;
+ *   - a look that sees beats after a window of more CPU time than S*C_j per
+ *     beat plus C_j (not for a team's thread): it spun through that gap,
+ *     unseen -> BUSY_WAITING, onset = the beat before the window;
+ *   - after BUSY/COND, a beat interval below the limit again: RUNNING, onset
+ *     = the first beat after the gap (exactly: the beat line keeps gap_t, its
+ *     first beat that ended an interval of gap_ns -- the limit, written by the
+ *     checkers -- since a checker took it), minus one interval (at most C_j)
+ *     when the thread was blocked (COND_WAITING: it woke, worked, beat);
  *   - only changes are recorded, one BEHAVIOR record each, into the chunk of
  *     the thread that detected it; t_ns = when it was detected, iter = the
  *     lag t_ns - onset in us;
@@ -156,6 +170,16 @@ void hbt_mon_config(void)
             hbt_mon.period_ns = us * HBT_US;
     }
 
+    hbt_mon_hot.openmp = 0;
+    v = hbt_getenv(HBT_ENV_HBTRACE_MONITOR_BEATS);
+    if (v && *v) {
+        if (strcmp(v, "openmp") == 0)
+            hbt_mon_hot.openmp = 1;
+        else if (strcmp(v, "api") != 0)
+            hbt_warn("hbtrace: %s=%s: expected api or openmp; using api",
+                     hbt_env_name(HBT_ENV_HBTRACE_MONITOR_BEATS), v);
+    }
+
     hbt_mon.heart_rate = 0;
     v = hbt_getenv(HBT_ENV_HBTRACE_HEART_RATE);
     if (v && *v) {
@@ -182,6 +206,7 @@ static void hbt_mon_note_meta(int mode)
     hbt_env_name(HBT_ENV_HBTRACE_MONITOR) : "Init");
     snprintf(num, sizeof num, "%g", hbt_mon.late);
     hbt_meta_append_once("monitor_late", num);
+    hbt_meta_append_once("monitor_beats", hbt_mon_hot.openmp ? "openmp" : "api");
     if (mode == HBT_MON_CENTRAL) {
         if (hbt_mon.period_ns)
             snprintf(num, sizeof num, "%llu", (unsigned long long)(hbt_mon.period_ns / HBT_US));
@@ -225,11 +250,14 @@ void hbt_mon_register(struct hbt_tls *t)
     b->end_ns = 0;
     b->first_t = 0;
     b->first_seq = 0;
+    b->gap_ns = UINT32_MAX;   /* no gap until a checker knows its rate */
+    b->gap_t = 0;
+    b->waiting = 0;
+    b->waited_us = 0;
     /* the number its beats record; -1 (as in its lifecycle records) until
      * it beats or sets one */
     b->thread = t->user_set ? t->user_thread : -1;
     b->os_tid = (int32_t)syscall(SYS_gettid);
-    b->slot = t->thread_slot;
     __atomic_store_n(&b->state, HBT_HS_ACTIVE, __ATOMIC_RELEASE);
     t->beat = b;
 }
@@ -247,7 +275,7 @@ void hbt_mon_thread_end(struct hbt_tls *t, uint32_t how)
     struct hbt_beatline *b = t->beat;
     if (!t->registered || !b)
         return;
-    b->end_how = how;
+    b->end_how = (uint16_t)how;
     __atomic_store_n(&b->end_ns, hbt_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&b->state, HBT_HS_ENDED, __ATOMIC_RELEASE);
 }
@@ -412,7 +440,7 @@ void hbt_mon_beat(struct hbt_tls *t, uint64_t now)
 {
     struct hbt_beatline *b = t->beat;
     /* the number its beats record: the beat path does not store it */
-    if (b->thread != t->beat_thread)
+    if (b->thread != t->beat_thread && !hbt_mon_hot.openmp)
         __atomic_store_n(&b->thread, t->beat_thread, __ATOMIC_RELAXED);
     if (!b->first_t) {
         b->first_seq = b->seq;

@@ -32,13 +32,13 @@
 #define HBT_COLD_MAX_NS     HBT_SEC         /* every thread's cold path, at least */
 #define HBT_SOFT_LOOK_NS    (100 * HBT_MS)
 #define HBT_PROBE_MIN_NS    (50 * HBT_US)
-#define HBT_BUSY_WAIT       1.0             /* busy: looked at again this many baseline intervals
-                                               after the first late look ... */
-#define HBT_BUSY_CPU        0.75            /* ... and used this much CPU time since, in
-                                               baseline intervals, without beating */
-#define HBT_BUSY_CPU_WAITED 1.2             /* ... or this much if it waited for a CPU
-                                               meanwhile: more than a beat needs */
-#define HBT_WAITED          0.25            /* waited: for more than this many intervals */
+#define HBT_LATE_FLOOR_NS   (500 * HBT_US)  /* late: silent for at least this long, whatever
+                                               its rate (scheduler noise, page faults) */
+#define HBT_LOOKS           12u             /* look maxima kept per thread */
+#define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */
+#define HBT_CPU_WARM        16u             /* ... looks before it judges busy-waiting */
+#define HBT_TAIL_MAX        2.0             /* late: its usual worst interval, at most this
+                                               many baselines (a stalled machine does not blind it) */
 #define HBT_LOCK_WAIT_NS    (5 * HBT_MS)    /* final passes: wait for a view this long */
 #define HBT_K_MAX           (1u << 20)
 
@@ -61,7 +61,7 @@ struct hbt_view {
     uint8_t  final;       /* atomic: exited or failed for good, never judged again */
     uint8_t  soft;        /* EXITED by a Finished pass: judged again if it beats */
     uint8_t  cur;         /* behavior last reported (RUNNING before any) */
-    uint8_t  probing;     /* late in state R: CPU clock sampled at probe_t */
+    uint8_t  probing;     /* its CPU clock was sampled at probe_t, after the latest beat seen */
     uint32_t seen_seq;    /* beat count at the latest beat seen */
     uint16_t nbeats;      /* beats folded into the baseline (saturating) */
     uint16_t proc_gap;    /* late: current back-off between /proc reads, 16 us units */
@@ -72,8 +72,27 @@ struct hbt_view {
     uint64_t probe_cpu;   /* ... its CPU time then */
     uint32_t k : 24;      /* heart-rate divisor the baseline belongs to */
     uint32_t slow_end : 1;/* the latest beat seen ended a slow interval */
-    uint32_t has_wait : 1;/* probe_wait is known */
-    uint32_t probe_wait;  /* probing: its run-queue wait (schedstat) then, us, mod 2^32 */
+    uint32_t probe_seq;   /* probing: its beat count at the sample */
+};
+
+/* The latest HBT_LOOKS values of one of a thread's quantities, and their
+ * tail: the third largest (the largest while fewer than three). */
+struct hbt_tail {
+    uint32_t x[HBT_LOOKS];
+    uint32_t n;           /* values recorded (saturating), next index n % HBT_LOOKS */
+    uint32_t tail;
+};
+
+/* The checkers' record of a thread's own distributions, under the view's lock,
+ * from its usual work (not from a reported anomaly): */
+struct hbt_dist {
+    struct hbt_tail wall; /* its mean interval between two of its beats in each of its
+                             latest looks that saw beats, ns */
+    double   cpu_max;     /* its most CPU time per beat between two such looks, ns,
+                             forgotten by half every HBT_CPU_HALF_NS */
+    uint64_t cpu_t;       /* when cpu_max was last updated */
+    uint32_t cpu_n;       /* such looks (saturating) */
+    uint32_t probe_waited;/* probing: its waited_us at the sample */
 };
 
 /* A thread's counters as a checker (ring checks, Monitor calls, final
@@ -89,11 +108,13 @@ struct hbt_heart {
     struct hbt_beatline  b __attribute__((aligned(64)));
     struct hbt_checkline c __attribute__((aligned(64)));
     struct hbt_view      v __attribute__((aligned(64)));
+    struct hbt_dist      d __attribute__((aligned(64)));
 };
 
 _Static_assert(sizeof(struct hbt_beatline) == 64, "beat line is one cache line");
 _Static_assert(sizeof(struct hbt_view) <= 64, "view is one cache line");
-_Static_assert(sizeof(struct hbt_heart) == 192, "three lines per heart");
+_Static_assert(sizeof(struct hbt_dist) <= 128, "distributions are two cache lines");
+_Static_assert(sizeof(struct hbt_heart) == 320, "five lines per heart");
 
 extern struct hbt_heart hbt_hearts[HBT_HEARTS] HBT_HIDDEN;
 

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "autobeat.h"
 #include "monitor.h"
 
 /* ------------------------------------------------------------------ */
@@ -155,6 +156,172 @@ static void hbt_fold(struct hbt_view *v, double avg, uint32_t n)
     v->nbeats = (uint16_t)(v->nbeats + n > UINT16_MAX ? UINT16_MAX : v->nbeats + n);
 }
 
+/* ---- a thread's own distributions ---- */
+
+/* The first beat of thread h that ended a gap since the last look (0: none),
+ * and the gap length from now on (its lateness limit). */
+static uint64_t hbt_take_gap(struct hbt_heart *h, double lim)
+{
+    uint64_t t = 0;
+    if (__atomic_load_n(&h->b.gap_t, __ATOMIC_RELAXED))
+        t = __atomic_exchange_n(&h->b.gap_t, 0, __ATOMIC_ACQ_REL);
+    uint32_t g = lim >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)lim;
+    uint32_t old = __atomic_load_n(&h->b.gap_ns, __ATOMIC_RELAXED);
+    if (g < old - old / 8 || g > old + old / 8)   /* its line is written only on a change */
+        __atomic_store_n(&h->b.gap_ns, g, __ATOMIC_RELAXED);
+    return t;
+}
+
+/* One value into a tail: the third largest of the latest HBT_LOOKS (the
+ * largest while fewer than three): two unusual values do not make it, a
+ * lasting change does within three looks. */
+static void hbt_tail_add(struct hbt_tail *d, uint32_t m)
+{
+    d->x[d->n % HBT_LOOKS] = m;
+    if (d->n < UINT32_MAX)
+        d->n++;
+    uint32_t k = d->n < HBT_LOOKS ? d->n : HBT_LOOKS, top[3] = { 0, 0, 0 };
+    for (uint32_t i = 0; i < k; i++) {
+        uint32_t x = d->x[i];
+        if (x > top[0]) {
+            top[2] = top[1];
+            top[1] = top[0];
+            top[0] = x;
+        } else if (x > top[1]) {
+            top[2] = top[1];
+            top[1] = x;
+        } else if (x > top[2]) {
+            top[2] = x;
+        }
+    }
+    d->tail = k >= 3 ? top[2] : top[0];
+}
+
+/* The thread's usual worst interval: its baseline, or the tail of its latest
+ * look maxima if longer, up to HBT_TAIL_MAX baselines (a stalled machine
+ * does not blind it). */
+static double hbt_usual(const struct hbt_heart *h)
+{
+    double q = h->v.base, t = (double)h->d.wall.tail;
+    if (t > HBT_TAIL_MAX * q)
+        t = HBT_TAIL_MAX * q;
+    return t > q ? t : q;
+}
+
+/* Silent this long, thread h is late and looked at closely: S times its
+ * usual worst interval, and at least HBT_LATE_FLOOR_NS. */
+static double hbt_limit(const struct hbt_heart *h)
+{
+    double lim = hbt_mon.late * hbt_usual(h);
+    return lim < (double)HBT_LATE_FLOOR_NS ? (double)HBT_LATE_FLOOR_NS : lim;
+}
+
+/* The CPU time a late thread must use without beating to be busy-waiting: S
+ * times the most CPU time one of its beats took lately (known after
+ * HBT_CPU_WARM looks; no busy-waiting is reported before) -- more than its work between two beats needs, so
+ * that a thread that is only late because it waits for a CPU (the machine
+ * is loaded) or because this unit of its work is a long one beats before it
+ * gets there, whatever the load. */
+static double hbt_busy_need(const struct hbt_heart *h)
+{
+    double need = hbt_mon.late * h->d.cpu_max;
+    return need < (double)HBT_PROBE_MIN_NS ? (double)HBT_PROBE_MIN_NS : need;
+}
+
+/* One look's CPU time per beat into the thread's most, which forgets by half
+ * every HBT_CPU_HALF_NS (a phase of long units of work is remembered a while;
+ * a change of the program's work is learnt). */
+static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int capped)
+{
+    if (d->cpu_t && now > d->cpu_t) {
+        double f = 1.0 - (double)(now - d->cpu_t) / (1.4427 * (double)HBT_CPU_HALF_NS);
+        d->cpu_max *= f > 0.5 ? f : 0.5;
+    }
+    d->cpu_t = now;
+    /* capped: it grows by at most half per look, so that a slowdown that
+     * stays just under the verdict for a while does not raise the bar out of
+     * its own reach (not for a team's thread: its units of work differ by
+     * orders of magnitude, and its team says when it holds them up) */
+    double x = (double)per;
+    if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
+        x = 1.5 * d->cpu_max;
+    if (x > d->cpu_max)
+        d->cpu_max = x;
+    if (d->cpu_n < UINT32_MAX)
+        d->cpu_n++;
+}
+
+/* A thread that waits in the OpenMP runtime now and then is one of a team. */
+static int hbt_in_team(const struct hbt_heart *h)
+{
+    return __atomic_load_n(&h->b.waited_us, __ATOMIC_RELAXED) != 0 ||
+           __atomic_load_n(&h->b.waiting, __ATOMIC_RELAXED) != 0;
+}
+
+/* Does another thread wait in the OpenMP runtime right now (a barrier, a
+ * taskwait, a lock, or a worker in the pool for the next parallel region,
+ * which the master must start)? A thread of a team that works on, silent,
+ * while nobody waits does the team's work: a long unit, not an anomaly of its
+ * own. (A master in the program's serial part is itself outside, not judged.) */
+static int hbt_team_waits(uint32_t self)
+{
+    uint32_t n = hbt_nthreads();
+    for (uint32_t k = 0; k < n; k++) {
+        if (k == self)
+            continue;
+        const struct hbt_beatline *b = &hbt_hearts[k].b;
+        uint16_t w = __atomic_load_n(&b->waiting, __ATOMIC_ACQUIRE);
+        if (w && __atomic_load_n(&b->state, __ATOMIC_RELAXED) == HBT_HS_ACTIVE)
+            return 1;
+    }
+    return 0;
+}
+
+/* Its CPU time since the sample, less its time in the OpenMP runtime's waits
+ * since (a waiter spins at most one CPU second per second): its own work. */
+static uint64_t hbt_work_cpu(const struct hbt_heart *h, uint64_t cpu, uint32_t waited_us)
+{
+    uint64_t used = cpu > h->v.probe_cpu ? cpu - h->v.probe_cpu : 0;
+    uint64_t waited = (uint64_t)(uint32_t)(waited_us - h->d.probe_waited) * HBT_US;
+    return used > waited ? used - waited : 0;
+}
+
+/* Sample thread h's CPU clock at beat count seq (a look that saw it beat,
+ * or a late look): CPU time is counted from here while it stays silent.
+ * Returns 1, *per, its CPU time per beat since the previous sample, and
+ * *nbeats, its beats since, when it beat since. */
+static int hbt_cpu_sample(struct hbt_heart *h, uint32_t seq, uint64_t span, uint64_t *per,
+                          uint32_t *nbeats)
+{
+    struct hbt_view *v = &h->v;
+    uint64_t cpu;
+    if (!hbt_task_cpu(h->b.os_tid, &cpu)) {
+        v->probing = 0;
+        return 0;
+    }
+    uint64_t now = hbt_now_ns();
+    uint32_t beats = seq - v->probe_seq;
+    uint32_t waited = __atomic_load_n(&h->b.waited_us, __ATOMIC_ACQUIRE);
+    int have = v->probing && beats && cpu >= v->probe_cpu;
+    if (have) {
+        /* the samples are not taken at beats: the window holds parts of the
+         * intervals at its ends. Its CPU time at its rate over the beats'
+         * own span (from the beat before the window to the latest) is what
+         * those beats took */
+        double work = (double)hbt_work_cpu(h, cpu, waited);
+        if (span && now > v->probe_t && span < now - v->probe_t)
+            work *= (double)span / (double)(now - v->probe_t);
+        *per = (uint64_t)(work / beats);
+        *nbeats = beats;
+    }
+    v->probing = 1;
+    v->probe_t = now;
+    v->probe_cpu = cpu;
+    v->probe_seq = seq;
+    h->d.probe_waited = waited;
+    return have;
+}
+
 /* Thread j recorded THREAD_END: EXITED, or FAILED when cancelled. */
 static int hbt_judge_ended(struct hbt_heart *h, uint32_t j, struct hbt_ctx *c)
 {
@@ -171,85 +338,6 @@ static int hbt_judge_ended(struct hbt_heart *h, uint32_t j, struct hbt_ctx *c)
     return HBT_J_DEAD;
 }
 
-/* The time task `tid` waited on a run queue so far (schedstat, us, mod
- * 2^32); 0 when it cannot be read. */
-static int hbt_task_wait(int tid, uint32_t *us)
-{
-    char path[64], buf[128];
-    memcpy(path, "/proc/self/task/", 16);
-    size_t n = 16 + hbt_utoa(path + 16, (unsigned long)tid);
-    memcpy(path + n, "/schedstat", 11);
-    if (hbt_read_small(path, buf, sizeof buf) <= 0)
-        return 0;
-    const char *p = strchr(buf, ' ');
-    if (!p)
-        return 0;
-    *us = (uint32_t)(strtoull(p + 1, NULL, 10) / HBT_US);
-    return 1;
-}
-
-/*
- * Late and in state R: spinning, or only waiting for a CPU (another thread
- * shares its CPU, it was preempted)? At the first late look its CPU clock
- * and its run-queue wait are sampled; at the next looks (one baseline
- * interval apart) it is busy once it used more CPU time since than 3/4 of
- * a baseline interval without beating, having waited for no CPU meanwhile
- * (a quarter interval at most: the monitor thread itself may take its CPU
- * for a moment) -- or 1.2 intervals if it did wait: more than a whole beat's work needs
- * (a beat's CPU time is at most its wall-clock interval), so a thread that
- * was preempted in the middle of a beat beats before it gets there.
- * 1: busy, 0: undecided yet.
- */
-static int hbt_on_cpu(struct hbt_heart *h)
-{
-    struct hbt_view *v = &h->v;
-    uint64_t cpu;
-    uint32_t wait = 0;
-    if (!hbt_task_cpu(h->b.os_tid, &cpu))
-        return 0;   /* gone: the next look finds out */
-    int has_wait = hbt_task_wait(h->b.os_tid, &wait);
-    if (!v->probing) {
-        v->probing = 1;
-        v->probe_t = hbt_now_ns();   /* the time of the sample, not of the look */
-        v->probe_cpu = cpu;
-        v->probe_wait = wait;
-        v->has_wait = has_wait ? 1 : 0;
-        return 0;
-    }
-    /* waiting for a CPU briefly (for the monitor thread itself, say) is no
-     * preemption that could explain the lateness */
-    int waited = !has_wait || !v->has_wait ||
-                 (double)(uint32_t)(wait - v->probe_wait) * 1e3 > HBT_WAITED * v->base;
-    double need = (waited ? HBT_BUSY_CPU_WAITED : HBT_BUSY_CPU) * v->base;
-    if (need < (double)HBT_PROBE_MIN_NS)
-        need = (double)HBT_PROBE_MIN_NS;
-    return (double)(cpu - v->probe_cpu) >= need;
-}
-
-/* Without /proc: state from the thread CPU clock over a probe window.
- * Returns R, S, or 0 while undecided; *gone when the thread is gone. */
-static char hbt_state_by_cpu(struct hbt_heart *h, uint64_t now, int *gone)
-{
-    struct hbt_view *v = &h->v;
-    uint64_t cpu;
-    *gone = 0;
-    if (!hbt_task_cpu(h->b.os_tid, &cpu)) {
-        *gone = 1;
-        return 0;
-    }
-    if (!v->probing) {
-        v->probing = 1;
-        v->probe_t = hbt_now_ns();
-        v->probe_cpu = cpu;
-        return 0;
-    }
-    now = hbt_now_ns();
-    uint64_t el = now > v->probe_t ? now - v->probe_t : 0;
-    if (el < HBT_PROBE_MIN_NS)
-        return 0;
-    return (cpu - v->probe_cpu) * 2 >= el ? 'R' : 'S';
-}
-
 /* Did thread h beat after the triple s was read? The checker may have been
  * preempted between reading it and deciding (a ring checker is one of the
  * program's threads, on a machine with more threads than CPUs): no verdict
@@ -258,7 +346,6 @@ static int hbt_beat_since(struct hbt_heart *h, const struct hbt_seen *s, struct 
 {
     if (__atomic_load_n(&h->b.seq, __ATOMIC_ACQUIRE) == s->seq)
         return 0;
-    h->v.probing = 0;
     h->v.proc_next = 0;
     c->look = hbt_now_ns();
     c->tol = 0;
@@ -271,6 +358,18 @@ static uint64_t hbt_again(double base, uint64_t gap)
 {
     uint64_t g = gap / 8 < HBT_LATE_LOOK_MAX_NS ? gap / 8 : HBT_LATE_LOOK_MAX_NS;
     return (uint64_t)base > g ? (uint64_t)base : g;
+}
+
+/* The next /proc read of a late thread: `gap` after now, doubling while
+ * nothing changes (first: two baseline intervals, at least 1 ms). */
+static uint64_t hbt_backoff(struct hbt_view *v, uint64_t gap, int changed, uint64_t now)
+{
+    gap = gap && !changed ? gap * 2 : (uint64_t)(2 * v->base) > HBT_MS ? (uint64_t)(2 * v->base) : HBT_MS;
+    if (gap > HBT_PROC_MAX_NS)
+        gap = HBT_PROC_MAX_NS;
+    v->proc_gap = (uint16_t)(gap / (16 * HBT_US));
+    v->proc_next = now + gap;
+    return gap;
 }
 
 /*
@@ -292,6 +391,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         if (v->k && v->base > 0)
             v->base *= (double)k / (double)v->k;
         v->k = k;
+        memset(&h->d, 0, sizeof h->d);
         if (v->seen_t) {
             v->seen_seq = s->seq;
             v->seen_t = s->t;
@@ -312,13 +412,25 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         uint32_t fs = __atomic_load_n(&h->b.first_seq, __ATOMIC_RELAXED);
         if (ft && s->seq > fs && s->t > ft && !v->nbeats)
             hbt_fold(v, (double)(s->t - ft) / (double)(s->seq - fs), s->seq - fs);
+        (void)hbt_take_gap(h, UINT32_MAX);   /* no limit known yet */
         v->seen_seq = s->seq;
         v->seen_t = s->t;
+        uint64_t per;
+        uint32_t nb;
+        (void)hbt_cpu_sample(h, s->seq, 0, &per, &nb);
     } else if (fresh && s->t > v->seen_t) {
         double avg = (double)(s->t - v->seen_t) / fresh;
         /* the latest interval: exact for one new beat, else their mean */
         double last = avg;
         int warm = v->nbeats >= HBT_WARM;
+        int anomalous = v->cur == HBT_BHV_BUSY_WAITING || v->cur == HBT_BHV_COND_WAITING;
+        double lim = hbt_limit(h);
+        /* the first of the new beats that ended a gap: exactly when it was at
+         * work again (the beat line keeps it) */
+        uint64_t end_t = hbt_take_gap(h, warm ? lim : UINT32_MAX);
+        int gap_first = end_t > v->seen_t && end_t <= s->t;
+        if (!anomalous && !v->soft)
+            hbt_tail_add(&h->d.wall, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);   /* the gap of a reported anomaly is not its usual */
         if (!warm || avg < S * v->base)
             hbt_fold(v, avg, fresh);
         if (v->soft) {
@@ -326,37 +438,80 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             v->soft = 0;
             uint64_t onset = s->t > (uint64_t)v->base ? s->t - (uint64_t)v->base : s->t;
             hbt_report(h, j, HBT_BHV_RUNNING, onset, s->seq - 1, c);
-        } else if (v->cur == HBT_BHV_BUSY_WAITING || v->cur == HBT_BHV_COND_WAITING) {
-            if (warm && last < S * v->base) {
-                /* flowing again. Onset: the first beat after the gap, i.e.
-                 * the beat that ended the last slow interval -- the one
-                 * before this interval when we saw one beat, the one seen
-                 * last time if it ended a slow interval, else estimated
-                 * from the new beats at the baseline rate -- and for a
-                 * thread that was blocked one interval before that beat
-                 * (it woke, worked, beat) */
+        } else if (anomalous) {
+            /* flowing again once the intervals after the gap are usual.
+             * Onset: the first beat after the gap -- the one seen last time
+             * if it ended the slow interval; else exactly the beat that ended
+             * the longest new interval when that interval began at the
+             * latest beat seen (the beat line keeps it); else the one before
+             * this interval when we saw one beat; else estimated from the
+             * new beats at the baseline rate -- and for a thread that was
+             * blocked one interval before that beat (it woke, worked, beat) */
+            double after = last;
+            if (!v->slow_end && gap_first) {
+                /* it was reported late with no beat after seen_t: the gap is
+                 * the first new interval, the others came after it */
+                after = fresh > 1 ? (double)(s->t - end_t) / (fresh - 1) : -1;
+                last = fresh > 1 ? after : (double)(end_t - v->seen_t);
+            }
+            if (warm && after >= 0 && after < lim) {
                 uint64_t onset;
-                if (fresh == 1 || v->slow_end)
+                if (v->slow_end || (fresh == 1 && !gap_first))
                     onset = v->seen_t;
+                else if (gap_first)
+                    onset = end_t;
                 else {
-                    /* it was late at seen_t + S*B at the earliest */
+                    /* it was late at seen_t + lim at the earliest */
                     double back = (double)(fresh - 1) * v->base;
-                    uint64_t least = v->seen_t + (uint64_t)(S * v->base);
+                    uint64_t least = v->seen_t + (uint64_t)lim;
                     onset = (double)s->t - back > (double)least ? s->t - (uint64_t)back : least;
                     if (onset > s->t)
                         onset = s->t;
                 }
-                if (v->cur == HBT_BHV_COND_WAITING && onset > (uint64_t)v->base)
-                    onset -= (uint64_t)v->base;
+                /* one interval: the usual one, or the one seen after the
+                 * gap if shorter (a loaded machine stretches the usual) */
+                double w = after > 0 && after < v->base ? after : v->base;
+                if (h->d.cpu_n >= HBT_CPU_WARM && h->d.cpu_max < w)
+                    w = h->d.cpu_max;   /* at least its CPU time: a loaded machine
+                                                    stretches the interval, not the work */
+                uint64_t work = (uint64_t)w;
+                if (v->cur == HBT_BHV_COND_WAITING && onset > work)
+                    onset -= work;
                 hbt_report(h, j, HBT_BHV_RUNNING, onset, s->seq - 1, c);
             }
         }
         v->proc_next = 0;   /* a beat came: the next lateness is judged at once */
         v->proc_gap = 0;
-        v->probing = 0;
-        v->slow_end = warm && last >= S * v->base ? 1 : 0;
+        v->slow_end = warm && last >= lim ? 1 : 0;
+        /* its CPU time counts from here while it stays silent; its CPU share
+         * is learnt from usual work only */
+        /* its CPU time counts from here while it stays silent. Its CPU time
+         * per beat since the last sample is learnt from its usual work --
+         * unless it is more than S times its usual worst: then it spun
+         * through that gap without beating (busy-waiting, found when the gap
+         * ended: its checker did not look while it lasted, or it had not
+         * used that much yet) */
+        uint64_t per = 0;
+        uint32_t nb = 0;
+        uint32_t before = v->seen_seq;
+        uint64_t before_t = v->seen_t;
         v->seen_seq = s->seq;
         v->seen_t = s->t;
+        int hv = hbt_cpu_sample(h, s->seq, s->t - before_t, &per, &nb);
+        if (hv && warm && !anomalous && !v->soft) {
+            /* (a thread of a team is judged while its team waits for it, at
+             * its late looks only) */
+            int retro = !hbt_in_team(h);
+            /* (one beat's most more: the CPU rate over the window stands in
+             * for the rate over the beats' span) */
+            if (retro && h->d.cpu_n >= HBT_CPU_WARM &&
+                (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max) {
+                hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
+                v->slow_end = 1;   /* the beat seen last ended the gap */
+            } else {
+                hbt_cpu_learn(&h->d, per, now, retro);
+            }
+        }
     }
 
     /* ---- lateness ---- */
@@ -374,7 +529,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         c->tol = 0;
         goto final;
     }
-    double lim = S * base;
+    double lim = hbt_limit(h);
     uint64_t gap = (uint64_t)v->proc_gap * 16 * HBT_US;
     /* while it stays late, look for its next beat less and less often */
     uint64_t again = hbt_again(base, gap);
@@ -386,26 +541,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         c->tol = (uint64_t)(HBT_BATCH * base);
         goto final;
     }
-    /* while it is probed for busy-waiting: its CPU clock every `step`
-     * (a thread that shares its CPU needs longer to use the CPU time that
-     * makes it busy), less and less often after 16 steps */
-    uint64_t step = (uint64_t)(HBT_BUSY_WAIT * base);
-    if (step < 2 * HBT_PROBE_MIN_NS)
-        step = 2 * HBT_PROBE_MIN_NS;
-    if (v->probing && now - v->probe_t > 16 * step)
-        step = (now - v->probe_t) / 8;
-    uint8_t bhv = HBT_BHV_COND_WAITING;
     if (c->final == HBT_FIN_NONE && now < v->proc_next) {
-        if (v->probing && hbt_mon.have_proc) {
-            /* between /proc reads: only the (cheaper) CPU clock */
-            if (hbt_on_cpu(h)) {
-                bhv = HBT_BHV_BUSY_WAITING;
-                goto decided;
-            }
-            c->look = now + step;
-            c->tol = 0;
-            return HBT_J_ALIVE;
-        }
         /* late, judged a moment ago: just watch for beats */
         c->look = now + again < v->proc_next ? now + again : v->proc_next;
         c->tol = (uint64_t)(HBT_BATCH * base);
@@ -419,12 +555,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         ps = 'R';   /* a final pass judging its own caller */
     else if (hbt_mon.have_proc)
         ps = hbt_task_state(h->b.os_tid, &gone);
-    else if (c->final) {
+    else {
         uint64_t cpu;
         gone = !hbt_task_cpu(h->b.os_tid, &cpu);
-        ps = 'S';
-    } else
-        ps = hbt_state_by_cpu(h, now, &gone);
+        ps = 0;     /* told by its CPU time below */
+    }
     if (gone || ps == 'Z' || ps == 'X') {
         if (__atomic_load_n(&h->b.state, __ATOMIC_ACQUIRE) == HBT_HS_ENDED)
             return hbt_judge_ended(h, j, c);   /* it ended normally meanwhile */
@@ -436,36 +571,74 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     }
     if (c->final)
         goto final;   /* Finished, exit: only whether it is gone */
-    if (ps == 'R' && v->cur != HBT_BHV_BUSY_WAITING && !hbt_on_cpu(h))
-        ps = 0;
-    if (ps == 0) {
-        /* undecided (state R, or no /proc): its CPU clock every step, /proc
-         * again after 4 steps, then less and less often */
-        gap = !hbt_mon.have_proc ? step : gap ? gap * 2 : 4 * step;
-        if (gap > HBT_PROC_MAX_NS)
-            gap = HBT_PROC_MAX_NS;
-        v->proc_gap = (uint16_t)(gap / (16 * HBT_US));
-        v->proc_next = now + gap;
-        c->look = now + step;
-        c->tol = 0;
+    if (__atomic_load_n(&h->b.waiting, __ATOMIC_ACQUIRE)) {
+        /* it waits in the OpenMP runtime (a barrier, outside the parallel
+         * regions) for the rest of its team: its silence is not its own --
+         * spinning there is no busy-waiting, blocking there no conditional
+         * waiting. Its CPU time counts from when it is at work again. */
+        if (hbt_beat_since(h, s, c))
+            return HBT_J_ALIVE;
+        v->probing = 0;
+        hbt_backoff(v, gap, 0, now);
+        c->look = now + hbt_again(base, gap);
+        c->tol = (uint64_t)(HBT_BATCH * base);
         return HBT_J_ALIVE;
     }
-    if (ps == 'R')
+
+    /* busy-waiting: on a CPU without beating, judged by the CPU time it used
+     * since its last beat (since the first look after it): more than any of
+     * its usual beats needs. A thread that is only late because it waits
+     * for a CPU (a loaded machine) beats before it uses that much. */
+    uint8_t bhv;
+    double need = hbt_busy_need(h);
+    uint64_t cpu = 0;
+    int have_cpu = hbt_task_cpu(h->b.os_tid, &cpu);
+    if (!v->probing) {
+        /* no sample since its last beat (it was waiting in the runtime, or
+         * the first look failed): from now */
+        uint64_t per;
+        uint32_t nb;
+        (void)hbt_cpu_sample(h, s->seq, 0, &per, &nb);
+        have_cpu = 0;
+    }
+    double used = have_cpu ? (double)hbt_work_cpu(h, cpu, __atomic_load_n(&h->b.waited_us,
+                                                                           __ATOMIC_ACQUIRE)) : 0.0;
+    uint64_t sampled = now > v->probe_t ? now - v->probe_t : 0;
+
+    /* a thread of a team is not blamed while nobody waits for it; nor busy
+     * before the CPU time of its beats is known */
+    int held = !hbt_in_team(h) || hbt_team_waits(j);
+    if (used >= need && held && h->d.cpu_n >= HBT_CPU_WARM) {
         bhv = HBT_BHV_BUSY_WAITING;
-decided:
+    } else if (!held || ps == 'R' || (ps == 0 && (!have_cpu || sampled < HBT_PROBE_MIN_NS ||
+                                         2 * used >= (double)sampled))) {
+        /* running or runnable, not enough CPU time yet to tell: look again
+         * when it could have used it, at the latest after `again` */
+        uint64_t wait = (uint64_t)(need - used);
+        if (wait < HBT_PROBE_MIN_NS)
+            wait = HBT_PROBE_MIN_NS;
+        uint64_t lookg = hbt_again(base, gap);
+        c->look = now + (wait < lookg ? wait : lookg);
+        c->tol = 0;
+        return HBT_J_ALIVE;
+    } else {
+        bhv = HBT_BHV_COND_WAITING;   /* blocked (S, D, ...), or no CPU time used */
+    }
+    /* a state read before a beat that came meanwhile says nothing of the
+     * gap (the checker may have been preempted): the next look sees the
+     * beat and the CPU time per beat of the gap */
     if (hbt_beat_since(h, s, c))
         return HBT_J_ALIVE;
     int changed = bhv != v->cur;
     if (changed)
         hbt_report(h, j, bhv, s->t, s->seq, c);
     v->slow_end = 0;   /* the gap begins after the latest beat seen */
-    v->probing = 0;
-    /* back off the /proc reads while it stays late */
-    gap = gap && !changed ? gap * 2 : (uint64_t)(2 * base) > HBT_MS ? (uint64_t)(2 * base) : HBT_MS;
-    if (gap > HBT_PROC_MAX_NS)
-        gap = HBT_PROC_MAX_NS;
-    v->proc_gap = (uint16_t)(gap / (16 * HBT_US));
-    v->proc_next = now + gap;
+    /* back off the /proc reads while it stays late; its CPU time is counted
+     * afresh from here (a busy thread that blocks becomes conditional) */
+    gap = hbt_backoff(v, gap, changed, now);
+    uint64_t per;
+    uint32_t nb;
+    (void)hbt_cpu_sample(h, s->seq, 0, &per, &nb);
     again = hbt_again(base, gap);
     c->look = now + again;
     c->tol = (uint64_t)(HBT_BATCH * base);
@@ -477,7 +650,7 @@ final:
         /* threads that stopped beating end here; those still beating are
          * left alone */
         if (v->cur != HBT_BHV_EXITED &&
-            (j == c->self || base <= 0 || (double)since > S * base)) {
+            (j == c->self || base <= 0 || (double)since > hbt_limit(h))) {
             hbt_report(h, j, HBT_BHV_EXITED, s->t, s->seq, c);
             v->soft = 1;
         }

@@ -252,6 +252,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             int32_t thread = level > 1 && omp_get_ancestor_thread_num
                              ? omp_get_ancestor_thread_num(1) : (int32_t)index;
             o->depth++;
+            hbt_wait_mark(0);   /* at work in the region */
             struct hbt_ompt_frame *f = hbt_ompt_cur(o);
             f->thread = thread;
             f->level = level > 0 ? (uint32_t)level : 1;
@@ -280,6 +281,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             hbt_ompt_beat(o, HBT_EV_IMPLICIT, f->thread, f->region);
             if (f->level == 1)   /* it leaves for the serial part (master) or the pool */
                 o->left_ns = hbt_now_ns();
+            hbt_wait_mark(f->level == 1 ? HBT_SYNC_OUTSIDE : 0);
             o->depth--;
         }
     }
@@ -358,8 +360,11 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
             if (o->nwaits < HBT_OMPT_WAITS)
                 o->wait_start[o->nwaits] = now;
             o->nwaits++;
+            hbt_wait_mark((uint32_t)sync);
         } else if (endpoint == HBT_OMPT_SCOPE_END && o->nwaits > 0) {
             uint32_t k = --o->nwaits;
+            if (k == 0)
+                hbt_wait_mark(0);
             if (k < HBT_OMPT_WAITS) {
                 struct hbt_ompt_frame *f = hbt_ompt_cur(o);
                 if (!codeptr_ra && o->depth > 0)
