@@ -115,9 +115,14 @@ def test_the_injected_leak_in_a_real_openmp_team_is_found_on_the_right_thread(tm
         r = run_hbtool("record", "-o", out, "--inject", "leak", "--thread", "1", "--beat", "30",
                        "--inject-bytes", str(nbytes), "--", *heat)
         assert r.returncode == 0, r.stderr
-        found[name] = {k: t["status"] for k, t in statuses(out).items()}
-    assert found["big"][1] == "memoryleak" and found["big"][0] == found["big"][2] == "normal", found
-    assert set(found["tiny"].values()) == {"normal"}, found
+        found[name] = statuses(out)
+    big, tiny = found["big"], found["tiny"]
+    assert big[1]["status"] == "memoryleak" and big[1]["reason"].startswith("kept "), big[1]
+    assert big[0]["status"] == big[2]["status"] == "normal", found
+    # 10 bytes per unit: far below the bound, whatever else this short run's scheduling does
+    # to the victim's work (WR, judged apart, on a run of 0.2 s on 2 cores)
+    assert 0 <= tiny[1]["retained"] < 1 << 20 < tiny[1]["retained_bound"], tiny[1]
+    assert not tiny[1]["reason"].startswith("kept "), tiny[1]
 
 
 def test_a_model_keeps_what_normal_threads_retained(tmp_path, exe):
