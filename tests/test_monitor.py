@@ -557,7 +557,7 @@ def heat(tracer_built, tmp_path_factory):
     return progs
 
 
-def record_team(heat, cc, tmp_path, mode, *inject):
+def record_team(heat, cc, tmp_path, mode, *inject, args=HEAT_ARGS):
     if cc not in heat:
         pytest.skip(f"{cc} not installed")
     from conftest import run_hbtool
@@ -565,7 +565,7 @@ def record_team(heat, cc, tmp_path, mode, *inject):
     out = tmp_path / "rec"
     env = env_with({k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))},
                    HBTRACE_MONITOR=mode, HBTRACE_MONITOR_BEATS="openmp", OMP_NUM_THREADS=2)
-    r = run_hbtool("record", "-o", out, *inject, "--", heat[cc], *HEAT_ARGS, env=env)
+    r = run_hbtool("record", "-o", out, *inject, "--", heat[cc], *args, env=env)
     assert r.returncode == 0, r.stderr
     tr = read_trace(next(out.glob("*.hbt")))
     assert tr["meta"]["monitor"] == mode and tr["meta"]["monitor_beats"] == "openmp"
@@ -582,9 +582,13 @@ def test_team_waiting_for_a_sick_thread_is_not_blamed(heat, tmp_path, kind):
     (Central mode: in ring mode the victim's checker is one of the team, which makes no
     beat, so no check, while it waits for the victim.)"""
     mode = "central"
-    wait_ms = 200
-    tr, truth = record_team(heat, "gcc", tmp_path, mode, "--inject", kind, "--thread", 1, "--beat", 600,
-                            "--inject-wait-ms", wait_ms)
+    wait_ms = 500
+    # the fault 0.1 s into a run of ~0.3 s (quiet machine): after the monitor's first 16 looks
+    # at the thread, which it needs to know the CPU time of its beats (HBT_CPU_WARM); at beat
+    # 600 of the short run, 10 ms in on a quiet machine, it had not had them
+    long_run = [a if a != 200 else 2000 for a in HEAT_ARGS]
+    tr, truth = record_team(heat, "gcc", tmp_path, mode, "--inject", kind, "--thread", 1, "--at", 0.1,
+                            "--inject-wait-ms", wait_ms, args=long_run)
     assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
     t0 = truth["fired_at"]["mono_ns"]
     want = BUSY if kind == "busy" else COND
