@@ -220,6 +220,8 @@ def memory_leaks(trace: HeartbeatTrace, table: pd.DataFrame, reference: Heartbea
     if reference is not None:
         rm = memory_retained(reference)
         ref_by_thread = rm.drop_duplicates("thread").set_index("thread")["retained"].to_dict() if len(rm) else {}
+    # each team's retained bytes by thread, once (not per row: thousands of threads)
+    teams = {key: g.droplevel([0, 1])["retained"] for key, g in mem.groupby(level=[0, 1], sort=False)}
     for i, k in zip(table.index, zip(table["run"].astype(str), table["process"], table["thread"])):
         if k not in mem.index:
             continue
@@ -232,8 +234,8 @@ def memory_leaks(trace: HeartbeatTrace, table: pd.DataFrame, reference: Heartbea
         elif retained_reference and int(k[2]) in retained_reference:
             base, against = retained_reference[int(k[2])], f"thread {k[2]} in the model's normal runs"
         else:
-            team = mem.loc[(k[0], k[1])] if (k[0], k[1]) in mem.index.droplevel(2) else None
-            others = team[team.index != k[2]]["retained"] if team is not None else []
+            team = teams.get((k[0], k[1]))
+            others = team[team.index != k[2]] if team is not None else []
             if len(others):
                 base, against = float(np.median(others)), "the median of its team's other threads"
         bound = max(config.LEAK_MIN_BYTES, config.LEAK_MIN_SHARE * float(np.nan_to_num(m["peak_resident"])),

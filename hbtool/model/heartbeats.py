@@ -353,6 +353,7 @@ class StreamedTrace(HeartbeatTrace):
         self._beats = None
         self._waits = None
         self._which = which
+        self._sources_of = None   # thread_beats: each thread's beat sources, once
         ws = conform(wait_stats if wait_stats is not None else empty_frame(WAIT_STATS_COLUMNS), WAIT_STATS_COLUMNS)
         self.wait_stats = sort_rows(ws, ["run", "process", "thread", "os_tid", "source", "sync"]) if len(ws) else ws
         stats = conform(stats, STATS_COLUMNS)
@@ -494,9 +495,10 @@ class StreamedTrace(HeartbeatTrace):
         """One thread's beats read from the trace: their times (ns, beats-table order) and
         each one's construct name ("" for the program's own beats)."""
         run, process, thread = key
-        groups = {k: (a, b) for k, a, b in self._thread_groups()}
-        a, b = groups[key]
-        sources = sorted(set(self.stats["source"].astype(str).tolist()[a:b]))
+        if self._sources_of is None:   # once, not per thread
+            source = self.stats["source"].astype(str).tolist()
+            self._sources_of = {k: sorted(set(source[a:b])) for k, a, b in self._thread_groups()}
+        sources = self._sources_of[key]
         t, loops = self._source.load_times(run, process, thread, sources, loops=True)
         t_ns = np.rint(t * 1e9).astype(np.int64)
         if sources == ["api"]:
