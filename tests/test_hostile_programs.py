@@ -76,12 +76,15 @@ def test_a_folder_removed_during_the_run_is_said_so(tracer_built, tmp_path):
 
 def test_a_folder_removed_and_made_again_is_said_so(bins, tmp_path):
     """The trace files written before the removal are gone; the ones there are the later ones."""
-    trace, go = tmp_path / "again", tmp_path / "go"
+    trace, go, first = tmp_path / "again", tmp_path / "go", tmp_path / "first-done"
     os.mkfifo(go)
     forks = f"{bins['idle_threads']} fork 3 2"  # 3 children with threads: 3 files
-    p = hostile._record(trace, "/bin/sh", "-c", f"{forks} && read line < {go} && {forks}")
-    while len(list(trace.glob("*.hbt"))) < 3 and p.poll() is None:
+    # the folder is removed once the first three children have ended (the shell says so in a
+    # file outside it): removing it while they still write their files races with them
+    p = hostile._record(trace, "/bin/sh", "-c", f"{forks} && echo > {first} && read line < {go} && {forks}")
+    while not first.exists() and p.poll() is None:
         time.sleep(0.005)
+    assert len(list(trace.glob("*.hbt"))) >= 3
     shutil.rmtree(trace)
     trace.mkdir()
     go.write_text("removed and made again\n")
