@@ -20,7 +20,8 @@ a file, under no suffix, on standard input, or as a run directory.
 
 Outcomes allowed: exit 0 with a result (stdout, or the output file written), or exit 2
 with exactly one line on stderr. Failures: a traceback or "internal error", any other
-exit status, a hang (over 10 s), and memory beyond the cap: a case's peak resident memory
+exit status, a hang (over 10 s of its own time: wall time less the time it waited for a CPU),
+and memory beyond the cap: a case's peak resident memory
 above what the process held before it may grow by at most 200 MB + 50 x the input's real
 size (allocated bytes, so a sparse file counts what it holds, not what it claims). The
 200 MB covers what a command needs whatever its input (pandas frames of the report,
@@ -546,7 +547,7 @@ def run_in_process(case: Case) -> dict:
     out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     sys.stdout, sys.stderr = out, err
     sys.stdin = io.TextIOWrapper(io.BytesIO(case.stdin if case.stdin is not None else b""))
-    t0 = time.monotonic()
+    t0, q0 = time.monotonic(), queued_s()
     code = None
     try:
         main(case.argv)
@@ -559,11 +560,23 @@ def run_in_process(case: Case) -> dict:
         code = -1
     finally:
         sys.stdin, sys.stdout, sys.stderr = old
-    secs = time.monotonic() - t0
+    secs = time.monotonic() - t0 - (queued_s() - q0)
     for s in (out, err):
         s.flush()
     return {"code": code, "out": out.buffer.getvalue().decode("utf-8", "replace"),
             "err": err.buffer.getvalue().decode("utf-8", "replace"), "secs": secs}
+
+
+def queued_s(pid: int | str = "self") -> float:
+    """Seconds the process's main thread has spent runnable but waiting for a CPU
+    (/proc/PID/schedstat, its second field; 0 where the kernel does not say). A case's own
+    time is its wall time less this: on a loaded machine a case that waits for a core is
+    not a hang, while one blocked in a read (sleeping, not queued) still is."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def hbtool_command() -> list[str]:
@@ -707,6 +720,7 @@ class Worker:
         self.buf = b""
         self.task = None
         self.started = 0.0
+        self.queued0 = 0.0     # its run-queue wait when its case started (queued_s)
         self.running = False   # the case is made and runs (until then its clock is MAKE_S)
         self.ready = False
         self.warm_rss = 0
@@ -771,6 +785,7 @@ def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 10
                     continue
                 if "started" in m:
                     w.started, w.running = time.monotonic(), True
+                    w.queued0 = queued_s(w.proc.pid)
                     continue
                 results.append(m)
                 w.task = None
@@ -784,8 +799,9 @@ def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 10
             limit = HANG_S + START_ALLOWANCE_S + 5 if (w.task and w.task[1] % max(1, subprocess_every) == 0
                                                       and subprocess_every) else HANG_S
             limit = limit if w.running else MAKE_S
-            if w.task and now - w.started > limit:
-                results.append(_lost(w, seed, "hang", now - w.started))
+            own = now - w.started - (queued_s(w.proc.pid) - w.queued0 if w.running else 0.0)
+            if w.task and own > limit:
+                results.append(_lost(w, seed, "hang", own))
                 if progress:
                     print(f"  FAIL hang: --replay {seed} {w.task[1]}", file=sys.stderr, flush=True)
                 w.task = None
