@@ -187,3 +187,13 @@ SERVICE_NOISY_PHASES = 3
 SERVICE_ESTIMATES_PER_PHASE = 2.5
 #: readers: most rows accepted from a sample table
 MAX_QUEUE_SAMPLE_ROWS = 50_000_000
+
+# ---- the work shift in diagnose (docs/methods.md "Work shift"; hbtool's, not the seed's) ----
+#: a thread's beats are cut into this many windows (fewer when it has fewer beats) ...
+SHIFT_WINDOWS = 20
+#: ... of at least this many beats each (no shift under six windows) ...
+SHIFT_MIN_BEATS = 3
+#: ... and it slowed down in its own work when, from some window on, its work against its
+#: team's is more than this many times what it was before (a round bound, not fitted: twice
+#: as long over the same units of work as its own earlier self, beside the same teammates)
+SHIFT_MAX = 2.0

@@ -108,3 +108,44 @@ def test_npb_class_s_verifies_and_every_openmp_thread_beats(npb_builds, tmp_path
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_npb_class_w_verifies_and_every_openmp_thread_beats(npb_builds, tmp_path, cc, kernel, threads):
     check_run(npb_builds(cc, "W"), kernel, "W", threads, tmp_path / "t")
+
+
+def _diagnose(out: Path) -> dict[int, dict]:
+    import json
+
+    r = subprocess.run([sys.executable, "-m", "hbtool", "diagnose", str(out), "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+
+
+def test_a_slowed_thread_of_a_team_of_two_is_found_by_its_work_shift_with_no_model(npb_builds, tmp_path):
+    """Issue 16: in a team of two the team median is one of them, so only the thread's own
+    earlier work, beside the same teammate, can tell which one slowed down (WS): the injector
+    slows one thread of NPB MG (unmodified, gcc) from a beat it draws; diagnose, with no model
+    and no reference, calls that thread memoryleak for its work shift and the other normal,
+    and both threads of a normal run normal."""
+    import json
+
+    build = npb_builds("gcc", "W")
+    env = _env(2)
+    base = [sys.executable, "-m", "hbtool", "record", "--force"]
+    r = subprocess.run(base + ["-o", str(tmp_path / "normal"), "--", "./bin/mg.W"], cwd=build, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and SUCCESS in r.stdout, r.stderr[-2000:]
+    d = _diagnose(tmp_path / "normal")
+    assert sorted(d) == [0, 1] and all(t["status"] == "normal" for t in d.values()), d
+    assert all(t["WS"] is not None and 0.5 < t["WS"] < 2.0 for t in d.values()), d
+    for seed in (1, 2):
+        out = tmp_path / f"slow{seed}"
+        r = subprocess.run(base + ["-o", str(out), "--inject", "slow", "--inject-slow", "5", "--thread", "random",
+                                   "--beat", "400-1200", "--inject-seed", str(seed), "--", "./bin/mg.W"],
+                           cwd=build, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0 and SUCCESS in r.stdout, r.stderr[-2000:]
+        truth = json.loads((out / "inject-truth.json").read_text())
+        assert truth["fired"], truth
+        victim = truth["thread"]
+        d = _diagnose(out)
+        assert d[victim]["status"] == "memoryleak" and "work shift" in d[victim]["reason"], d[victim]
+        assert d[victim]["WS"] > 2.0 and abs(d[victim]["WS_beat"] - truth["fired_at"]["beat"]) < d[victim]["beats"] / 4, d[victim]
+        assert d[1 - victim]["status"] == "normal" and d[1 - victim]["WS"] < 1.0, d[1 - victim]

@@ -9,7 +9,7 @@ import pandas as pd
 from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, LazySeries, Series, compute_features, make_series, too_few_beats
 from .. import config
-from .summary import memory_retained, region_work, summarize_threads
+from .summary import memory_retained, region_work, summarize_threads, work_shifts
 
 KEY = ["run", "process", "thread"]
 #: which thread a row was compared with: "team-median" (its team's median thread) or
@@ -117,6 +117,16 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table = pd.DataFrame(rows, columns=cols)
     table["work_s"] = _work_of(trace, table)
     table["WR"], table["WR_against"] = work_ratios(trace, table, reference, work_reference)
+    shifts = work_shifts(trace)
+    if len(shifts):
+        shifts = shifts.assign(run=shifts["run"].astype(str)).set_index(KEY)
+    keys = list(zip(table["run"].astype(str), table["process"], table["thread"]))
+    table["WS"] = [float(shifts["work_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
+    table["WS_beat"] = [int(shifts["shift_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
+    # where the team judges a thread over time (WS), other runs' work does not: the model's
+    # normal runs ran under another load (the same reason work_ratios prefers the team)
+    modelled = table["WR_against"].astype(str).str.endswith(MODEL_RUNS) & np.isfinite(table["WS"].to_numpy(float))
+    table.loc[modelled, "WR"], table.loc[modelled, "WR_against"] = np.nan, ""
     table = table.join(memory_leaks(trace, table, reference, retained_reference))
     # a thread's count of automatic OpenMP beats is the runtime's choice (who takes how many
     # chunks of a dynamic loop), not its progress: a thread that stopped early is one whose
@@ -152,6 +162,10 @@ def _counts_progress(trace: HeartbeatTrace) -> dict[tuple, bool]:
 def _work_of(trace: HeartbeatTrace, table: pd.DataFrame) -> np.ndarray:
     work = region_work(trace).set_index(KEY)["work_s"] if trace.beat_count() else pd.Series(dtype=float)
     return np.array([work.get(k, np.nan) for k in zip(table["run"], table["process"], table["thread"])], dtype=float)
+
+
+#: how WR_against ends when WR was measured against the model's normal runs
+MODEL_RUNS = " in the model's normal runs"
 
 
 def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame, reference: HeartbeatTrace | None,
@@ -191,7 +205,7 @@ def work_ratios(trace: HeartbeatTrace, table: pd.DataFrame, reference: Heartbeat
         for i, k in enumerate(zip(table["run"], table["process"], table["thread"])):
             w, r = work.get(k, np.nan), work_reference.get(int(k[2]), np.nan)
             if np.isnan(out[i]) and np.isfinite(w) and np.isfinite(r) and r > 0:
-                out[i], against[i] = w / r, f"thread {k[2]} in the model's normal runs"
+                out[i], against[i] = w / r, f"thread {k[2]}{MODEL_RUNS}"
     return out, against
 
 

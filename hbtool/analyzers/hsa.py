@@ -21,7 +21,7 @@ import pandas as pd
 from .. import config
 from ..model import HeartbeatTrace
 from ..model.hsa import FEATURES, LOWER_ONLY, STATUSES, UPPER_ONLY, FeatureSettings, HsaModel
-from .diagnosis import REFERENCE_COLUMNS, features_table, labelled_table
+from .diagnosis import MODEL_RUNS, REFERENCE_COLUMNS, features_table, labelled_table
 
 #: features that are ratios (1 = like the reference): ranges are fitted on their log,
 #: where twice as slow and twice as fast lie equally far from 1
@@ -106,6 +106,17 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
+def _work_shift(row) -> str:
+    """The reason to call a thread slowed down by its work shift (diagnosis.work_shifts:
+    its own work against its team's, later in its run against earlier), or ""."""
+    ws = row.get("WS", float("nan"))
+    if ws is None or not np.isfinite(ws) or ws <= config.SHIFT_MAX:
+        return ""
+    return (f"from about its beat {int(row.get('WS_beat') or 0)} on, its own work in the parallel regions took "
+            f"{ws:.2f}x as long against its team's as before (work shift, > {config.SHIFT_MAX:g}): it slowed "
+            f"down while its team waited for it at the barriers")
+
+
 def classify_row(row, model: HsaModel) -> tuple[str, str]:
     """(status, reason) of one sequence: Algorithm 1 with hbtool's documented additions."""
     rg = model.ranges
@@ -118,8 +129,11 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
                               f"and its process kept it too")
     wr = row.get("WR", float("nan"))
     wr_known = "WR" in rg and wr is not None and np.isfinite(wr)
+    shifted = _work_shift(row)
     if isinstance(row.get("na_reason"), str) and row["na_reason"]:
         # no heart rates; its own work may still be judged (a long static loop beats once)
+        if shifted:
+            return "memoryleak", f"{shifted}; {row['na_reason']}"
         if wr_known and not _inside(wr, rg["WR"]):
             return "memoryleak", (f"worked {wr:.2f}x as long as {row.get('WR_against') or 'its reference'} in "
                                   f"the parallel regions ({_describe('WR', wr, rg['WR'])}); {row['na_reason']}")
@@ -132,6 +146,8 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
     prog = row["progress"]
     if "progress" in rg and np.isfinite(prog) and not _inside(prog, rg["progress"]):
         return "shutdown", f"completed {row['beats']} beats, {_describe('progress', prog, rg['progress'])} (ended early)"
+    if shifted:
+        return "memoryleak", shifted
     if wr_known and not _inside(wr, rg["WR"]):
         # it took longer over its own work than its reference, while its team waited for it at
         # the barriers: their heartbeats slowed with it, so only this tells it from them
@@ -313,9 +329,12 @@ def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd
     work = {int(k): float(v) for k, v in work.items()}
     out = features.copy()
     ref = np.array([work.get(int(t), np.nan) for t in out["thread"]], dtype=float)
-    fill = np.isnan(out["WR"].to_numpy(dtype=float)) & np.isfinite(ref)   # as work_ratios: the team first
+    # as work_ratios and features_table: the team first, and none where the team judges it over time (WS)
+    fill = np.isnan(out["WR"].to_numpy(dtype=float)) & np.isfinite(ref)
+    if "WS" in out:
+        fill &= ~np.isfinite(out["WS"].to_numpy(dtype=float))
     out.loc[fill, "WR"] = w[fill] / ref[fill]
-    out.loc[fill, "WR_against"] = [f"thread {int(t)} in the model's normal runs" for t in out.loc[fill, "thread"]]
+    out.loc[fill, "WR_against"] = [f"thread {int(t)}{MODEL_RUNS}" for t in out.loc[fill, "thread"]]
     return out, work
 
 
@@ -361,6 +380,7 @@ class Diagnosis:
             rows.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "status": v["status"],
                          "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
                          **{f: r[f] for f in FEATURES}, "WR_against": r.get("WR_against", ""),
+                         "WS": r.get("WS", float("nan")), "WS_beat": int(r.get("WS_beat") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
                          "retained_against": r.get("retained_against") or "",
                          "reference": r["reference"],

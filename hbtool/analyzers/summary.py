@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import THREAD_END_REASONS, HeartbeatTrace
+from ..model.heartbeats import StreamedTrace
 
 
 #: every value of a thread's `ending`, and what it means
@@ -346,3 +347,136 @@ def memory_retained(trace: HeartbeatTrace) -> pd.DataFrame:
     out["process_growth"] = [growth.get(k, np.nan) for k in keys]
     out["peak_resident"] = [peak.get(k, np.nan) for k in keys]
     return out[cols]
+
+
+def _waits_by_thread(trace: HeartbeatTrace, team: list[tuple]) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """(start_ns, end_ns) of the recorded waits of each thread of `team`, sorted by end; a
+    trace whose waits stay in the file (StreamedTrace) read one thread at a time."""
+    out = {}
+    if isinstance(trace, StreamedTrace):
+        for key in team:
+            w = trace.thread_waits(key)
+            end = w["t_ns"].to_numpy(np.int64)
+            out[key] = (end - w["wait_ns"].to_numpy(np.int64), end)
+    else:
+        w = trace.waits
+        w = w[(w["run"].astype(str) == str(team[0][0])) & (w["process"] == team[0][1])]
+        for key in team:
+            m = w[w["thread"] == key[2]]
+            end = m["t_ns"].to_numpy(np.int64)
+            out[key] = (end - m["wait_ns"].to_numpy(np.int64), end)
+    for key, (start, end) in out.items():
+        o = np.argsort(end, kind="stable")
+        out[key] = (start[o], end[o])
+    return out
+
+
+def work_clock(t_ns: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """At each time of t_ns: the time so far that the thread spent not in its recorded waits
+    (waits [start, end), one thread's, not overlapping, sorted by end): its work clock."""
+    if not len(end):
+        return t_ns.astype(np.int64)
+    waited = np.r_[0, np.cumsum(end - start)]
+    j = np.searchsorted(end, t_ns, side="right")      # waits over by then
+    part = np.clip(t_ns - start[np.minimum(j, len(end) - 1)], 0, None)
+    part = np.where(j < len(end), np.minimum(part, (end - start)[np.minimum(j, len(end) - 1)]), 0)
+    return t_ns - waited[j] - part
+
+
+def _window_edges(n: int) -> np.ndarray | None:
+    """Beat indices that split n beats into config.SHIFT_WINDOWS windows of at least
+    config.SHIFT_MIN_BEATS beats (fewer windows for fewer beats; None under six)."""
+    from .. import config
+    w = min(config.SHIFT_WINDOWS, (n - 1) // config.SHIFT_MIN_BEATS)
+    if w < 6:
+        return None
+    return np.linspace(0, n - 1, w + 1).round().astype(np.int64)
+
+
+def _window_work(beats: dict[tuple, np.ndarray], waits: dict) -> tuple[dict, dict]:
+    """Each thread's work (ns, work_clock) in each window of its beats, and the index of each
+    window's first beat; the windows are equal shares of each thread's own beats, so the k-th
+    window of every thread holds the same units of work: only when the team's threads made as
+    many beats each, as OpenMP's static loops and constructs make them (beat i of every
+    thread ends the same unit of work). Otherwise nothing: a dynamic loop's chunks go to
+    whoever is free (a slow thread takes fewer), and windows of wall time would make a
+    teammate's one long stall, which the others wait through, look like a shift of theirs."""
+    counts = {len(t) for t in beats.values()}
+    edges = _window_edges(counts.pop()) if len(counts) == 1 else None
+    if edges is None:
+        return {}, {}
+    return ({k: np.diff(work_clock(t[edges], *waits[k]).astype(np.float64)) for k, t in beats.items()},
+            {k: edges for k in beats})
+
+
+def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
+    """Per thread of a team with wait records: how many times longer its own work took,
+    against its team's, after some beat than before it (docs/methods.md, "Work shift").
+
+    The team's run is cut into windows (_window_work: equal shares of each thread's own beats,
+    for a team whose threads beat alike); in each, the thread's work (the time not in its
+    recorded waits, work_clock) over the median of its teammates' in theirs. These
+    ratios are split where they change most (the split into an earlier and a later part, of
+    two windows or more each, whose values lie closest to their part's median: least
+    absolute deviation), and the shift is the later part's median over the earlier's: a thread that
+    became slower in its own work from some beat on (a slow or leaking thread) shifts by
+    that factor; its teammates, which wait for it at the barriers, do not (theirs falls);
+    the team's phases and the machine's load move every thread alike. Columns: run, process,
+    thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose threads
+    made different numbers of beats), shift_beat (the
+    first beat of the later part)."""
+    key = ["run", "process", "thread"]
+    cols = key + ["work_shift", "shift_beat"]
+    if not trace.beat_count():
+        return pd.DataFrame(columns=cols)
+    if isinstance(trace, StreamedTrace):
+        with_waits = {(str(r), int(p)) for r, p in zip(trace.wait_stats["run"].astype(str), trace.wait_stats["process"])}
+        keys = [(str(r), int(p), int(t)) for r, p, t in trace.thread_keys()]
+    else:
+        w = trace.waits
+        with_waits = {(str(r), int(p)) for r, p in zip(w["run"].astype(str), w["process"])} if len(w) else set()
+        keys = [(str(k[0]), int(k[1]), int(k[2])) for k, _ in trace.threads()]
+    teams: dict[tuple, list[tuple]] = {}
+    for k in keys:
+        if k[:2] in with_waits:
+            teams.setdefault(k[:2], []).append(k)
+    rows = []
+    for (run, process), team in teams.items():
+        if len(team) < 2:
+            continue
+        waits = _waits_by_thread(trace, team)
+        beats = {k: t for k, t in _beat_times(trace, team).items() if len(t)}
+        if len(beats) < 2:
+            continue
+        work, at_beat = _window_work(beats, waits)
+        if not work:
+            continue
+        m = len(next(iter(work.values())))
+        for k, v in work.items():
+            others = [u for kk, u in work.items() if kk != k]
+            if not others:
+                continue
+            q = np.log(np.maximum(v, SHIFT_FLOOR_NS) / np.maximum(np.median(np.array(others), axis=0), SHIFT_FLOOR_NS))
+            # the split with the least absolute deviation from each part's median (one change point)
+            cost, at = np.inf, 0
+            for s in range(2, m - 1):
+                c = float(np.abs(q[:s] - np.median(q[:s])).sum() + np.abs(q[s:] - np.median(q[s:])).sum())
+                if c < cost:
+                    cost, at = c, s
+            shift = float(np.exp(np.median(q[at:]) - np.median(q[:at])))
+            rows.append((run, process, k[2], shift, int(at_beat[k][at]) + 1))
+    return pd.DataFrame(rows, columns=cols)
+
+
+#: windows of less work than this (ns) are noise to work_shifts, not work
+SHIFT_FLOOR_NS = 10_000
+
+
+def _beat_times(trace: HeartbeatTrace, team: list[tuple]) -> dict[tuple, np.ndarray]:
+    """Each thread of `team`'s beat times (ns, sorted); a trace whose beats stay in the file
+    (StreamedTrace) read one thread at a time."""
+    if isinstance(trace, StreamedTrace):
+        return {k: np.sort(trace.thread_beats(k)[0], kind="stable") for k in team}
+    b = trace.beats
+    b = b[(b["run"].astype(str) == str(team[0][0])) & (b["process"] == team[0][1])]
+    return {k: np.sort(b.loc[b["thread"] == k[2], "t_ns"].to_numpy(np.int64), kind="stable") for k in team}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import click
+import numpy as np
 
 from .hsa_common import beats_line, beats_option, beats_used
 from .output import emit, output_options, warn
@@ -22,6 +23,10 @@ LEGEND = [
 WR_LEGEND = ("WR: its own work in the parallel regions (time there less its waits) / that of the team's other "
              "workers\n  (median), or of the same thread of the reference run; the master (thread 0) only "
              "against a reference.")
+#: under the table when it shows WS
+WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the others), later in its beats "
+             "over\n  earlier, split where it changed most (1 = unchanged; a thread that slowed down in its own "
+             "work shifts up,\n  the teammates that wait for it down).")
 #: under the table when it shows what threads kept
 KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
                "signal; a leak\n  is kept step after step, by its process too).")
@@ -84,8 +89,11 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
                 "each run's own median thread")
     counts = result.counts()
     if not ref and not model.reference:
-        pairs = sorted({(r, p) for (r, p), n in result.table.groupby(["run", "process"], observed=True).size().items()
-                        if n == 2})
+        # a team of two whose work shift is unknown (no wait records): each judged against the other only
+        tb = result.table
+        unshifted = tb[~np.isfinite(tb["WS"].to_numpy(dtype=float))] if "WS" in tb else tb
+        pairs = sorted({(r, p) for (r, p), n in tb.groupby(["run", "process"], observed=True).size().items()
+                        if n == 2 and ((unshifted["run"] == r) & (unshifted["process"] == p)).any()})
         if pairs:
             where = ", ".join(f"{r}" + (f" process {p}" if p else "") for r, p in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
             warn([f"{where}: 2 threads, each compared with the other: the median of two is one of them, so a sick "
@@ -109,13 +117,16 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
         columns = [c for c in COLUMNS if c != "process" or several]
         if any(r["WR"] is not None and r["WR"] == r["WR"] for r in rows):   # a number, not NaN
             columns.insert(columns.index("progress") + 1, "WR")
+        if any(r["WS"] is not None and r["WS"] == r["WS"] for r in rows):
+            columns.insert(columns.index("WR") + 1 if "WR" in columns else columns.index("progress") + 1, "WS")
         if any(r["kept_MiB"] is not None for r in rows):
             columns.insert(columns.index("compared_with"), "kept_MiB")
     footer = ["", *LEGEND, *([WR_LEGEND] if "WR" in columns and fmt != "csv" else []),
+              *([WS_LEGEND] if "WS" in columns and fmt != "csv" else []),
               *([KEPT_LEGEND] if "kept_MiB" in columns and fmt != "csv" else []),
               *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
     emit(fmt, rows, columns, key="threads", extra=extra, preamble=preamble, headers=HEADERS,
-         decimals={**DECIMALS, "kept_MiB": 1}, footer=footer)
+         decimals={**DECIMALS, "WS": 2, "kept_MiB": 1}, footer=footer)
     stages["report"] = time.perf_counter() - t
     if timings:
         total = sum(stages.values())
@@ -131,7 +142,8 @@ def compared_with(row: dict) -> str:
     ref = (row["reference_run"], row["reference_process"], row["reference_thread"])
     if kind == "team-median":
         if ref == (row["run"], row["process"], row["thread"]):
-            return "itself (median)"
+            ws = row.get("WS")
+            return "its team, over time" if ws is not None and ws == ws else "itself (median)"
         where = "" if ref[1] == row["process"] else f" of process {ref[1]}"
         where += "" if ref[0] == row["run"] else f" of {ref[0]}"
         return f"thread {ref[2]}{where} (median)"
