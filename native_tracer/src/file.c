@@ -129,7 +129,7 @@ static int hbt_create_file(pid_t pid)
     return -1;
 }
 
-static int hbt_move_fd_high(int fd)
+int hbt_move_fd_high(int fd)
 {
     int hi = fcntl(fd, F_DUPFD_CLOEXEC, HBT_HIGH_FD);
     if (hi < 0)
@@ -268,6 +268,7 @@ int hbt_open_trace(void)
     if (first > hbt_g.max_units)
         first = hbt_g.max_units;
 
+    hbt_report_hold();
     int err = hbt_mkdir_p(dir);
     if (err)
         goto fail;
