@@ -1,14 +1,16 @@
-"""Time and peak memory of `hbtool info` and `hbtool diagnose` on big tracer traces.
+"""Time and peak memory of hbtool's commands on big tracer traces.
 
-    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--dir DIR] [--keep]
+    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--commands info,diagnose,...] [--dir DIR] [--keep]
 
 For each size (millions of beats), 16 threads beat as fast as they can under the real
-tracer (benchmarks/beat_burst.c, built here against native_tracer/lib), then `hbtool info`
-and `hbtool diagnose` run on the trace as fresh processes; each command's wall time and
-peak resident memory (its own rusage, from wait4) are printed, one row per size. The
-traces (32 bytes a beat: 3.2 GB for 100 M) go to DIR (default: a temporary folder) and are
-removed unless --keep. Targets (issue 20): info < 3 s and diagnose < 5 s at 20 M beats,
-peak memory < 1 GB at every size, time linear in beats.
+tracer (benchmarks/beat_burst.c, built here against native_tracer/lib), then each command
+runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
+`convert` to csv and to parquet (`--commands` picks some; default all); each command's
+wall time and peak resident memory (its own rusage, from wait4) are printed, one row per
+size and command, with the time per million beats. The traces (32 bytes a beat: 3.2 GB
+for 100 M) and the converted files go to DIR (default: a temporary folder) and are removed
+unless --keep. Targets (issue 20): info < 3 s and diagnose < 5 s at 20 M beats, peak
+memory < 1 GB at every size for every command, time linear in beats.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TRACER = ROOT / "native_tracer"
 THREADS = 16
+#: command name -> its arguments after `hbtool` ({trace}: the trace file, {out}: a file to write)
+COMMANDS = {
+    "info": ["info", "{trace}"],
+    "diagnose": ["diagnose", "{trace}"],
+    "behavior": ["behavior", "{trace}"],
+    "plot": ["plot", "{trace}", "-o", "{out}.png"],
+    "convert-csv": ["convert", "-f", "{trace}", "{out}.csv"],
+    "convert-parquet": ["convert", "-f", "{trace}", "{out}.parquet"],
+}
 
 
 def build(exe: Path) -> None:
@@ -50,14 +61,19 @@ def main() -> None:
     ap.add_argument("--dir", help="where to write the traces (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the traces")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
+    ap.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     args = ap.parse_args()
+    commands = args.commands.split(",")
+    unknown = [c for c in commands if c not in COMMANDS]
+    if unknown:
+        sys.exit(f"bench_big_trace: unknown command {unknown[0]} (known: {', '.join(COMMANDS)})")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hbtool-big-"))
     base.mkdir(parents=True, exist_ok=True)
     exe = base / "beat_burst"
     build(exe)
     hbtool = [sys.executable, "-m", "hbtool"]
-    print(f"{'beats':>6} {'file MB':>8} {'write s':>8} {'info s':>7} {'info MB':>8} {'diagnose s':>11} "
-          f"{'diagnose MB':>12}")
+    print(f"{'beats':>6} {'file MB':>8} {'write s':>8}  {'command':<16} {'time s':>8} {'s per M beats':>14} "
+          f"{'peak MB':>8}", flush=True)
     try:
         for m in (float(x) for x in args.beats.split(",")):
             per = int(m * 1e6 / THREADS)
@@ -69,17 +85,20 @@ def main() -> None:
             subprocess.run([str(exe), str(THREADS), str(per)], env=env, check=True)
             wrote = time.perf_counter() - t0
             (f,) = d.glob("*.hbt")
-            res = {}
-            for cmd in ("info", "diagnose"):
-                runs = [measure(hbtool + [cmd, str(f)]) for _ in range(args.repeat)]
+            out = base / f"out-{m:g}M"
+            for cmd in commands:
+                argv = [a.format(trace=f, out=out) for a in COMMANDS[cmd]]
+                runs = [measure(hbtool + argv) for _ in range(args.repeat)]
                 bad = [r for r in runs if r[2] != 0]
                 if bad:
-                    sys.exit(f"hbtool {cmd} {f}: exit status {bad[0][2]}")
-                res[cmd] = (min(r[0] for r in runs), max(r[1] for r in runs))
-            print(f"{m:>5g}M {f.stat().st_size / 1e6:>8.0f} {wrote:>8.2f} {res['info'][0]:>7.2f} "
-                  f"{res['info'][1]:>8.0f} {res['diagnose'][0]:>11.2f} {res['diagnose'][1]:>12.0f}", flush=True)
+                    sys.exit(f"hbtool {' '.join(argv)}: exit status {bad[0][2]}")
+                wall, peak = min(r[0] for r in runs), max(r[1] for r in runs)
+                print(f"{m:>5g}M {f.stat().st_size / 1e6:>8.0f} {wrote:>8.2f}  {cmd:<16} {wall:>8.2f} {wall / m:>14.2f} "
+                      f"{peak:>8.0f}", flush=True)
             if not args.keep:
                 shutil.rmtree(d, ignore_errors=True)
+                for written in base.glob(f"out-{m:g}M.*"):
+                    written.unlink()
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)

@@ -279,6 +279,28 @@ def test_evaluate_tiny_dataset(capsys, tiny_dataset):
     assert "memory leak 1 MiB per beat" in out.splitlines()[1]
 
 
+def test_evaluate_streams_the_traces_and_prints_what_the_whole_reader_gives(capsys, monkeypatch, tiny_dataset):
+    """evaluate reads each tracer trace in bounded memory (its beats one thread at a time):
+    the same figures as when every trace is read whole."""
+    import hbtool.io
+    from hbtool.model.heartbeats import StreamedTrace
+
+    whole = hbtool.io.read_heartbeats
+    kinds = []
+
+    def spy(p, stream=False):
+        tr = whole(p, stream=stream)
+        kinds.append(type(tr))
+        return tr
+
+    monkeypatch.setattr(hbtool.io, "read_heartbeats", spy)
+    streamed = run_cli(capsys, "evaluate", "--format", "json", tiny_dataset)
+    assert kinds and set(kinds) == {StreamedTrace}
+    monkeypatch.setattr(hbtool.io, "read_heartbeats", lambda p, stream=False: whole(p, stream=False))
+    assert streamed == run_cli(capsys, "evaluate", "--format", "json", tiny_dataset)
+    assert streamed[0] == 0 and json.loads(streamed[1])["benchmarks"][0]["n_normal"] > 0
+
+
 def test_evaluate_not_a_dataset(tmp_path):
     r = run_hbtool("evaluate", tmp_path)
     assert r.returncode == 2 and "no runs found" in r.stderr

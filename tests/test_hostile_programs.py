@@ -49,6 +49,35 @@ def test_the_cases_compare_what_could_differ(bins, tmp_path):
     assert res.fate_changed and res.problems[0] == "the files it wrote differ: ['f']"
 
 
+def test_a_child_left_with_no_descriptor_is_counted_by_record(bins, tmp_path):
+    """rlimits nofile: the program takes every descriptor RLIMIT_NOFILE (32) allows, then
+    forks a beating child, which can open neither a trace file nor the report file: it
+    reports through the report descriptor the tracer held since it started, and record
+    says the process is missing from the trace and why."""
+    (tmp_path / "out").mkdir()
+    r = subprocess.run([*hostile.HBTOOL, "record", "-o", tmp_path / "trace", "--", bins["rlimits"], "nofile", "out"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "the child with no descriptor left exited with status 4" in r.stdout
+    assert (f"hbtool: warning: the tracer could not create its trace file in {tmp_path / 'trace'}: Too many open "
+            f"files: those processes are missing from the trace") in r.stderr.splitlines(), r.stderr
+    assert "(1 file, 5 threads (4 with beats), 80000 api beats)" in r.stderr
+
+
+def test_an_address_space_limit_loses_no_record(bins, tmp_path):
+    """rlimits as: RLIMIT_AS = what is mapped + 256 MiB, 4 threads beat 200,000 times. The
+    tracer gave each new thread a malloc arena (64 MiB of address space: it freed the start
+    record there), and the trace's mappings then failed (278,371 records dropped); now every
+    beat is in the trace."""
+    (tmp_path / "out").mkdir()
+    r = subprocess.run([*hostile.HBTOOL, "record", "-o", tmp_path / "trace", "--", bins["rlimits"], "as", "out"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "malloc failed at the limit, cleanly" in r.stdout
+    assert "(1 file, 5 threads (4 with beats), 800000 api beats)" in r.stderr, r.stderr
+    assert "dropped" not in r.stderr and "Cannot allocate" not in r.stderr
+
+
 def test_sigkill_at_seeded_moments_loses_no_beat_older_than_100ms(bins, tmp_path):
     res = hostile.run_kills(bins, tmp_path, kills=2, seed=20)
     assert res.problems == [] and res.beats_lost == 0

@@ -150,7 +150,8 @@ def test_every_ending_has_a_marker_and_an_unknown_one_is_named_as_it_is():
     summary = summarize_threads(trace)
     summary["ending"] = [*ENDINGS, "ended (7)"]
     summary["ended"] = [*(f"info says {e}" for e in ENDINGS), "ended (7)"]
-    fig = plotting.heart_rate_figure(heart_rate_curves(trace, 10), summary, 10)
+    curves = {k: plotting.thread_curve(t, hr) for k, (t, hr) in heart_rate_curves(trace, 10).items()}
+    fig = plotting.heart_rate_figure(curves, summary, 10)
     FigureCanvasAgg(fig).draw()
     entry = thread_legend(fig.axes[0])
     assert entry[f"thread {len(ENDINGS)}"].split(" · ")[1] == "ended (7)"

@@ -9,11 +9,22 @@ from .. import config
 
 def heart_rate_curves(trace, w: int = config.HEART_RATE_WINDOW) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
     """Every thread's heart rate: (run, process, thread) -> (beat times s, heart rates)."""
-    out = {}
+    return {key: (t, hr) for key, t, hr in heart_rate_series(trace, w)}
+
+
+def heart_rate_series(trace, w: int = config.HEART_RATE_WINDOW):
+    """Every thread's heart rate, one thread at a time: ((run, process, thread), beat times s,
+    heart rates). A trace whose beats stay in their files (StreamedTrace) has each thread's
+    beat times read when its turn comes, so that only one thread's are in memory."""
+    loaders = getattr(trace, "thread_loaders", None)
+    if loaders is not None:
+        for key, _, load in loaders():
+            t = load()
+            yield key, t, heart_rate(t, w)
+        return
     for key, g in trace.threads():
         t = g["t"].to_numpy()
-        out[key] = (t, heart_rate(t, w))
-    return out
+        yield key, t, heart_rate(t, w)
 
 
 def heart_rate(t, w: int = config.HEART_RATE_WINDOW) -> np.ndarray:

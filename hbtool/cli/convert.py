@@ -48,7 +48,8 @@ def convert(src, out, output, fmt, force):
             raise HbtoolError(f"{out}: is a directory; give a file name")
         if os.path.lexists(out) and not force:
             raise HbtoolError(f"{out}: exists; give --force to replace it")
-    trace = read_heartbeats(src)
+    # a tracer trace is read in bounded memory: its beats are written a thread at a time
+    trace = read_heartbeats(src, stream=True)
     warn(trace.warnings)
     target = fmt or ("csv" if out == "-" else None)
     written = write_heartbeats(trace, out, target)
@@ -58,6 +59,6 @@ def convert(src, out, output, fmt, force):
               f"(use .parquet, .xlsx or .hbt to keep them)"])
     if written:
         click.echo(
-            f"hbtool: wrote {len(trace.beats)} beats of {len(trace.runs)} run(s) to {', '.join(written)}",
+            f"hbtool: wrote {trace.beat_count()} beats of {len(trace.runs)} run(s) to {', '.join(written)}",
             err=True,
         )

@@ -37,7 +37,7 @@ def evaluate(dataset, repeats, train_fraction, seed, fmt):
 
     def labelled(bar):
         for lr in bar:
-            tr = read_heartbeats(lr.path)
+            tr = read_heartbeats(lr.path, stream=True)  # a tracer trace's beats stay in its file
             warnings.extend(tr.warnings)
             yield tr, lr.label, lr.thread_labels, {"benchmark": lr.benchmark}
 

@@ -66,12 +66,12 @@ def plot(paths, out, window, behavior, status, beats):
         save(status_figure(rep, title=str(paths[0])), out)
         click.echo(f"hbtool: wrote {out}", err=True)
         return
-    trace = read_all(paths, beats=beats)
+    trace = read_all(paths, beats=beats, stream=True)
     if len(trace.runs) > MAX_PANELS:
         raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
-    from ..analyzers.heartrate import heart_rate_curves
+    from ..analyzers.heartrate import heart_rate_series
     from ..analyzers.summary import summarize_threads
-    from .plotting import heart_rate_figure, save
+    from .plotting import heart_rate_figure, save, thread_curve
 
     window = window or config.HEART_RATE_WINDOW
     summary = summarize_threads(trace)
@@ -84,7 +84,9 @@ def plot(paths, out, window, behavior, status, beats):
         from ..analyzers.behavior import behavior_timelines
 
         timelines = behavior_timelines(trace)
-    save(heart_rate_figure(heart_rate_curves(trace, window), summary, window, timelines, statuses, notes), out)
+    # one thread's beats in memory at a time, kept as at most config.PLOT_MAX_POINTS points
+    curves = {key: thread_curve(t, hr) for key, t, hr in heart_rate_series(trace, window)}
+    save(heart_rate_figure(curves, summary, window, timelines, statuses, notes), out)
     click.echo(f"hbtool: wrote {out}", err=True)
 
 

@@ -7,6 +7,9 @@ drawing needs (decimation, a rolling median for the bold line, gaps to break).
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -41,12 +44,62 @@ def _break_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.insert(x, gaps + 1, np.nan), np.insert(y, gaps + 1, np.nan)
 
 
-def _smooth(y: np.ndarray) -> np.ndarray:
-    """Rolling median over SMOOTH_SHARE of the points (NaN where undefined)."""
+def _smooth(y: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Rolling median over SMOOTH_SHARE of the points, or over k of them (NaN where undefined)."""
     import pandas as pd
 
-    k = max(5, int(len(y) * SMOOTH_SHARE))
+    k = k or max(5, int(len(y) * SMOOTH_SHARE))
     return pd.Series(y).rolling(k, center=True, min_periods=max(1, k // 2)).median().to_numpy()
+
+
+@dataclass
+class ThreadCurve:
+    """What the figure draws of one thread's heart rate: the faint line (x, y), the bold
+    rolling median (xs, ys), at most PLOT_MAX_POINTS points each, gaps broken; the end
+    marker's place (last_t, last_hr); the bold line's highest value (top, NaN if none)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    xs: np.ndarray
+    ys: np.ndarray
+    last_t: float
+    last_hr: float
+    top: float
+
+
+def thread_curve(t: np.ndarray, hr: np.ndarray, points: int | None = None) -> ThreadCurve:
+    """One thread's curve for the figure from its beat times and heart rates (heartrate.heart_rate).
+
+    At most `points` beats (config.PLOT_MAX_POINTS): drawn as they are, with the rolling
+    median over SMOOTH_SHARE of them. More: blocks of k consecutive beats, each drawn at
+    its mean time with its mean heart rate, and the bold line the rolling median over
+    SMOOTH_SHARE of the beats taken of the blocks' medians (that many beats' worth of
+    blocks) -- what the eye sees of a rolling median over millions of beats, in time
+    linear in the beats."""
+    points = points or config.PLOT_MAX_POINTS
+    n = len(t)
+    finite = ~np.isnan(hr)
+    last_hr = float(hr[finite][-1]) if finite.any() else 0.0
+    if n <= points:
+        sm = _smooth(hr)
+        x, y, xs, ys = t, hr, t, sm
+    else:
+        k = int(np.ceil(n / points))
+        m = n // k * k
+        x, y = _decimate(t, hr, points)
+        blocks = hr[:m].reshape(-1, k)
+        med = np.median(blocks, axis=1)
+        holes = np.flatnonzero(np.isnan(med))
+        if holes.size:  # blocks with undefined rates (the first w beats): the median of the others
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                med[holes] = np.nanmedian(blocks[holes], axis=1)
+        sm = _smooth(med, max(1, round(max(5, int(n * SMOOTH_SHARE)) / k)))
+        xs, ys = x, sm
+    x, y = _break_gaps(x, y)
+    xs, ys = _break_gaps(xs, ys)
+    top = float(np.nanmax(sm)) if np.isfinite(sm).any() else float("nan")
+    return ThreadCurve(x, y, xs, ys, float(t[-1]) if n else float("nan"), last_hr, top)
 
 
 #: colours of `hbtool plot --behavior` (running is left plain)
@@ -110,7 +163,7 @@ def _behavior_strip(ax, timelines: list[dict], groups: list, multi: bool) -> Non
     ax.grid(axis="x", alpha=0.3)
 
 
-def heart_rate_figure(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summary: pd.DataFrame, window: int,
+def heart_rate_figure(curves: dict[tuple, ThreadCurve], summary: pd.DataFrame, window: int,
                       timelines: list[dict] | None = None, statuses: dict[tuple, str] | None = None,
                       notes: dict[str, str] | None = None):
     """Heart rate over time, one panel per run, one line per thread; how each thread
@@ -118,7 +171,7 @@ def heart_rate_figure(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summar
     its legend entry); with `timelines`, each run's behavior strip under its panel.
     Returns the matplotlib Figure.
 
-    `curves`: (run, process, thread) -> (beat times, heart rates) (heartrate.heart_rate_curves);
+    `curves`: (run, process, thread) -> its ThreadCurve (thread_curve);
     `summary`: summary.summarize_threads; `timelines`: behavior.behavior_timelines;
     `statuses`: (run, process, thread) -> diagnose status, for the threads diagnosed;
     `notes`: run -> one line on its diagnosis (or why none was made), under its title."""
@@ -154,12 +207,7 @@ def heart_rate_figure(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summar
         cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
         multi = len({p for (p, _), _ in groups}) > 1
         tops = []
-        for i, ((proc, thr), (t, hr)) in enumerate(groups):
-            sm = _smooth(hr)
-            x, y = _decimate(t, hr, config.PLOT_MAX_POINTS)
-            xs, ys = _decimate(t, sm, config.PLOT_MAX_POINTS)
-            x, y = _break_gaps(x, y)
-            xs, ys = _break_gaps(xs, ys)
+        for i, ((proc, thr), curve) in enumerate(groups):
             color = cmap(i % cmap.N)
             ending, ended, abnormal = ends.get((run, proc, thr), ("unknown", "", False))
             marker, words, key = _ending(ending, ended)
@@ -173,13 +221,12 @@ def heart_rate_figure(curves: dict[tuple, tuple[np.ndarray, np.ndarray]], summar
                 statuses_seen.setdefault(status, style)
                 said = status
             label = f"{f'p{proc} t{thr}' if multi else f'thread {thr}'} · {words} · {said}"
-            ax.plot(x, y, lw=0.6, color=color, alpha=0.25)
-            ax.plot(xs, ys, lw=1.8, color=color, ls=style, label=label)
-            if np.isfinite(sm).any():
-                tops.append(np.nanmax(sm))
-            last = hr[~np.isnan(hr)][-1] if np.any(~np.isnan(hr)) else 0.0
+            ax.plot(curve.x, curve.y, lw=0.6, color=color, alpha=0.25)
+            ax.plot(curve.xs, curve.ys, lw=1.8, color=color, ls=style, label=label)
+            if np.isfinite(curve.top):
+                tops.append(curve.top)
             died |= abnormal
-            ax.plot([t[-1]], [last], marker=marker, ls="", color=DIED_COLOR if abnormal else color,
+            ax.plot([curve.last_t], [curve.last_hr], marker=marker, ls="", color=DIED_COLOR if abnormal else color,
                     ms=9 if marker in ("x", "X", ENDING_OTHER) else 6, mew=2 if marker == "x" else 1)
         title = (f"{run}  ({len(groups)} thread{'s' if len(groups) != 1 else ''}; heart rate over {window} beats, faint; "
                  f"its rolling median, bold)")

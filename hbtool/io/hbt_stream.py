@@ -53,6 +53,9 @@ from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KIND
                   time_bounds)
 from .registry import written_end
 
+#: source name -> its code in the records' flags
+_SOURCE_CODES = {name: c for c, name in SOURCES.items()}
+
 
 #: a run of more files than this is read with each file opened when needed, not all kept open
 KEEP_OPEN = 64
@@ -75,7 +78,7 @@ class FileScan:
     runs: dict = field(default_factory=dict)     # beats per (chunk, thread, source): see _beat_runs
     other: dict = field(default_factory=dict)    # other records in record order (as hbt._parse_chunks)
     waits: dict = field(default_factory=dict)    # waits per (chunk, thread, source, sync): count, total ns, span
-    chunk_at: dict = field(default_factory=dict)  # by chunk number (file order): offset, nrec, slot
+    chunk_at: dict = field(default_factory=dict)  # by chunk number (file order): offset, nrec, slot, os_tid
     warnings: list = field(default_factory=list)
 
     def window_bytes(self) -> int:
@@ -265,7 +268,7 @@ def _scan_chunks(scan: FileScan, size: int) -> None:
     scan.waits = {k: np.concatenate([w[k] for w in waits]) if waits else np.zeros(0, dtype=np.int64) for k in keys}
     scan.waits["os_tid"] = tid[scan.waits["chunk"]]
     scan.chunk_at = {"offset": do + first_all * SLOT_SIZE, "nrec": nrec_all,
-                     "slot": heads_all["thread_slot"].astype(np.int64)}
+                     "slot": heads_all["thread_slot"].astype(np.int64), "os_tid": tid}
 
 
 def _complete_earlier_chunks(scan: FileScan, first, heads, nrec, rdt) -> None:
@@ -435,10 +438,35 @@ class HbtStream:
         """The beat times (s) of one thread's beats of the given sources, in the order the
         trace's beats table has them (by seq, then time); loops: also each beat's loop field
         (the construct id of an automatic beat), as (times, loops)."""
+        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop",) if loops else ())
+        _, order = _beat_order(seq, groups, t)
+        out = (t if order is None else t[order]).astype(np.float64)
+        out /= 1e9
+        if not loops:
+            return out
+        return out, fields["loop"] if order is None else fields["loop"][order]
+
+    def load_beats(self, run: str, process: int, thread: int, sources: list[str]) -> dict[str, np.ndarray]:
+        """One thread's beats of the given sources with every field the whole reader gives
+        them, in beats-table order: t_ns (on the run's clock), seq (unwrapped), loop, iteration,
+        tag, os_tid, source (the code)."""
+        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "iter", "aux"))
+        group = _group_column(groups)
+        seq, order = _beat_order(seq, groups, t, group)
+        os_tid, source = np.floor_divide(group, 16), np.mod(group, 16)
+        out = {"t_ns": t, "seq": seq, "loop": fields["loop"].astype(np.int64),
+               "iteration": fields["iter"].astype(np.int64),
+               "tag": np.where(source != 0, 0, fields["aux"]).astype(np.int64), "os_tid": os_tid, "source": source}
+        return out if order is None else {k: v[order] for k, v in out.items()}
+
+    def _collect(self, process: int, thread: int, sources: list[str], names: tuple = ()):
+        """One thread's beats of the given sources read from its file, in record order:
+        (scan, t_ns on the run's clock, raw seq, groups for _beat_order, {field: values} of
+        the record fields `names`)."""
         i = self.proc_index[process]
         s = self.scans[i]
-        names = {name: c for c, name in SOURCES.items()}
-        codes = np.array([names[x] if x in names else int(x.split()[-1]) for x in sources], dtype=np.int64)
+        codes = np.array([_SOURCE_CODES[x] if x in _SOURCE_CODES else int(x.split()[-1]) for x in sources],
+                         dtype=np.int64)
         r = s.runs
         sel = (r["thread"] == thread) & np.isin(r["source"], codes)
         total = int(r["beats"][sel].sum())
@@ -449,16 +477,40 @@ class HbtStream:
         start = int(s.header["start_mono_ns"])
         shift = np.int64(self.offsets[i]) - np.int64(start)
         lo, hi = time_bounds(start)
+        rdt = record_dtype(s.order)
         t_out = np.empty(total, dtype=np.int64)
         seq_out = np.empty(total, dtype=np.uint32)
-        loop_out = np.empty(total, dtype=np.int32) if loops else None
+        fields = {name: np.empty(total, dtype=rdt[name].newbyteorder("=")) for name in names}
         groups = []  # per record: os_tid * 16 + source, for the unwrap of seq
         at = 0
         with _opened(s) as fh:
             for part, buf in _batches(fh, s, c, pick):
                 at = self._read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at,
-                                      total, loop_out)
-        return _finish(s, t_out, seq_out, groups, at, total, loop_out)
+                                      total, fields)
+        if at != total:
+            raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
+        return s, t_out, seq_out, groups, fields
+
+    def load_process_waits(self, run: str, process: int) -> pd.DataFrame:
+        """Every wait record of one process (WAIT_COLUMNS but t), in the order the whole
+        reader has them (record order), read from the file again."""
+        i = self.proc_index[process]
+        s = self.scans[i]
+        shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])
+        has = np.zeros(s.chunk_at["nrec"].size, dtype=bool)
+        has[s.waits["chunk"]] = True
+        chunks = s.chunks["id"][has[s.chunks["id"]]]  # in record order
+        names = self.construct_names(run, process)
+        parts = []
+        for r in _wait_records(s, chunks):
+            auto = (r["flags"] & 0xF) != 0
+            parts.append(pd.DataFrame({
+                "run": run, "process": process, "thread": r["thread"], "os_tid": r["os_tid"],
+                "t_ns": r["t_ns"] + shift, "wait_ns": r["wait_ns"],
+                "sync": _coded(r["flags"] >> 4, SYNC_KINDS, "sync"),
+                "source": _coded(r["flags"] & 0xF, SOURCES, "source"),
+                "construct": _construct_column(r["loop"], auto, names)}))
+        return pd.concat(parts, ignore_index=True) if parts else None
 
     def construct_names(self, run: str, process: int) -> dict[int, str]:
         """Construct id -> name of one process (its NAME records), as the whole reader names them."""
@@ -477,11 +529,11 @@ class HbtStream:
         chunks = np.unique(w["chunk"][w["thread"] == thread])
         shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])
         ends, lens, kinds = [], [], []
-        for th, e, d, k in _wait_records(s, chunks):
-            keep = th == thread
-            ends.append(e[keep])
-            lens.append(d[keep])
-            kinds.append(k[keep])
+        for w in _wait_records(s, chunks):
+            keep = w["thread"] == thread
+            ends.append(w["t_ns"][keep])
+            lens.append(w["wait_ns"][keep])
+            kinds.append(w["sync"][keep])
         end = np.concatenate(ends) if ends else np.empty(0, np.int64)
         order = np.argsort(end, kind="stable")
         return pd.DataFrame({"t_ns": end[order] + shift,
@@ -490,10 +542,10 @@ class HbtStream:
                                             SYNC_KINDS, "sync")})
 
     @staticmethod
-    def _read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at, total,
-                    loop_out=None):
+    def _read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at, total, fields):
         """Append the beats of one batch of a thread's chunks (buf: each chunk's header and
-        counted records, one after the other); returns where the next go."""
+        counted records, one after the other), and their record fields named in `fields`
+        (name -> output array); returns where the next go."""
         c, rdt = s.chunks, record_dtype(s.order)
         n = c["nrec"][part]
         recs = buf.view(rdt)
@@ -515,7 +567,7 @@ class HbtStream:
                 valid[sub] = keep
                 counts[imp] = np.add.reduceat(keep, np.cumsum(n[imp] + 1) - (n[imp] + 1), dtype=np.int64)
             t, sq = recs["t_ns"][valid], recs["seq"][valid]
-            lp = recs["loop"][valid] if loop_out is not None else None
+            got = {name: recs[name][valid] for name in fields}
             groups.append((c["os_tid"][part] * 16 + codes[0], counts))
         else:
             kind, t, th = recs["kind"][valid], recs["t_ns"][valid], recs["thread"][valid]
@@ -524,15 +576,15 @@ class HbtStream:
                 th = np.where(th >= 0, th, np.repeat(c["slot"][part], n))
             keep = (kind == REC_BEAT) & (th == thread) & (t >= lo) & (t <= hi) & np.isin(src, codes)
             sq = recs["seq"][valid][keep]
-            lp = recs["loop"][valid][keep] if loop_out is not None else None
+            got = {name: recs[name][valid][keep] for name in fields}
             t = t[keep]
             groups.append((np.repeat(c["os_tid"][part], n)[keep] * 16 + src[keep], None))
         if at + t.size > total:
             raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
         np.add(t.view(np.int64), shift, out=t_out[at:at + t.size])
         seq_out[at:at + t.size] = sq
-        if loop_out is not None:
-            loop_out[at:at + t.size] = lp
+        for name, values in got.items():
+            fields[name][at:at + t.size] = values
         return at + t.size
 
     def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
@@ -593,7 +645,8 @@ def _batches(fh, s: FileScan, c: dict, pick: np.ndarray):
 
 def _wait_records(s: FileScan, chunks: np.ndarray):
     """Per batch of these chunks (numbers in file order), their wait records read from the
-    file again: (thread, end t_ns on the file's clock, wait ns, sync kind) arrays."""
+    file again: arrays thread, t_ns (the end, on the file's clock), wait_ns, sync (kind),
+    flags, loop, os_tid."""
     at = s.chunk_at
     rdt = record_dtype(s.order)
     start = int(s.header["start_mono_ns"])
@@ -608,42 +661,45 @@ def _wait_records(s: FileScan, chunks: np.ndarray):
             w = rec & (recs["kind"] == REC_WAIT) & ~bad_times(recs["kind"], recs["t_ns"], start)
             r = recs[w]
             th = r["thread"].astype(np.int64)
-            yield (np.where(th >= 0, th, slot[w]), r["t_ns"].astype(np.int64),
-                   (r["iter"].astype(np.uint32).astype(np.int64) << 32) | r["aux"].astype(np.int64),
-                   (r["flags"].astype(np.int64) >> 4))
+            flags = r["flags"].astype(np.int64)
+            yield {"thread": np.where(th >= 0, th, slot[w]), "t_ns": r["t_ns"].astype(np.int64),
+                   "wait_ns": (r["iter"].astype(np.uint32).astype(np.int64) << 32) | r["aux"].astype(np.int64),
+                   "sync": flags >> 4, "flags": flags, "loop": r["loop"],
+                   "os_tid": np.repeat(at["os_tid"][part], n + 1)[w]}
 
 
 def _waits_again(s: FileScan, chunks: np.ndarray, lo: dict, hi: dict):
     """(thread, ns within its first and last beat) of each wait in these chunks (numbers in
     file order) of a thread in lo and hi, read from the file again."""
-    for th, end, ns, _ in _wait_records(s, chunks):
-        for x, e, d in zip(th.tolist(), end.tolist(), ns.tolist()):
+    for w in _wait_records(s, chunks):
+        for x, e, d in zip(w["thread"].tolist(), w["t_ns"].tolist(), w["wait_ns"].tolist()):
             if x in lo:
                 over = min(e, hi[x]) - max(e - d, lo[x])
                 if over > 0:
                     yield x, over
 
 
-def _finish(s: FileScan, t_out, seq_out, groups: list, at: int, total: int, loop_out=None):
-    """A thread's beat times (s) in beats-table order: by seq (unwrapped), then time (and
-    loop_out in the same order, as (times, loops), when given)."""
-    if at != total:
-        raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
-    if total > 1:
+def _group_column(groups: list) -> np.ndarray:
+    """Per beat read by _collect: os_tid * 16 + source."""
+    if not groups:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.repeat(g, cnt) if cnt is not None else g for g, cnt in groups]).astype(np.int64)
+
+
+def _beat_order(seq_out, groups: list, t_out, group=None):
+    """A thread's beats (read by _collect, in record order) in beats-table order, by seq
+    (unwrapped per OS thread and source), then time: (the unwrapped seq, or None when not
+    needed and `group` not given; the order, or None when the records are in it already)."""
+    if t_out.size > 1:
         vals = np.concatenate([g for g, _ in groups])
         one = vals.size > 0 and vals.min() == vals.max()
         if not (one and (np.subtract(seq_out[1:], seq_out[:-1], dtype=np.int64) > 0).all()):
             # not simply one sequence counting up: unwrap per OS thread and source, sort
-            group = np.concatenate([np.repeat(g, cnt) if cnt is not None else g for g, cnt in groups])
-            seq = _unwrap_seq(seq_out, group)
+            seq = _unwrap_seq(seq_out, group if group is not None else _group_column(groups))
             if not _sorted_by(seq, t_out):
-                order = np.lexsort((t_out, seq))
-                t_out = t_out[order]
-                if loop_out is not None:
-                    loop_out = loop_out[order]
-    out = t_out.astype(np.float64)
-    out /= 1e9
-    return out if loop_out is None else (out, loop_out)
+                return seq, np.lexsort((t_out, seq))
+            return seq, None
+    return (seq_out.astype(np.int64) if group is not None else None), None
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ key-value metadata ``hbtool.events``; csv holds beats only.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -19,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError, reason
-from ..model import EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform
+from ..model import BEAT_COLUMNS, EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform, empty_frame
+from ..model.heartbeats import StreamedTrace
 from .registry import ReadOptions, refuse_holes
 from .tables import check_workbook
 
@@ -304,8 +306,8 @@ def read_workbook(path: str) -> dict[str, pd.DataFrame]:
 # --------------------------------------------------------------------------- writers
 
 
-def beat_table(trace: HeartbeatTrace) -> pd.DataFrame:
-    b = trace.beats
+def beat_table(b: pd.DataFrame) -> pd.DataFrame:
+    """The written table of beats (rows of a HeartbeatTrace's beats table)."""
     return pd.DataFrame(
         {
             "run": b["run"], "process": b["process"], "thread": b["thread"], "seq": b["seq"],
@@ -314,6 +316,32 @@ def beat_table(trace: HeartbeatTrace) -> pd.DataFrame:
             "construct": b["construct"],
         }
     )
+
+
+def beat_pieces(trace: HeartbeatTrace):
+    """The written table of the trace's beats in pieces, in its order: one thread at a time
+    when the beats stay in their files (a StreamedTrace), else whole; at least one piece."""
+    if isinstance(trace, StreamedTrace):
+        keys = trace.thread_keys()
+        for key in keys:
+            yield beat_table(trace.thread_rows(key))
+        if keys:
+            return
+        yield beat_table(empty_frame(BEAT_COLUMNS))
+        return
+    yield beat_table(trace.beats)
+
+
+def wait_table(trace: HeartbeatTrace) -> pd.DataFrame:
+    """The trace's waits (WAIT_COLUMNS), read one process at a time when they stay in the files."""
+    if not isinstance(trace, StreamedTrace):
+        return trace.waits
+    if not len(trace.wait_stats):
+        return empty_frame(WAIT_COLUMNS)
+    parts = [trace.process_waits(run, pm["process"]) for run, meta in trace.runs.items()
+             for pm in meta.get("processes", [])]
+    parts = [w for w in parts if w is not None]
+    return pd.concat(parts, ignore_index=True) if parts else empty_frame(WAIT_COLUMNS)
 
 
 def event_table(trace: HeartbeatTrace) -> pd.DataFrame:
@@ -335,28 +363,96 @@ def _atomic(out: str, write) -> None:
 
 
 def write_csv(trace: HeartbeatTrace, out: str) -> list[str]:
-    table = beat_table(trace)
+    def write(f):
+        for i, piece in enumerate(beat_pieces(trace)):
+            piece.to_csv(f, index=False, header=i == 0)
+
     if out == "-":
-        table.to_csv(sys.stdout, index=False)
+        write(sys.stdout)
         return []
-    _atomic(out, lambda p: table.to_csv(p, index=False))
+    _atomic(out, lambda p: _with_open(p, "w", write))
     return [out]
+
+
+def _with_open(path: str, mode: str, write) -> None:
+    with open(path, mode, newline="") as f:
+        write(f)
+
+
+#: rows of a parquet row group written at once (the pieces of a streamed trace are gathered to it)
+PARQUET_ROW_GROUP = 1 << 18
 
 
 def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
+    """Beats as the table's rows, a row group at a time; events, waits and run metadata
+    in its key-value metadata. Text columns are dictionary-encoded as pandas' categoricals
+    are (index width from their distinct values, as a whole table's would have)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    table = pa.Table.from_pandas(beat_table(trace), preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[PARQUET_EVENTS_KEY] = event_table(trace).to_json(orient="records").encode()
-    if len(trace.waits):
-        meta[PARQUET_WAITS_KEY] = trace.waits.drop(columns=["t"]).astype({"run": str, "sync": str, "source": str,
-                                                                            "construct": str}).to_json(orient="records").encode()
-    meta[PARQUET_RUNS_KEY] = json.dumps(trace.runs, default=str).encode()
-    table = table.replace_schema_metadata(meta)
-    _atomic(out, lambda p: pq.write_table(table, p))
+    def write(path):
+        import pyarrow.parquet as pq
+
+        writer = None
+        held, rows, first = [], 0, None
+        distinct: dict[str, set] = {}
+        try:
+            for piece in beat_pieces(trace):
+                table = pa.Table.from_pandas(piece, preserve_index=False)
+                if first is None:
+                    first = table.schema
+                    plain = pa.schema([pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                                       for f in first.remove_metadata()])
+                    writer = pq.ParquetWriter(path, plain, store_schema=False)
+                for f in first:
+                    if pa.types.is_dictionary(f.type):
+                        distinct.setdefault(f.name, set()).update(piece[f.name].cat.categories[
+                            np.unique(piece[f.name].cat.codes.to_numpy())].tolist() if len(piece) else [])
+                held.append(table.cast(plain))
+                rows += table.num_rows
+                if rows >= PARQUET_ROW_GROUP:
+                    writer.write_table(pa.concat_tables(held))
+                    held, rows = [], 0
+            if held:
+                writer.write_table(pa.concat_tables(held))
+            meta = _parquet_metadata(trace, first, distinct)
+            full = pa.schema([pa.field(f.name, pa.dictionary(_index_type(len(distinct[f.name])), f.type.value_type))
+                              if pa.types.is_dictionary(f.type) else f for f in first], metadata=meta)
+            # the Arrow schema, as pyarrow stores it: read back, the columns are the categoricals written
+            writer.add_key_value_metadata({**meta, b"ARROW:schema": base64.b64encode(full.serialize().to_pybytes())})
+        finally:
+            if writer is not None:
+                writer.close()
+
+    _atomic(out, write)
     return [out]
+
+
+def _index_type(n: int):
+    """The dictionary index of a column of n distinct values (pandas' categorical codes)."""
+    import pyarrow as pa
+
+    return pa.int8() if n < 2**7 else pa.int16() if n < 2**15 else pa.int32()
+
+
+def _parquet_metadata(trace: HeartbeatTrace, schema, distinct: dict[str, set]) -> dict[bytes, bytes]:
+    """Key-value metadata of a parquet file of beats: pandas' (categorical sizes of the whole
+    table), the events, waits and run metadata."""
+    meta = dict(schema.metadata or {})
+    if b"pandas" in meta:
+        doc = json.loads(meta[b"pandas"])
+        for col in doc.get("columns", []):
+            if col.get("pandas_type") == "categorical" and col.get("name") in distinct:
+                n = len(distinct[col["name"]])
+                col["metadata"] = dict(col.get("metadata") or {}, num_categories=n)
+                col["numpy_type"] = "int8" if n < 2**7 else "int16" if n < 2**15 else "int32"
+        meta[b"pandas"] = json.dumps(doc).encode()
+    meta[PARQUET_EVENTS_KEY] = event_table(trace).to_json(orient="records").encode()
+    waits = wait_table(trace)
+    if len(waits):
+        meta[PARQUET_WAITS_KEY] = waits.drop(columns=["t"]).astype({"run": str, "sync": str, "source": str,
+                                                                    "construct": str}).to_json(orient="records").encode()
+    meta[PARQUET_RUNS_KEY] = json.dumps(trace.runs, default=str).encode()
+    return meta
 
 
 def _sheet_name(run: str, used: set[str]) -> str:
@@ -371,10 +467,14 @@ def _sheet_name(run: str, used: set[str]) -> str:
 
 
 def write_xlsx(trace: HeartbeatTrace, out: str) -> list[str]:
+    """One sheet of beats per run (written a thread at a time, in openpyxl's write-only
+    mode), the lifecycle records in the sheet _events. A run of more beats than a sheet
+    holds is refused before anything is read or written."""
     from openpyxl import Workbook
 
-    table = beat_table(trace)
-    for run, n in table.groupby("run", observed=True).size().items():
+    counts = (trace.stats if isinstance(trace, StreamedTrace) else trace.beats).groupby("run", observed=True)
+    counts = counts["beats"].sum() if isinstance(trace, StreamedTrace) else counts.size()
+    for run, n in counts.items():
         if n > XLSX_MAX_ROWS:
             from ..errors import HbtoolError
 
@@ -386,11 +486,15 @@ def write_xlsx(trace: HeartbeatTrace, out: str) -> list[str]:
     def write(path):
         wb = Workbook(write_only=True)
         used: set[str] = set()
-        for run, grp in table.groupby("run", sort=False, observed=True):
-            ws = wb.create_sheet(_sheet_name(run, used))
-            ws.append(list(grp.columns))
-            for row in grp.itertuples(index=False, name=None):
-                ws.append(list(row))
+        sheets: dict = {}
+        for table in beat_pieces(trace):
+            for run, grp in table.groupby("run", sort=False, observed=True):
+                ws = sheets.get(run)
+                if ws is None:
+                    ws = sheets[run] = wb.create_sheet(_sheet_name(run, used))
+                    ws.append(list(grp.columns))
+                for row in grp.itertuples(index=False, name=None):
+                    ws.append(list(row))
         events = event_table(trace)
         if len(events):
             ws = wb.create_sheet(EVENTS_SHEET)

@@ -512,6 +512,36 @@ class StreamedTrace(HeartbeatTrace):
         """One thread's waits read from the trace: t_ns (the end), wait_ns, sync."""
         return self._source.load_waits(*key)
 
+    def thread_rows(self, key: tuple) -> pd.DataFrame:
+        """One thread's rows of the beats table (BEAT_COLUMNS, in its order), read from the
+        trace: what ``beats`` holds of that thread, without reading the others."""
+        run, process, thread = key
+        if self._sources_of is None:
+            source = self.stats["source"].astype(str).tolist()
+            self._sources_of = {k: sorted(set(source[a:b])) for k, a, b in self._thread_groups()}
+        b = self._source.load_beats(run, process, thread, self._sources_of[key])
+        n = b["t_ns"].size
+        names = self._source.construct_names(run, process) if self._sources_of[key] != ["api"] else {}
+        ids = np.where(b["source"] != 0, b["loop"], 0)
+        u, inv = np.unique(ids, return_inverse=True)
+        construct = [("" if c == 0 else names.get(int(c), f"construct {int(c)}")) for c in u.tolist()]
+        su, sinv = np.unique(b["source"], return_inverse=True)
+        return pd.DataFrame({
+            "run": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [run]),
+            "process": np.full(n, process, dtype=np.int64), "thread": np.full(n, thread, dtype=np.int64),
+            "seq": b["seq"], "t": b["t_ns"] / 1e9, "t_ns": b["t_ns"], "loop": b["loop"], "iteration": b["iteration"],
+            "tag": b["tag"], "os_tid": b["os_tid"], "label": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
+            "source": pd.Categorical(np.asarray([BEAT_SOURCES[c] if c < len(BEAT_SOURCES) else f"source {c}"
+                                                 for c in su.tolist()], dtype=object)[sinv]),
+            "construct": pd.Categorical(np.asarray(construct, dtype=object)[inv]),
+        })
+
+    def process_waits(self, run: str, process: int) -> pd.DataFrame | None:
+        """Every wait of one process (WAIT_COLUMNS), in the whole reader's order, read from
+        the trace; None when it has none."""
+        w = self._source.load_process_waits(run, process)
+        return None if w is None else conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
+
 
 class _JoinedSources:
     """The sources of joined streamed traces: a run's beats from the source that has it."""
@@ -530,6 +560,15 @@ class _JoinedSources:
     def load_waits(self, run: str, process: int, thread: int) -> pd.DataFrame:
         source, name = self.by_run[run]
         return source.load_waits(name, process, thread)
+
+    def load_beats(self, run: str, process: int, thread: int, sources: list[str]) -> dict:
+        source, name = self.by_run[run]
+        return source.load_beats(name, process, thread, sources)
+
+    def load_process_waits(self, run: str, process: int) -> pd.DataFrame | None:
+        source, name = self.by_run[run]
+        w = source.load_process_waits(name, process)
+        return None if w is None else w.assign(run=run)
 
     def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
         parts = []

@@ -134,24 +134,67 @@ void hbt_unlock(void)
  * reached HBTRACE_MAX_MB; errno 0). Opened O_APPEND|O_NOFOLLOW, never
  * created; one write(2) of less than PIPE_BUF bytes; async-signal-safe but
  * never called from a signal handler.
+ *
+ * The file is also held open from the first trace file on (hbt_report_hold,
+ * at a high descriptor number like the trace file's, O_CLOEXEC): a process
+ * that has no descriptor left when it must report -- a child forked after
+ * the program took every one its RLIMIT_NOFILE allows -- reports through the
+ * held one, inherited across fork. The program may have closed it and
+ * reused the number: it is used only while it is still the same file.
  */
-void hbt_report_line(const char *what, const char *where, int err)
+static int hbt_report_fd = -1;
+static uint64_t hbt_report_dev, hbt_report_ino;
+
+static int hbt_report_open(void)
 {
     const char *path = hbt_getenv(HBT_ENV_HBTRACE_REPORT);
     if (!path || !*path)
+        return -1;
+    return open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+}
+
+void hbt_report_hold(void)
+{
+    if (hbt_report_fd >= 0)
         return;
-    int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int fd = hbt_report_open();
+    struct stat st;
     if (fd < 0)
         return;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return;
+    }
+    hbt_report_dev = (uint64_t)st.st_dev;
+    hbt_report_ino = (uint64_t)st.st_ino;
+    hbt_report_fd = hbt_move_fd_high(fd);
+}
+
+void hbt_report_line(const char *what, const char *where, int err)
+{
+    int fd = hbt_report_open();
     struct stat st;
+    int held = 0;
+    if (fd < 0) {
+        /* no descriptor to open it with (EMFILE): the held one, if still ours */
+        if (hbt_report_fd < 0 || fstat(hbt_report_fd, &st) != 0 ||
+            (uint64_t)st.st_dev != hbt_report_dev || (uint64_t)st.st_ino != hbt_report_ino)
+            return;
+        fd = hbt_report_fd;
+        held = 1;
+    } else if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
     char line[512];
     int n = snprintf(line, sizeof line, "%s\t%d\t%d\t%s\n", what, (int)getpid(), err,
                      where ? where : "");
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && n > 0 && (size_t)n < sizeof line) {
+    if (S_ISREG(st.st_mode) && n > 0 && (size_t)n < sizeof line) {
         ssize_t w = write(fd, line, (size_t)n);
         (void)w;
     }
-    close(fd);
+    if (!held)
+        close(fd);
 }
 
 static uint32_t hbt_lost_reason(int err)

@@ -129,7 +129,7 @@ static int hbt_create_file(pid_t pid)
     return -1;
 }
 
-static int hbt_move_fd_high(int fd)
+int hbt_move_fd_high(int fd)
 {
     int hi = fcntl(fd, F_DUPFD_CLOEXEC, HBT_HIGH_FD);
     if (hi < 0)
@@ -268,6 +268,7 @@ int hbt_open_trace(void)
     if (first > hbt_g.max_units)
         first = hbt_g.max_units;
 
+    hbt_report_hold();
     int err = hbt_mkdir_p(dir);
     if (err)
         goto fail;
@@ -404,6 +405,15 @@ int hbt_grow_locked(uint64_t need, unsigned mode)
         size_t len = count * HBT_UNIT_SIZE;
         int err = closing ? 0 : hbt_allocate(off, (off_t)len);
         char *base = err ? NULL : hbt_map(off, len);
+        /* under an address-space limit (RLIMIT_AS) a smaller extent may still
+         * fit: halve it, down to one largest chunk (boundaries stay multiples
+         * of chunk_units; the file part allocated beyond is used next time) */
+        while (!base && !err && errno == ENOMEM && count / 2 >= hbt_g.chunk_units &&
+               (count / 2) % hbt_g.chunk_units == 0) {
+            count /= 2;
+            len = count * HBT_UNIT_SIZE;
+            base = hbt_map(off, len);
+        }
         if (!base) {
             if (!(mode & HBT_M_AHEAD))
                 hbt_set_full(mode, NULL, err ? err : errno);

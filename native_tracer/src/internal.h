@@ -345,11 +345,17 @@ HBT_HIDDEN int  hbt_new_chunk(struct hbt_tls *t, unsigned mode);
 /* At a thread's end: give back the unused units of its current chunk. */
 HBT_HIDDEN void hbt_release_chunk(struct hbt_tls *t);
 
+/* ---- file.c ---- */
+/* The descriptor duplicated to a high number (out of the program's way), the old one closed. */
+HBT_HIDDEN int  hbt_move_fd_high(int fd);
+
 /* ---- core.c ---- */
 HBT_HIDDEN int  hbt_ensure_open(void);
 HBT_HIDDEN void hbt_set_full(unsigned mode, const char *why, int err);
 /* One line into HBTRACE_REPORT, if set (core.c says the format). */
 HBT_HIDDEN void hbt_report_line(const char *what, const char *where, int err);
+/* Hold HBTRACE_REPORT open from now on, for a process left with no descriptor. */
+HBT_HIDDEN void hbt_report_hold(void);
 HBT_HIDDEN int  hbt_chunk_is_bystander(const struct hbt_slot *chunk, uint32_t max_slots,
                                         int allow_signal);
 /* Every chunk handed out so far is a bystander's (see hbt_unlink_if_empty). */

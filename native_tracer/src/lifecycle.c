@@ -60,6 +60,36 @@ struct hbt_start {
     uint32_t creator;
 };
 
+/* Start records go from the creating thread to the new one through a static
+ * pool, so that the new thread frees nothing: free() in a thread that never
+ * allocated gives it a malloc arena of its own, 64 MiB of address space,
+ * which under an address-space limit (RLIMIT_AS) the trace's own mappings
+ * then lacked. malloc only when every record of the pool is in flight. */
+#define HBT_START_POOL 256
+static struct hbt_start hbt_start_pool[HBT_START_POOL];
+static uint32_t hbt_start_busy[HBT_START_POOL];
+static uint32_t hbt_start_next;
+
+static struct hbt_start *hbt_start_take(void)
+{
+    uint32_t first = __atomic_fetch_add(&hbt_start_next, 1, __ATOMIC_RELAXED);
+    for (uint32_t k = 0; k < HBT_START_POOL; k++) {
+        uint32_t i = (first + k) % HBT_START_POOL, idle = 0;
+        if (__atomic_compare_exchange_n(&hbt_start_busy[i], &idle, 1, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return &hbt_start_pool[i];
+    }
+    return malloc(sizeof(struct hbt_start));
+}
+
+static void hbt_start_give(struct hbt_start *s)
+{
+    if (s >= hbt_start_pool && s < hbt_start_pool + HBT_START_POOL)
+        __atomic_store_n(&hbt_start_busy[s - hbt_start_pool], 0, __ATOMIC_RELEASE);
+    else
+        free(s);
+}
+
 static void hbt_thread_end(uint32_t how)
 {
     struct hbt_tls *t = &hbt_tls;
@@ -83,7 +113,7 @@ static void hbt_cancelled(void *unused)
 static void *hbt_trampoline(void *p)
 {
     struct hbt_start s = *(struct hbt_start *)p;
-    free(p);
+    hbt_start_give(p);
     hbt_register_thread(&hbt_tls, s.creator, HBT_MODE_API);
 
     void *volatile ret = NULL;
@@ -103,7 +133,7 @@ HBT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     uint32_t creator;
     if (!hbt_self_slot(&creator))
         return real(thread, attr, start, arg);
-    struct hbt_start *s = malloc(sizeof *s);
+    struct hbt_start *s = hbt_start_take();
     if (!s)
         return real(thread, attr, start, arg);
     s->fn = start;
@@ -111,7 +141,7 @@ HBT_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     s->creator = creator;
     int rc = real(thread, attr, hbt_trampoline, s);
     if (rc != 0)
-        free(s);
+        hbt_start_give(s);
     return rc;
 }
 

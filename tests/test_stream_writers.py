@@ -1,0 +1,155 @@
+"""convert and plot on tracer traces read in bounded memory (hbtool.io.hbt_stream): the
+beats are written, or reduced to the figure's points, one thread at a time, and the output
+is what the code that loads every beat first gave -- on traces of real traced programs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hbtool import config
+from hbtool.analyzers.heartrate import heart_rate_series
+from hbtool.cli import plotting
+from hbtool.io import read_heartbeats
+from hbtool.io.hbt_stream import HbtStream
+from hbtool.io.tabular import PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY, PARQUET_WAITS_KEY, beat_table, event_table
+from hbtool.model.heartbeats import StreamedTrace
+
+from conftest import ROOT, build_traced, run_cli, run_hbtool
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory, tracer_built):
+    """beat_burst (benchmarks/beat_burst.c), built against the real tracer."""
+    d = tmp_path_factory.mktemp("burst")
+    return build_traced(ROOT / "benchmarks" / "beat_burst.c", d / "beat_burst", opt="-O2")
+
+
+def _burst_trace(burst, where, threads, beats):
+    env = dict(os.environ, HBTRACE_DIR=str(where))
+    env.pop("LD_PRELOAD", None)
+    subprocess.run([str(burst), str(threads), str(beats)], env=env, check=True, timeout=120)
+    return where
+
+
+@pytest.fixture(scope="module")
+def omp_fork(tmp_path_factory, tracer_built):
+    """tests/programs/omp_beats.c in `fork` mode under `hbtool record --beats openmp`: two
+    processes' files, automatic beats of every construct with their names, waits."""
+    d = tmp_path_factory.mktemp("ompfork")
+    exe = d / "omp_beats"
+    subprocess.run(["gcc", "-fopenmp", "-O2", str(ROOT / "tests" / "programs" / "omp_beats.c"), "-o", str(exe)],
+                   check=True)
+    r = run_hbtool("record", "-q", "-o", d / "trace", "--beats", "openmp", "--", exe, "fork")
+    assert len(list((d / "trace").glob("*.hbt"))) == 2, r.stderr
+    return d / "trace"
+
+
+def _text(df):
+    return df.astype({c: str for c in df.select_dtypes("category")})
+
+
+def _old_outputs(src, tmp_path):
+    """What convert wrote before it streamed (its code: the whole beats table at once)."""
+    whole = read_heartbeats(src)
+    assert not isinstance(whole, StreamedTrace)
+    csv = beat_table(whole.beats).to_csv(index=False)
+    table = pa.Table.from_pandas(beat_table(whole.beats), preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[PARQUET_EVENTS_KEY] = event_table(whole).to_json(orient="records").encode()
+    if len(whole.waits):
+        meta[PARQUET_WAITS_KEY] = whole.waits.drop(columns=["t"]).astype(
+            {"run": str, "sync": str, "source": str, "construct": str}).to_json(orient="records").encode()
+    meta[PARQUET_RUNS_KEY] = json.dumps(whole.runs, default=str).encode()
+    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "old.parquet")
+    return whole, csv, pq.read_table(tmp_path / "old.parquet")
+
+
+def _assert_converts_as_before(capsys, monkeypatch, src, tmp_path):
+    whole, old_csv, old_parquet = _old_outputs(src, tmp_path)
+    # the streamed path must not fall back to reading every beat
+    monkeypatch.setattr(HbtStream, "materialize", lambda self: pytest.fail("convert read the whole trace"))
+    for suffix in ("csv", "parquet", "xlsx"):
+        code, _, err = run_cli(capsys, "convert", src, tmp_path / f"new.{suffix}")
+        assert code == 0, err
+        assert f"wrote {len(whole.beats)} beats" in err
+    assert (tmp_path / "new.csv").read_bytes() == old_csv.encode()
+    code, out, _ = run_cli(capsys, "convert", src, "-")
+    assert code == 0 and out == old_csv
+    new = pq.read_table(tmp_path / "new.parquet")
+    assert new.schema.equals(old_parquet.schema, check_metadata=False)  # the same columns and types
+    pd.testing.assert_frame_equal(_text(new.to_pandas()), _text(old_parquet.to_pandas()))
+    for key in (PARQUET_EVENTS_KEY, PARQUET_WAITS_KEY, PARQUET_RUNS_KEY):
+        assert new.schema.metadata.get(key) == old_parquet.schema.metadata.get(key), key
+    # xlsx: one sheet per run holding the whole beats table's rows, and the events
+    new_sheets = pd.read_excel(tmp_path / "new.xlsx", sheet_name=None, engine="calamine")
+    runs = list(whole.runs)
+    assert list(new_sheets) == runs + ["_events"]
+    for run in runs:
+        expected = _text(beat_table(whole.beats[whole.beats["run"] == run]).reset_index(drop=True))
+        got = new_sheets[run]
+        text = [c for c in got.columns if expected[c].dtype == object or str(expected[c].dtype) == "str"]
+        for c in text:  # an empty cell reads back as NaN
+            got[c] = got[c].astype(object).where(got[c].notna(), "").astype(str)
+        pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    assert len(new_sheets["_events"]) == len(whole.events)
+    # and hbtool reads every output back as the beats it was given
+    for suffix in ("csv", "parquet", "xlsx"):
+        back = read_heartbeats(tmp_path / f"new.{suffix}")
+        np.testing.assert_array_equal(back.beats["t_ns"].to_numpy(), whole.beats["t_ns"].to_numpy())
+    return whole
+
+
+def test_convert_writes_an_openmp_run_of_two_processes_as_before(capsys, monkeypatch, omp_fork, tmp_path):
+    whole = _assert_converts_as_before(capsys, monkeypatch, omp_fork, tmp_path)
+    assert whole.beats["process"].nunique() == 2 and len(whole.waits) > 0
+    assert (whole.beats["construct"].astype(str) != "").all()
+
+
+def test_convert_writes_threads_spread_over_many_windows_as_before(capsys, monkeypatch, burst, tmp_path):
+    src = _burst_trace(burst, tmp_path / "trace", 4, 40000)
+    monkeypatch.setattr(config, "HBT_READ_WINDOW_BYTES", 2 * 65536)
+    whole = _assert_converts_as_before(capsys, monkeypatch, src, tmp_path)
+    assert len(whole.beats) == 160000
+
+
+def test_xlsx_of_a_run_too_big_for_a_sheet_fails_before_any_beat_is_read(capsys, monkeypatch, burst, tmp_path):
+    src = _burst_trace(burst, tmp_path / "trace", 2, 530000)  # 1,060,000 beats, one run: more than a sheet
+    monkeypatch.setattr(HbtStream, "load_beats", lambda *a, **k: pytest.fail("beats read for a refused xlsx"))
+    code, out, err = run_cli(capsys, "convert", src, tmp_path / "big.xlsx")
+    assert code == 2 and not out
+    assert err.strip().splitlines() == ["hbtool: error: run 'trace' has 1060000 beats, more than one xlsx sheet "
+                                        "holds (1048575): convert to parquet or csv instead"]
+    assert not list(tmp_path.glob("big.xlsx*"))
+
+
+def test_plot_reads_one_thread_at_a_time_and_draws_what_it_drew(capsys, monkeypatch, burst, tmp_path):
+    """A thread of 60,000 beats is drawn as at most PLOT_MAX_POINTS points: the faint line
+    as before (block means), the bold line (a rolling median over 2 % of the beats, from
+    the blocks' medians) within a few per cent of the exact rolling median's decimation."""
+    src = _burst_trace(burst, tmp_path / "trace", 3, 60000)
+    trace = read_heartbeats(src, stream=True)
+    for key, t, hr in heart_rate_series(trace, 10):
+        curve = plotting.thread_curve(t, hr)
+        x, y = plotting._break_gaps(*plotting._decimate(t, hr, config.PLOT_MAX_POINTS))
+        xs, ys = plotting._break_gaps(*plotting._decimate(t, plotting._smooth(hr), config.PLOT_MAX_POINTS))
+        assert len(curve.ys) <= config.PLOT_MAX_POINTS + 50 and len(t) == 60000
+        np.testing.assert_array_equal(curve.x, x)
+        np.testing.assert_array_equal(curve.y, y)
+        np.testing.assert_array_equal(curve.xs, xs)
+        both = np.isfinite(ys) & np.isfinite(curve.ys)
+        assert both.sum() > 0.95 * np.isfinite(ys).sum()
+        rel = np.abs(curve.ys[both] - ys[both]) / ys[both]
+        assert np.median(rel) < 0.01 and np.percentile(rel, 95) < 0.05, key
+        assert curve.last_t == t[-1] and curve.last_hr == hr[-1]
+    monkeypatch.setattr(HbtStream, "materialize", lambda self: pytest.fail("plot read the whole trace"))
+    code, _, err = run_cli(capsys, "plot", src, "-o", tmp_path / "p.png")
+    assert code == 0, err
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
