@@ -143,6 +143,10 @@ static inline size_t usable(void *p)
     return next.usable && p ? next.usable(p) : 0;
 }
 
+/* The sanitizers (make asan, make tsan) bring allocators of their own, and ThreadSanitizer's
+ * start-up calls malloc before it can run instrumented code: a sanitized build does not
+ * interpose the allocator (no per-thread counts; the process records still come). */
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 /* Counting: only in the outermost wrapper of this thread. */
 #define HBT_MEM_ENTER(t)  ((t)->mem_depth++ == 0)
 #define HBT_MEM_LEAVE(t)  ((t)->mem_depth--)
@@ -329,6 +333,8 @@ HBT_EXPORT void *pvalloc(size_t n)
         hbt_mem_resolve();
     return hbt_paged(next.pvalloc, n);
 }
+
+#endif /* not sanitized */
 
 /* ------------------------------------------------------------------ */
 /* records                                                             */
