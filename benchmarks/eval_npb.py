@@ -2,11 +2,14 @@
 
     python benchmarks/eval_npb.py [--kernels MG,LU,FT,EP] [--compilers gcc,clang]
                                   [--threads 2,4] [--runs 8] [--kinds normal,leak,...] [--class W] [--seed 2026]
+                                  [--beats openmp|source]
                                   [--keep DIR] [--json FILE]
 
 The NAS Parallel Benchmarks kernels from ../shared/workloads/npb-omp, built unmodified
 with gcc (GCC's libgomp) and clang (LLVM's libomp) into a temporary folder, run under
-`hbtool record` with their automatic OpenMP beats (no source change), one fault per run
+`hbtool record` with their automatic OpenMP beats (no source change; with `--beats source`,
+a copy with the program's own beats added to every shared loop, benchmarks/npb_source_beats.py,
+which the analyses then pick), one fault per run
 injected by the tracer's thread fault injector (`hbtool record --inject KIND --thread
 random --beat LO-HI --inject-seed S`): the injector picks the thread and the moment from
 the seed, and its truth file (docs/inject.md) is the ground truth. LO-HI is 10-60 % of
@@ -52,6 +55,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import npb_source_beats
+
 ROOT = Path(__file__).resolve().parent.parent
 NPB = ROOT.parent / "shared" / "workloads" / "npb-omp"
 HBTOOL = [sys.executable, "-m", "hbtool"]
@@ -59,16 +64,23 @@ KINDS = ["normal", "leak", "slow", "stop", "exit", "segv", "busy", "cond"]
 DIAGNOSE_KINDS = {"normal", "leak", "slow", "stop", "exit", "segv"}
 BEHAVIORS = ["busy-waiting", "conditional-waiting", "exit", "failure"]
 FAULT_BEHAVIOR = {"busy": "busy-waiting", "cond": "conditional-waiting", "exit": "exit", "segv": "failure"}
-MAKE_DEF = ("CC = {cc}\nCLINK = {cc}\nC_LIB = -lm\nC_INC = -I../common\nCFLAGS = -O2 -fopenmp\n"
+MAKE_DEF = ("CC = {cc}\nCLINK = {cc}\nC_LIB = -lm{link}\nC_INC = -I../common\nCFLAGS = -O2 -fopenmp\n"
             "CLINKFLAGS = -fopenmp\nUCC = {cc} -O\nBINDIR = ../bin\nRAND = randdp\nWTIME = wtime.c\n")
 RUN_TIMEOUT_S = 300
 
 
-def build(cc: str, klass: str, kernels: list[str], where: Path) -> Path:
-    d = where / f"npb-{cc}"
+def build(cc: str, klass: str, kernels: list[str], where: Path, source: bool = False) -> Path:
+    """The kernels built by cc in a copy of NPB under `where`; source: with source beats
+    (benchmarks/npb_source_beats.py), linked with libhbtrace."""
+    d = where / (f"npb-{cc}-source" if source else f"npb-{cc}")
     if not (d / "bin").is_dir():
         shutil.copytree(NPB, d, ignore=shutil.ignore_patterns("bin", "*.o"))
-        (d / "config" / "make.def").write_text(MAKE_DEF.format(cc=cc))
+        link = ""
+        if source:
+            for k in kernels:
+                npb_source_beats.add_source_beats(d / npb_source_beats.FILES[k])
+            link = " " + npb_source_beats.link_flags()
+        (d / "config" / "make.def").write_text(MAKE_DEF.format(cc=cc, link=link))
         (d / "bin").mkdir()
     for k in kernels:
         if not (d / "bin" / f"{k.lower()}.{klass}").exists():
@@ -117,9 +129,14 @@ def record(exe: Path, out: Path, env: dict, kind: str, beats: str, seed: int) ->
 
 
 def beats_per_thread(trace: Path, env: dict) -> int:
-    r = hbtool(["info", str(trace), "--format", "json"], env)
-    info = json.loads(r.stdout)
-    return min(int(t["beats"]) for t in info["threads"])
+    """The fewest beats of any thread, counting every source as the injector counts them."""
+    per = defaultdict(int)
+    for src in ("openmp", "api"):
+        r = hbtool(["info", str(trace), "--format", "json", "--beats", src], env)
+        if r.returncode == 0:
+            for t in json.loads(r.stdout)["threads"]:
+                per[int(t["thread"])] += int(t["beats"])
+    return min(per.values())
 
 
 def effective(truth: dict) -> bool:
@@ -282,6 +299,9 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"fault kinds to run (default all: {','.join(KINDS)})")
     ap.add_argument("--class", dest="klass", default="W", help="NPB problem class (default W)")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--beats", choices=["openmp", "source"], default="openmp",
+                    help="openmp: the unmodified kernels' automatic beats (default); source: a copy with the "
+                         "program's own beats added (benchmarks/npb_source_beats.py), which the analyses then use")
     ap.add_argument("--keep", type=Path, help="keep builds and traces here")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--rescore", action="store_true",
@@ -305,12 +325,12 @@ def main() -> None:
             if shutil.which(cc) is None:
                 print(f"eval_npb: {cc} not found, skipped", file=sys.stderr)
                 continue
-            bdir = build(cc, a.klass, kernels, work)
+            bdir = build(cc, a.klass, kernels, work, source=a.beats == "source")
             for k in kernels:
                 for n in map(int, a.threads.split(",")):
-                    key = f"{k} {cc} {n}t"
+                    key = f"{k} {cc} {n}t" + (" source" if a.beats == "source" else "")
                     print(f"{key}:", file=sys.stderr)
-                    run_dir = work / "runs" / f"{k}-{cc}-{n}"
+                    run_dir = work / "runs" / (f"{k}-{cc}-{n}" + ("-source" if a.beats == "source" else ""))
                     run_dir.mkdir(parents=True, exist_ok=True)
                     res = evaluate(bdir / "bin" / f"{k.lower()}.{a.klass}", n, a.runs, a.seed, run_dir, env_for(n), bool(a.keep))
                     table[key] = summarize(res)

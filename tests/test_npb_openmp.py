@@ -149,3 +149,31 @@ def test_a_slowed_thread_of_a_team_of_two_is_found_by_its_work_shift_with_no_mod
         assert d[victim]["status"] == "memoryleak" and "work shift" in d[victim]["reason"], d[victim]
         assert d[victim]["WS"] > 2.0 and abs(d[victim]["WS_beat"] - truth["fired_at"]["beat"]) < d[victim]["beats"] / 4, d[victim]
         assert d[1 - victim]["status"] == "normal" and d[1 - victim]["WS"] < 1.0, d[1 - victim]
+
+
+def test_source_beats_added_to_a_copy_of_ep_beat_once_per_iteration_of_its_shared_loop(tmp_path):
+    """benchmarks/npb_source_beats.py (the evaluation's source beats): a beat as the first
+    statement of every shared loop of a copy of NPB EP; the copy still verifies, each of its two
+    threads beats once per batch it is given (class S: 256 batches, 128 each), and the
+    analyses pick those beats, so EP gets heart-rate features its 4 automatic beats per thread
+    cannot give."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import npb_source_beats
+
+    d = tmp_path / "npb"
+    shutil.copytree(NPB, d, ignore=shutil.ignore_patterns("bin", "*.o"))
+    assert npb_source_beats.add_source_beats(d / "EP" / "ep.c") == 1   # the batch loop; the braceless one is left
+    (d / "config" / "make.def").write_text(MAKE_DEF.format(cc="gcc").replace(
+        "C_LIB = -lm", "C_LIB = -lm " + npb_source_beats.link_flags()))
+    (d / "bin").mkdir()
+    r = subprocess.run(["make", "EP", "CLASS=S"], cwd=d, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = tmp_path / "t"
+    r = subprocess.run([sys.executable, "-m", "hbtool", "record", "-o", str(out), "--", "./bin/ep.S"], cwd=d,
+                       env=_env(2), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and SUCCESS in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    beats = read_heartbeats(out).beats
+    api = beats[beats["source"].astype(str) == "api"]
+    assert api.groupby("thread").size().to_dict() == {0: 128, 1: 128}
+    d = _diagnose(out)
+    assert all(t["status"] == "normal" and t["DTW"] is not None for t in d.values()), d

@@ -398,15 +398,17 @@ def _window_work(beats: dict[tuple, np.ndarray], waits: dict) -> tuple[dict, dic
     window's first beat; the windows are equal shares of each thread's own beats, so the k-th
     window of every thread holds the same units of work: only when the team's threads made as
     many beats each, as OpenMP's static loops and constructs make them (beat i of every
-    thread ends the same unit of work). Otherwise nothing: a dynamic loop's chunks go to
+    thread ends the same unit of work), or nearly (SHIFT_SAME_BEATS: a static loop whose
+    iterations do not divide evenly among the threads). Otherwise nothing: a dynamic loop's chunks go to
     whoever is free (a slow thread takes fewer), and windows of wall time would make a
     teammate's one long stall, which the others wait through, look like a shift of theirs."""
-    counts = {len(t) for t in beats.values()}
-    edges = _window_edges(counts.pop()) if len(counts) == 1 else None
-    if edges is None:
+    counts = [len(t) for t in beats.values()]
+    if max(counts) > SHIFT_SAME_BEATS * min(counts) or _window_edges(min(counts)) is None:
         return {}, {}
-    return ({k: np.diff(work_clock(t[edges], *waits[k]).astype(np.float64)) for k, t in beats.items()},
-            {k: edges for k in beats})
+    edges = {k: _window_edges(len(t)) for k, t in beats.items()}
+    if len({len(e) for e in edges.values()}) != 1:
+        return {}, {}
+    return ({k: np.diff(work_clock(t[edges[k]], *waits[k]).astype(np.float64)) for k, t in beats.items()}, edges)
 
 
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
@@ -468,6 +470,9 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+#: a team's threads "made as many beats" for work_shifts when the most is at most this
+#: many times the fewest (static loops give one thread an iteration more than another)
+SHIFT_SAME_BEATS = 1.02
 #: windows of less work than this (ns) are noise to work_shifts, not work
 SHIFT_FLOOR_NS = 10_000
 
