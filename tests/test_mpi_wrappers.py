@@ -95,12 +95,24 @@ def test_the_kind_of_every_call(built):
               "MPI_Get_address": "other", "MPI_File_read": "other"}
     assert {n: kind[n] for n in expect} == expect
     # the polling calls and the local ones go the sampled path; blocking and data-sized ones not
-    def body(name):
-        return re.search(rf"HBP_EXPORT int {name}\(.*?\n}}\n", gen, re.S).group(0)
+    def body(name, prefix="HBP_EXPORT int "):
+        m = re.search(rf"{prefix}{name}\(.*?\n}}\n", gen, re.S)
+        return m.group(0) if m else ""
+
+    def full(name):   # the full wrapper: behind a lean front, or the exported function itself
+        return body(f"hbp_full_{name}", "static __attribute__\\(\\(noinline\\)\\) int ") or body(name)
 
     for name in ("MPI_Test", "MPI_Testany", "MPI_Iprobe", "MPI_Request_get_status", "MPI_Comm_rank",
                  "MPI_Type_size", "MPI_Type_commit"):
-        assert re.search(r"hbp_poll_enter\(\d+\)", body(name)) and "hbp_now_ns() : 0" in body(name), name
+        assert re.search(r"hbp_poll_enter\(\d+\)", full(name)) and "hbp_now_ns() : 0" in full(name), name
+    # in front of it, the polling calls (depth marked) and the pure local queries (a tail call)
+    # make their unsampled calls the lean way; local calls that may call back do not
+    for name, mark in (("MPI_Test", 1), ("MPI_Iprobe", 1), ("MPI_Comm_rank", 0), ("MPI_Type_size", 0),
+                       ("MPI_Get_count", 0)):
+        assert re.search(rf"hbp_lean_enter\(\d+, {mark}\)", body(name)), name
+        assert f"return hbp_full_{name}(" in body(name), name
+    for name in ("MPI_Type_commit", "MPI_Comm_set_attr", "MPI_Type_free", "MPI_Wait", "MPI_Send"):
+        assert "hbp_lean_enter" not in body(name) and "hbp_full_" not in body(name), name
     for name in ("MPI_Wait", "MPI_Cart_create", "MPI_Pack", "MPI_Send", "MPI_Comm_split"):
         assert "hbp_poll_enter" not in body(name) and "hbp_enter(HBP_INJ_MPI)" in body(name), name
 
