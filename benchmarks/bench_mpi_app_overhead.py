@@ -28,6 +28,13 @@ lammps hpcc`; an application that is not installed is skipped, saying so).
    of MPI_Init and MPI_Finalize (the rank files, the merge).
 3. --callgrind: instructions per call of pollbench's functions under valgrind's callgrind,
    with and without the profiler (deterministic: no machine noise; not time).
+4. --perf: one profiled run under `perf record -e cpu-clock` (a software clock: works
+   where the PMU does not): the share of the CPU samples of mpirun and its ranks that fall
+   in libhbprof.so's code, times their CPU time; spread over the ranks and against the run
+   time, a bound for what the profiler's code costs in the application itself, cache
+   misses included (which pollbench's tight loop cannot show). It leaves out the kernel's
+   time in the profiler's system calls (the CPU-time reads, at most one per 10 us, and a
+   write per segment).
 """
 
 from __future__ import annotations
@@ -154,6 +161,28 @@ def callgrind_per_call(calls: int) -> dict[str, tuple[float, float]] | None:
     return {fn: (v[0], v[1]) for fn, v in out.items() if len(v) == 2}
 
 
+def perf_share(app: str, np_: int, d: Path) -> dict | None:
+    """One profiled run under perf record (cpu-clock): libhbprof.so's share of the samples."""
+    if not shutil.which("perf"):
+        return None
+    data = d / "perf.data"
+    wall, run_file = ev.app_run(app, np_, d, [str(ev.LIB)], {}, prefix=("perf", "record", "-q", "-e", "cpu-clock",
+                                                                        "-F", "2000", "-o", str(data), "--"))
+    cpu = ev.app_run.cpu_s
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--sort", "dso", "--stdio"], capture_output=True,
+                         text=True, check=False).stdout
+    data.unlink(missing_ok=True)
+    shares = {m.group(2): float(m.group(1)) / 100 for m in re.finditer(r"^\s*([\d.]+)%\s+(\S+)", rep, re.M)}
+    samples = re.search(r"# Samples: (\S+)", rep)
+    from hbtool.io.hbprof import read_hbprof
+
+    run_s = read_hbprof(str(run_file), name=app).run_time_ns / 1e9
+    share = shares.get(ev.LIB.name, 0.0)
+    return {"share": share, "cpu_s": cpu, "wall_s": wall, "run_s": run_s, "samples": samples.group(1) if samples
+            else "?", "profiler_cpu_s": share * cpu, "bound": share * cpu / np_ / run_s if run_s > 0 else float("nan"),
+            "kernel": shares.get("[kernel.kallsyms]", 0.0)}
+
+
 def polling_functions() -> list[str]:
     return [*POLLING, "MPI_Comm_rank", "MPI_Type_size", "MPI_Wait", "MPI_Barrier"]
 
@@ -176,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=1_000_000, help="pollbench calls per function")
     ap.add_argument("--callgrind", action="store_true", help="also instructions per call under callgrind")
+    ap.add_argument("--perf", action="store_true", help="also the profiler's share of CPU samples (perf record)")
     a = ap.parse_args(argv)
     apps = a.apps.split(",")
     if a.pairs < 1 or a.poll_rounds < 1 or a.calls < 100 or a.np_ < 1 or not set(apps) <= set(ev.APPS):
@@ -216,6 +246,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"{1e3 * b['added_s']:.1f} ms added, {100 * b['bound']:.2f} %")
             print(f"  analytic bound (per-call costs x calls / run time): at most "
                   f"{100 * max(b['bound'] for b in bound):.2f} % on the busiest rank")
+            if a.perf:
+                ps = perf_share(app, a.np_, d)
+                if ps:
+                    print(f"  perf record (cpu-clock, {ps['samples']} samples) of a profiled run: libhbprof.so "
+                          f"{100 * ps['share']:.2f} % of the CPU samples ({100 * ps['kernel']:.0f} % are the "
+                          f"kernel's: yielding while waiting, copies), {ps['profiler_cpu_s']:.3f} s of "
+                          f"{ps['cpu_s']:.2f} s CPU; per rank against the run's {ps['run_s']:.2f} s: at most "
+                          f"{100 * ps['bound']:.2f} %")
             res = paired_runs(app, a.np_, d, a.pairs)
             print("  " + summary_line("wall time of mpirun", res["ratios"]["wall"]))
             print("  " + summary_line("CPU time of mpirun and its ranks", res["ratios"]["cpu"]))

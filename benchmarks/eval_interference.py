@@ -341,14 +341,16 @@ def app_dir(app: str, np_: int, d: Path) -> Path:
     return d
 
 
-def app_run(app: str, np_: int, d: Path, preload: list[str], env_extra: dict) -> tuple[float, Path | None]:
+def app_run(app: str, np_: int, d: Path, preload: list[str], env_extra: dict,
+            prefix: tuple[str, ...] = ()) -> tuple[float, Path | None]:
     """One run in d: mpirun's wall time and the run file (None without the profiler); the
-    CPU time of mpirun and its ranks in app_run.cpu_s."""
+    CPU time of mpirun and its ranks in app_run.cpu_s. prefix: a command that runs mpirun
+    (perf record ... --)."""
     for f in list(d.glob("hbprof-*")) + list(d.glob("count-*")) + list(d.glob("hpccoutf.txt")):
         f.unlink()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HBPROF_") and k != "LD_PRELOAD"}
     env.update(OMPI_MCA_mpi_yield_when_idle="1")
-    cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np_)]
+    cmd = [*prefix, "mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np_)]
     if preload:
         cmd += ["-x", "LD_PRELOAD=" + ":".join(preload), "-x", f"HBPROF_DIR={d}", "-x", "HBPROF_QUIET=1",
                 "-x", f"PMPI_COUNTER_DIR={d}"]
