@@ -14,8 +14,10 @@
    profile and the campaign's fastest per group and per unit of work (as `hbtool
    interference` given all the runs); its measured interference is its time against the
    fastest run's, and accuracy = 1 - |p(measured) - p(estimated)| (seed 004; target:
-   median >= 0.9, minimum >= 0.8). The injector's own truth (the delay
-   it injected, per rank and segment) is shown beside it.
+   median >= 0.9, minimum >= 0.8). Beside it: the accuracy of the run judged alone and of
+   seed 004's own figure, which evidence decided each verdict, and how many verdicts rest
+   on the run's time against the fastest run's (the truth's own figure: accurate by
+   construction); and the injector's own truth (the delay it injected, per rank and segment).
 2. overhead: the stencil at about 100 Allreduce/s, 4 ranks, with and without the
    profiler preloaded, interleaved; the median of the program's own time.
 3. scale: a synthetic run file of 1 000 000 segments x 64 ranks, analysed end to end by
