@@ -5,7 +5,10 @@
  *
  * Posts a receive that nothing matches, then times N calls of each polling
  * function on it (MPI_Test, Testany, Testall, Testsome, Iprobe, Improbe,
- * Request_get_status), and of two local queries (MPI_Comm_rank, MPI_Type_size);
+ * Request_get_status), of two local queries (MPI_Comm_rank, MPI_Type_size), of
+ * MPI_Wait on MPI_REQUEST_NULL (a call the profiler measures every time: its full
+ * path) and of MPI_Barrier (N / 100 calls: with one rank a boundary collective
+ * that returns at once, so the profiler's full path and the end of a segment);
  * prints one line per function:
  *     pollbench MPI_Test ns_per_call 41.3
  * the best of R repetitions (the least disturbed). benchmarks/bench_mpi_polling.py
@@ -26,16 +29,17 @@ static double now_s(void)
 }
 
 enum { T_TEST, T_TESTANY, T_TESTALL, T_TESTSOME, T_IPROBE, T_IMPROBE, T_GETSTATUS, T_COMMRANK,
-       T_TYPESIZE, T_COUNT };
+       T_TYPESIZE, T_WAIT, T_BARRIER, T_COUNT };
 static const char *names[T_COUNT] = {
     "MPI_Test", "MPI_Testany", "MPI_Testall", "MPI_Testsome", "MPI_Iprobe", "MPI_Improbe",
-    "MPI_Request_get_status", "MPI_Comm_rank", "MPI_Type_size",
+    "MPI_Request_get_status", "MPI_Comm_rank", "MPI_Type_size", "MPI_Wait", "MPI_Barrier",
 };
 
 static int poll_once(int which, MPI_Request *rq)
 {
     int flag = 0, idx = 0, outc = 0, ind[1];
     MPI_Message msg;
+    MPI_Request none = MPI_REQUEST_NULL;
     switch (which) {
     case T_TEST:      MPI_Test(rq, &flag, MPI_STATUS_IGNORE); break;
     case T_TESTANY:   MPI_Testany(1, rq, &idx, &flag, MPI_STATUS_IGNORE); break;
@@ -45,7 +49,9 @@ static int poll_once(int which, MPI_Request *rq)
     case T_IMPROBE:   MPI_Improbe(MPI_ANY_SOURCE, 77, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE); break;
     case T_GETSTATUS: MPI_Request_get_status(*rq, &flag, MPI_STATUS_IGNORE); break;
     case T_COMMRANK:  MPI_Comm_rank(MPI_COMM_WORLD, &idx); flag = idx < 0; break;
-    default:          MPI_Type_size(MPI_DOUBLE, &idx); flag = idx != 8; break;
+    case T_TYPESIZE:  MPI_Type_size(MPI_DOUBLE, &idx); flag = idx != 8; break;
+    case T_WAIT:      MPI_Wait(&none, MPI_STATUS_IGNORE); flag = none != MPI_REQUEST_NULL; break;
+    default:          MPI_Barrier(MPI_COMM_WORLD); break;
     }
     return flag;
 }
@@ -76,16 +82,17 @@ int main(int argc, char **argv)
     MPI_Irecv(&buf, 1, MPI_INT, MPI_ANY_SOURCE, 78, MPI_COMM_WORLD, &rq);
     for (int w = 0; w < T_COUNT; w++) {
         double best = 1e30;
+        long n = w == T_BARRIER ? (calls / 100 > 0 ? calls / 100 : 1) : calls;
         for (int r = 0; r < repeat; r++) {
             double t0 = now_s();
-            for (long i = 0; i < calls; i++)
+            for (long i = 0; i < n; i++)
                 hits += poll_once(w, &rq);
             double dt = now_s() - t0;
             if (dt < best)
                 best = dt;
         }
         if (rank == 0)
-            printf("pollbench %s ns_per_call %.2f\n", names[w], 1e9 * best / (double)calls);
+            printf("pollbench %s ns_per_call %.2f\n", names[w], 1e9 * best / (double)n);
     }
     MPI_Cancel(&rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);

@@ -358,6 +358,41 @@ static inline __attribute__((always_inline)) int hbp_poll_enter(unsigned i)
     return hbp_poll_sample_enter();
 }
 
+/*
+ * The lean front of the sampled path (gen_wrappers.py, emit_mpi): the polling
+ * calls and the pure local queries (MPI_Comm_rank, MPI_Type_size, ...:
+ * _PURE_QUERY, they read the library's state and call nothing back) go through
+ * this before the full wrapper, which only the calls that need it reach: the
+ * sampled one in HBP_POLL_SAMPLE, any call while the injector is on for MPI, one
+ * that beats. Returns
+ *   1: nothing to do after the call: the wrapper tail-calls the real function
+ *      (not profiling this call; or an unsampled pure query, counted here);
+ *   2: an unsampled polling call, counted here, depth marked (mark != 0): the
+ *      wrapper calls the real function, then clears hbp_tls.depth (a poll may
+ *      progress the library, which may call wrapped functions: read, write);
+ *   0: the full wrapper (hbp_poll_enter decides again, counting once).
+ * Counted like hbp_poll_enter's unsampled calls: hbp_call_n, and the mean cost
+ * into hbp_g.poll_pending, so that their time stays MPI time.
+ */
+static inline __attribute__((always_inline)) int hbp_lean_enter(unsigned i, int mark)
+{
+    if (__builtin_expect(hbp_beat_on[i] != 0, 0))
+        return 0;
+    struct hbp_tls *t = &hbp_tls;
+    if (!t->main || t->depth || hbp_state() != HBP_S_ON)
+        return 1;
+    uint32_t n = hbp_call_n[i] + 1;
+    if (__builtin_expect((hbp_g.inj.families & HBP_INJ_MPI) != 0 || (n & (HBP_POLL_SAMPLE - 1)) == 1, 0))
+        return 0;
+    hbp_call_n[i] = n;
+    hbp_g.poll_pending += hbp_call_mean[i];
+    if (mark) {
+        t->depth = 1;
+        return 2;
+    }
+    return 1;
+}
+
 static inline __attribute__((always_inline)) void hbp_poll_leave(int how, unsigned i)
 {
     if (how == 3)

@@ -376,11 +376,27 @@ def wrapper_body(e: Entry, index: int | None, call: str, after_call: str = "", c
 
 
 def emit_mpi(e: Entry, proto: Prototype, index: int | None) -> str:
-    """The C wrapper of e; index: its number in the beat tables (None: start, finalize)."""
+    """The C wrapper of e; index: its number in the beat tables (None: start, finalize).
+    A polling call or a pure local query gets a lean front (internal.h, hbp_lean_enter)
+    that makes its unsampled calls with the least work, and the full wrapper behind it
+    for the others."""
     params = ", ".join(p.decl(p.name) for p in proto.params) or "void"
     args = ", ".join(p.name for p in proto.params)
-    head = f"HBP_EXPORT int {e.name}({params})\n{{\n"
-    return head + wrapper_body(e, index, f"int rc = P{e.name}({args});") + "    return rc;\n}\n"
+    full = wrapper_body(e, index, f"int rc = P{e.name}({args});") + "    return rc;\n}\n"
+    if not has_lean_front(e):
+        return f"HBP_EXPORT int {e.name}({params})\n{{\n" + full
+    front = f"HBP_EXPORT int {e.name}({params})\n{{\n"
+    if e.cls == "poll":
+        front += (f"    int how = hbp_lean_enter({index}, 1);\n"
+                  f"    if (__builtin_expect(how == 2, 1)) {{\n"
+                  f"        int rc = P{e.name}({args});\n"
+                  f"        hbp_tls.depth = 0;\n"
+                  f"        return rc;\n    }}\n"
+                  f"    if (how == 1)\n")
+    else:
+        front += f"    if (__builtin_expect(hbp_lean_enter({index}, 0), 1))\n"
+    return (f"static __attribute__((noinline)) int hbp_full_{e.name}({params})\n{{\n" + full + front
+            + f"        return P{e.name}({args});\n    return hbp_full_{e.name}({args});\n}}\n")
 
 
 def beat_tables(beating: list[Entry], kinds: dict[str, str]) -> str:
@@ -447,6 +463,24 @@ def mpi_kind(name: str) -> str:
 # measured on every call, never estimated from samples
 _OTHER_MEASURED = r"Pack|Unpack|Pack_external|Unpack_external|Reduce_local|Alloc_mem|Free_mem|Lookup_name" \
                   r"|Publish_name|Unpublish_name|Open_port|Close_port|Comm_join|Register_datarep"
+
+
+# the local queries that only read the library's state and call nothing back (no
+# callbacks, no progress, no I/O): the lean front of emit_mpi (tail call, no depth mark)
+_PURE_QUERY = (r"(?:Comm|Group)_(?:rank|size|remote_size|compare|test_inter|translate_ranks)"
+               r"|Comm_get_(?:attr|name|parent)|Cart_(?:coords|get|rank|shift)|Cartdim_get"
+               r"|Graph_(?:get|neighbors|neighbors_count)|Graphdims_get|Dist_graph_neighbors(?:_count)?|Topo_test"
+               r"|Type_(?:size|size_x|get_extent|get_extent_x|get_true_extent|get_true_extent_x|get_name"
+               r"|get_envelope|get_attr)|Win_get_(?:attr|name)|Attr_get"
+               r"|Get_(?:count|elements|elements_x|address|version|library_version|processor_name)"
+               r"|Initialized|Finalized|Query_thread|Is_thread_main|Error_(?:class|string)"
+               r"|Pack_size|Pack_external_size|Test_cancelled|Op_commutative")
+
+
+def has_lean_front(e: Entry) -> bool:
+    """A polling call or a pure local query, counting nothing but its time."""
+    return not count_statement(e) and (
+        e.cls == "poll" or (e.cls == "local" and re.fullmatch(_PURE_QUERY, e.name[4:]) is not None))
 
 
 def auto_entry(name: str) -> Entry:
