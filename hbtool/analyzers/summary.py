@@ -349,26 +349,28 @@ def memory_retained(trace: HeartbeatTrace) -> pd.DataFrame:
     return out[cols]
 
 
-def _waits_by_thread(trace: HeartbeatTrace, team: list[tuple]) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+def _waits_by_thread(trace: HeartbeatTrace, team: list[tuple], grouped: dict | None) -> dict[tuple, tuple]:
     """(start_ns, end_ns) of the recorded waits of each thread of `team`, sorted by end; a
-    trace whose waits stay in the file (StreamedTrace) read one thread at a time."""
+    trace whose waits stay in the file (StreamedTrace) read one thread at a time, else from
+    `grouped` (the waits table's rows per thread, _grouped)."""
     out = {}
-    if isinstance(trace, StreamedTrace):
-        for key in team:
-            w = trace.thread_waits(key)
-            end = w["t_ns"].to_numpy(np.int64)
-            out[key] = (end - w["wait_ns"].to_numpy(np.int64), end)
-    else:
-        w = trace.waits
-        w = w[(w["run"].astype(str) == str(team[0][0])) & (w["process"] == team[0][1])]
-        for key in team:
-            m = w[w["thread"] == key[2]]
-            end = m["t_ns"].to_numpy(np.int64)
-            out[key] = (end - m["wait_ns"].to_numpy(np.int64), end)
-    for key, (start, end) in out.items():
+    for key in team:
+        w = trace.thread_waits(key) if isinstance(trace, StreamedTrace) else grouped.get(key)
+        if w is None or not len(w):
+            out[key] = (np.empty(0, np.int64), np.empty(0, np.int64))
+            continue
+        end = w["t_ns"].to_numpy(np.int64)
         o = np.argsort(end, kind="stable")
-        out[key] = (start[o], end[o])
+        out[key] = ((end - w["wait_ns"].to_numpy(np.int64))[o], end[o])
     return out
+
+
+def _grouped(table: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """The rows of a beats or waits table per (run, process, thread), once."""
+    if not len(table):
+        return {}
+    return {(str(r), int(p), int(t)): g for (r, p, t), g in
+            table.groupby(["run", "process", "thread"], sort=False, observed=True)}
 
 
 def work_clock(t_ns: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -443,22 +445,27 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         if k[:2] in with_waits:
             teams.setdefault(k[:2], []).append(k)
     rows = []
+    eager = not isinstance(trace, StreamedTrace) and any(len(team) > 1 for team in teams.values())
+    beats_of = _grouped(trace.beats) if eager else None
+    waits_of = _grouped(trace.waits) if eager else None
     for (run, process), team in teams.items():
         if len(team) < 2:
             continue
-        waits = _waits_by_thread(trace, team)
-        beats = {k: t for k, t in _beat_times(trace, team).items() if len(t)}
+        waits = _waits_by_thread(trace, team, waits_of)
+        beats = {k: t for k, t in _beat_times(trace, team, beats_of).items() if len(t)}
         if len(beats) < 2:
             continue
         work, at_beat = _window_work(beats, waits)
         if not work:
             continue
         m = len(next(iter(work.values())))
-        for k, v in work.items():
-            others = [u for kk, u in work.items() if kk != k]
-            if not others:
-                continue
-            q = np.log(np.maximum(v, SHIFT_FLOOR_NS) / np.maximum(np.median(np.array(others), axis=0), SHIFT_FLOOR_NS))
+        stack = np.array(list(work.values()))
+        # a big team: the median of every thread, which one of them barely moves (and costs
+        # one median, not one per thread)
+        whole = np.median(stack, axis=0) if len(work) > SHIFT_WHOLE_TEAM else None
+        for i, (k, v) in enumerate(work.items()):
+            others = whole if whole is not None else np.median(np.delete(stack, i, axis=0), axis=0)
+            q = np.log(np.maximum(v, SHIFT_FLOOR_NS) / np.maximum(others, SHIFT_FLOOR_NS))
             # the split with the least absolute deviation from each part's median (one change point)
             cost, at = np.inf, 0
             for s in range(2, m - 1):
@@ -473,15 +480,16 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
 #: a team's threads "made as many beats" for work_shifts when the most is at most this
 #: many times the fewest (static loops give one thread an iteration more than another)
 SHIFT_SAME_BEATS = 1.02
+#: in a team of more threads than this, each is compared with the median of the whole team
+SHIFT_WHOLE_TEAM = 8
 #: windows of less work than this (ns) are noise to work_shifts, not work
 SHIFT_FLOOR_NS = 10_000
 
 
-def _beat_times(trace: HeartbeatTrace, team: list[tuple]) -> dict[tuple, np.ndarray]:
+def _beat_times(trace: HeartbeatTrace, team: list[tuple], grouped: dict | None) -> dict[tuple, np.ndarray]:
     """Each thread of `team`'s beat times (ns, sorted); a trace whose beats stay in the file
-    (StreamedTrace) read one thread at a time."""
+    (StreamedTrace) read one thread at a time, else from `grouped` (_grouped)."""
     if isinstance(trace, StreamedTrace):
         return {k: np.sort(trace.thread_beats(k)[0], kind="stable") for k in team}
-    b = trace.beats
-    b = b[(b["run"].astype(str) == str(team[0][0])) & (b["process"] == team[0][1])]
-    return {k: np.sort(b.loc[b["thread"] == k[2], "t_ns"].to_numpy(np.int64), kind="stable") for k in team}
+    return {k: np.sort(grouped[k]["t_ns"].to_numpy(np.int64), kind="stable") if k in grouped else np.empty(0, np.int64)
+            for k in team}
