@@ -3,17 +3,23 @@ noisy shared machine does not swamp.
 
     python benchmarks/bench_mpi_app_overhead.py [--apps hpcc,lammps] [--np 4] [--pairs 10]
                                                 [--poll-rounds 5] [--calls 1000000] [--callgrind]
+                                                [--perf] [--arms bare,profiled] [--pairs-only]
 
 The applications and inputs are benchmarks/eval_interference.py's (`apt-get install -y
 lammps hpcc`; an application that is not installed is skipped, saying so).
 
-1. Paired runs: --pairs pairs of runs of the application, one without and one with the
-   profiler preloaded, the order alternating from pair to pair. Per pair, the ratio of the
-   profiled run's to the bare run's wall time of mpirun and of the CPU time (user + sys) of
-   mpirun and its ranks. Printed: the median of the paired ratios, their range, a
-   distribution-free 95 % interval for that median (order statistics of the binomial), and
-   how many pairs the profiled run lost. Pairing cancels the slow drifts of the machine's
-   load; what it cannot cancel is load that changes within a pair.
+1. Paired runs: --pairs rounds of runs of the application, one run of each arm (--arms; by
+   default bare, without the profiler, and profiled, with it preloaded), the order rotating
+   from round to round. Per round, the ratio of each arm's run to the bare run's wall time of
+   mpirun and of the CPU time (user + sys) of mpirun and its ranks. Printed: the median of the
+   paired ratios, their range, a distribution-free 95 % interval for that median (order
+   statistics of the binomial), and in how many rounds the arm was slower. Pairing cancels
+   the slow drifts of the machine's load; what it cannot cancel is load that changes within
+   a round. Experimental arms, to find where an overhead comes from: no-cpu-reads (the
+   profiler built with HBP_EXPERIMENT_NO_CPU_READ: no system call for the thread's CPU time;
+   its profile is wrong, its work otherwise the same) and disabled (preloaded with
+   HBPROF_DISABLE=1: the wrappers pass every call through; no start-up, no files).
+   --pairs-only skips the parts below but --callgrind and --perf.
 2. Analytic bound: what the profiler adds per call, from native_tracer/mpi's pollbench
    (bench_mpi_polling.py's program, --poll-rounds interleaved runs with and without the
    profiler, median ns per call): a polling call (the largest of MPI_Test*, Iprobe,
@@ -78,19 +84,47 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     return (x[k - 1], x[n - k]) if k >= 1 else None
 
 
-def paired_runs(app: str, np_: int, d: Path, pairs: int) -> dict:
-    ratios = {"wall": [], "cpu": []}
-    series = {False: [], True: []}
+#: the arms of the paired runs: what each preloads and sets (ARM_LIBS fills in the libraries)
+ARMS = {
+    "bare": None,            # no profiler
+    "profiled": "profiled",  # the profiler as built
+    "no-cpu-reads": "no-cpu-reads",  # built with HBP_EXPERIMENT_NO_CPU_READ: no system call per CPU-time read
+    "disabled": "profiled",  # preloaded with HBPROF_DISABLE=1: every wrapper passes through, no start, no files
+}
+
+
+def build_no_cpu_read_lib(tmp: Path) -> Path:
+    """The profiler built with HBP_EXPERIMENT_NO_CPU_READ (core.c): the thread's CPU time, a system
+    call, replaced by the monotonic clock (vDSO); its profile's computation is wrong, its work the
+    same otherwise. Built in a copy of native_tracer/ under tmp."""
+    src = tmp / "native_tracer"
+    shutil.copytree(ev.ROOT / "native_tracer", src,
+                    ignore=shutil.ignore_patterns("build", "lib", "bin", "*.o", "*.so", "*.a"))
+    r = subprocess.run(["make", "-s", "-C", str(src / "mpi"), "lib/libhbprof.so",
+                        "CFLAGS=-O2 -g -DHBP_EXPERIMENT_NO_CPU_READ"], capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        sys.exit(f"bench_mpi_app_overhead: building the no-cpu-reads profiler failed:\n{r.stderr[-2000:]}")
+    return src / "mpi" / "lib" / "libhbprof.so"
+
+
+def paired_runs(app: str, np_: int, d: Path, pairs: int, arms: list[str], libs: dict[str, Path]) -> dict:
+    """pairs rounds, each one run of every arm, the order rotating from round to round; the ratios
+    of each arm's runs to the bare run of the same round."""
+    ratios = {arm: {"wall": [], "cpu": []} for arm in arms if arm != "bare"}
+    series: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
     for k in range(pairs):
         got = {}
-        for with_prof in ((False, True) if k % 2 == 0 else (True, False)):
-            wall, _ = ev.app_run(app, np_, d, [str(ev.LIB)] if with_prof else [], {})
-            got[with_prof] = (wall, ev.app_run.cpu_s)
-            series[with_prof].append(got[with_prof])
-        ratios["wall"].append(got[True][0] / got[False][0])
-        ratios["cpu"].append(got[True][1] / got[False][1])
-        print(f"  {app} -np {np_} pair {k}: bare {got[False][0]:.2f} s wall / {got[False][1]:.2f} s CPU, "
-              f"profiled {got[True][0]:.2f} / {got[True][1]:.2f}", file=sys.stderr)
+        for arm in arms[k % len(arms):] + arms[:k % len(arms)]:
+            lib = libs.get(ARMS[arm]) if ARMS[arm] else None
+            wall, _ = ev.app_run(app, np_, d, [str(lib)] if lib else [],
+                                 {"HBPROF_DISABLE": "1"} if arm == "disabled" else {})
+            got[arm] = (wall, ev.app_run.cpu_s)
+            series[arm].append(got[arm])
+        for arm in ratios:
+            ratios[arm]["wall"].append(got[arm][0] / got["bare"][0])
+            ratios[arm]["cpu"].append(got[arm][1] / got["bare"][1])
+        print(f"  {app} -np {np_} round {k}: " + ", ".join(f"{arm} {w:.2f} s wall / {c:.2f} s CPU"
+                                                           for arm, (w, c) in got.items()), file=sys.stderr)
     return {"ratios": ratios, "series": series}
 
 
@@ -193,8 +227,8 @@ def summary_line(name: str, ratios: list[float]) -> str:
         "too few pairs for a 95 % interval"
     worse = sum(r > 1 for r in ratios)
     return (f"{name}: median of the paired ratios {100 * (statistics.median(ratios) - 1):+.1f} %, range "
-            f"{100 * (min(ratios) - 1):+.1f} .. {100 * (max(ratios) - 1):+.1f} %, {ci_s}; the profiled run "
-            f"slower in {worse} of {len(ratios)} pairs")
+            f"{100 * (min(ratios) - 1):+.1f} .. {100 * (max(ratios) - 1):+.1f} %, {ci_s}; slower than the bare run "
+            f"in {worse} of {len(ratios)} pairs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,21 +240,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=1_000_000, help="pollbench calls per function")
     ap.add_argument("--callgrind", action="store_true", help="also instructions per call under callgrind")
     ap.add_argument("--perf", action="store_true", help="also the profiler's share of CPU samples (perf record)")
+    ap.add_argument("--arms", default="bare,profiled",
+                    help=f"the paired runs' arms, bare first: of {','.join(ARMS)} (default: bare,profiled)")
+    ap.add_argument("--pairs-only", action="store_true", help="only the paired runs (no per-call costs, no bound)")
     a = ap.parse_args(argv)
-    apps = a.apps.split(",")
-    if a.pairs < 1 or a.poll_rounds < 1 or a.calls < 100 or a.np_ < 1 or not set(apps) <= set(ev.APPS):
+    apps, arms = a.apps.split(","), a.arms.split(",")
+    if a.pairs < 1 or a.poll_rounds < 1 or a.calls < 100 or a.np_ < 1 or not set(apps) <= set(ev.APPS) or \
+            arms[0] != "bare" or len(arms) < 2 or len(set(arms)) != len(arms) or not set(arms) <= set(ARMS):
         print(f"bench_mpi_app_overhead: --pairs, --poll-rounds, --np positive, --calls >= 100, --apps of "
-              f"{','.join(ev.APPS)}", file=sys.stderr)
+              f"{','.join(ev.APPS)}, --arms bare then others of {','.join(ARMS)}", file=sys.stderr)
         return 2
     if not ev.LIB.exists() or not polling.PROG.exists():
         print("bench_mpi_app_overhead: build the profiler first: make -C native_tracer/mpi", file=sys.stderr)
         return 2
-    print(f"# per-call cost: pollbench, 1 rank, {a.calls} calls per function, best of 3 per run, median of "
-          f"{a.poll_rounds} interleaved runs")
-    bare, prof, extra = per_call_extra(a.calls, a.poll_rounds)
-    print(f"{'function':<24} {'bare ns':>8} {'profiled ns':>12} {'added ns':>9}")
-    for fn in bare:
-        print(f"{fn:<24} {bare[fn]:8.1f} {prof[fn]:12.1f} {extra[fn]:9.1f}")
+    if not a.pairs_only:
+        print(f"# per-call cost: pollbench, 1 rank, {a.calls} calls per function, best of 3 per run, median of "
+              f"{a.poll_rounds} interleaved runs")
+        bare, prof, extra = per_call_extra(a.calls, a.poll_rounds)
+        print(f"{'function':<24} {'bare ns':>8} {'profiled ns':>12} {'added ns':>9}")
+        for fn in bare:
+            print(f"{fn:<24} {bare[fn]:8.1f} {prof[fn]:12.1f} {extra[fn]:9.1f}")
     if a.callgrind:
         cg = callgrind_per_call(min(a.calls, 100_000))
         if cg:
@@ -230,13 +269,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{fn:<24} {b:8.1f} {p:9.1f} {p - b:7.1f}")
     with tempfile.TemporaryDirectory(prefix="hbovh-") as tmp:
         counter = ev.build_counter(Path(tmp))
+        libs = {"profiled": ev.LIB}
+        if "no-cpu-reads" in arms:
+            libs["no-cpu-reads"] = build_no_cpu_read_lib(Path(tmp))
         for app in apps:
             if not shutil.which(ev.APPS[app]["exe"]) or (app == "hpcc" and not ev.HPCC_EXAMPLE.exists()):
                 print(f"\n## {app}: skipped: not installed (apt-get install -y lammps hpcc)")
                 continue
             d = ev.app_dir(app, a.np_, Path(tmp) / f"{app}-{a.np_}")
             print(f"\n## {app}, {a.np_} ranks")
-            bound = analytic_bound(app, a.np_, d, counter, extra)
+            bound = [] if a.pairs_only else analytic_bound(app, a.np_, d, counter, extra)
             for b in bound:
                 c = b["counts"]
                 print(f"  rank {b['rank']}: {c.get('polling', 0)} polls, {c.get('completion', 0)} waits, "
@@ -244,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{sum(c.get(k, 0) for k in ('coll_one_to_all', 'coll_all_to_one', 'coll_all_to_all'))} "
                       f"collectives, {c.get('segments', 0)} segments in {b['run_s']:.2f} s: at most "
                       f"{1e3 * b['added_s']:.1f} ms added, {100 * b['bound']:.2f} %")
-            print(f"  analytic bound (per-call costs x calls / run time): at most "
-                  f"{100 * max(b['bound'] for b in bound):.2f} % on the busiest rank")
+            if bound:
+                print(f"  analytic bound (per-call costs x calls / run time): at most "
+                      f"{100 * max(b['bound'] for b in bound):.2f} % on the busiest rank")
             if a.perf:
                 ps = perf_share(app, a.np_, d)
                 if ps:
@@ -254,13 +297,15 @@ def main(argv: list[str] | None = None) -> int:
                           f"kernel's: yielding while waiting, copies), {ps['profiler_cpu_s']:.3f} s of "
                           f"{ps['cpu_s']:.2f} s CPU; per rank against the run's {ps['run_s']:.2f} s: at most "
                           f"{100 * ps['bound']:.2f} %")
-            res = paired_runs(app, a.np_, d, a.pairs)
-            print("  " + summary_line("wall time of mpirun", res["ratios"]["wall"]))
-            print("  " + summary_line("CPU time of mpirun and its ranks", res["ratios"]["cpu"]))
-            for with_prof, label in ((False, "bare"), (True, "profiled")):
-                w = [x[0] for x in res["series"][with_prof]]
-                c = [x[1] for x in res["series"][with_prof]]
-                print(f"  {label}: wall {min(w):.2f}-{max(w):.2f} s (median {statistics.median(w):.2f}), CPU "
+            res = paired_runs(app, a.np_, d, a.pairs, arms, libs)
+            for arm, r in res["ratios"].items():
+                print(f"  {arm} against bare:")
+                print("    " + summary_line("wall time of mpirun", r["wall"]))
+                print("    " + summary_line("CPU time of mpirun and its ranks", r["cpu"]))
+            for arm, runs in res["series"].items():
+                w = [x[0] for x in runs]
+                c = [x[1] for x in runs]
+                print(f"  {arm}: wall {min(w):.2f}-{max(w):.2f} s (median {statistics.median(w):.2f}), CPU "
                       f"{min(c):.2f}-{max(c):.2f} s (median {statistics.median(c):.2f})")
     return 0
 

@@ -483,8 +483,17 @@ def test_injector_truth(built, tmp_path):
     delayed = int(t[:, 3].sum())
     expect, sd = calls * prob, np.sqrt(calls * prob * (1 - prob))
     assert abs(delayed - expect) < 5 * sd, (delayed, expect)
+    # The truth is the time each sleep took, which is the draw plus the wake-up: a sleep never
+    # ends early, so the mean is at least the requested one; but under load a few wake-ups wait
+    # for a core for many ms (at a load average of 9 on 2 cores: single sleeps of 2 ms took up to
+    # 24 ms, and the mean per call reached 1.3x), so the typical sleep is checked by the median
+    # of the segments with one delayed call (their truth is that call's): near the requested
+    # mean (the draws' median is within 2 % of it; a unit error or a repeated sleep is not)
     per_call = t[:, 2].sum() / delayed / 1000.0
-    assert mean_us * 0.97 < per_call < mean_us * 1.3, per_call  # sleeps overshoot a little
+    assert per_call > mean_us * 0.97, per_call
+    single = t[t[:, 3] == 1, 2] / 1000.0
+    assert len(single) > 0.5 * delayed, (len(single), delayed)
+    assert mean_us * 0.97 < np.median(single) < mean_us * 1.3, np.median(single)
     ranks = rank_files(tmp_path)
     for rank, (rec, _) in per_rank(run).items():
         mine = t[t[:, 0] == rank]
