@@ -96,6 +96,11 @@ def read_model(path: str | os.PathLike) -> HsaModel:
                 else (1, 1_000_000)  # windows and counts: a window of 0 beats is no window
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not least <= v <= most):
                 raise ValueError(f"{name}={v!r}")
+            if name != "r2_target" and isinstance(v, float):
+                # windows, counts and radii are whole numbers (they index arrays)
+                if not v.is_integer():
+                    raise ValueError(f"{name}={v!r} is not a whole number")
+                setattr(st, name, int(v))
     except (TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: bad feature settings ({reason(exc)}): train the model again") from exc
     reference = _reference(doc.get("reference"), path)
