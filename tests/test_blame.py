@@ -167,3 +167,23 @@ def test_a_barrier_tail_called_at_a_regions_end_is_named_by_the_region(tmp_path)
     names = set(w["construct"].astype(str))
     assert not any("libhbtrace" in n for n in names), names
     assert "barrier main._omp_fn.0" in names, names
+
+
+def test_a_big_trace_read_thread_by_thread_twice_gives_the_same_timelines(tmp_path, monkeypatch):
+    """behavior keeps at most PREPARED_BEATS_HELD prepared beats of a streamed trace; past it a
+    thread is kept as what its teammates need (TeammateView) and read again for its own
+    timeline (bounded memory on big traces, issue 20). With nothing held, a real OpenMP team
+    whose worker busy-waited gets the same timelines as with everything held."""
+    import hbtool.analyzers.behavior as beh
+    from hbtool.io import read_heartbeats
+
+    r, out, truth = record(tmp_path, "busy", "--inject", "busy", "--thread", str(VICTIM), "--beat", "300",
+                           "--inject-wait-ms", str(WAIT_MS))
+    assert r.returncode == 0 and truth["fired"], r.stderr
+    trace = read_heartbeats(out, stream=True)
+    held = beh.behavior_timelines(trace)
+    monkeypatch.setattr(beh, "PREPARED_BEATS_HELD", 0)
+    again = beh.behavior_timelines(read_heartbeats(out, stream=True))
+    assert json.dumps(again, default=str, sort_keys=True) == json.dumps(held, default=str, sort_keys=True)
+    victim = next(t for t in again if t["thread"] == VICTIM)
+    assert [iv["behavior"] for iv in victim["intervals"]].count("busy-waiting") == 1

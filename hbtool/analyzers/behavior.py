@@ -29,6 +29,7 @@ The method (docs/methods.md, "Thread behavior"):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,20 +137,76 @@ def _thread_beats(trace: HeartbeatTrace):
                g["construct"].astype(str).to_numpy())
 
 
-def prepare(trace: HeartbeatTrace, s: BehaviorSettings) -> list[ThreadBeats]:
-    out = []
-    for (run, process, thread), t, tids, construct in _thread_beats(trace):
-        order = np.argsort(t, kind="stable")
-        t = t[order]
-        d = np.diff(t).astype(np.float64)
-        k = _calls_per_beat(trace, run, process, t[1:]) if len(d) else None
-        if k is not None:
-            d = d / k
-        x = np.log(np.maximum(d, 1.0) * 1e-9)
-        tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct[order])
-        _find_gaps(tb, s)
-        out.append(tb)
+def _prepared(trace: HeartbeatTrace, s: BehaviorSettings, key: tuple, t: np.ndarray, tids: list[int],
+              construct: np.ndarray) -> ThreadBeats:
+    run, process, thread = key
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    d = np.diff(t).astype(np.float64)
+    k = _calls_per_beat(trace, run, process, t[1:]) if len(d) else None
+    if k is not None:
+        d = d / k
+    x = np.log(np.maximum(d, 1.0) * 1e-9)
+    tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct[order])
+    _find_gaps(tb, s)
+    return tb
+
+
+def prepare(trace: HeartbeatTrace, s: BehaviorSettings, budget: int | None = None) -> list:
+    """Every thread's beats, prepared (ThreadBeats). budget: once the prepared beats held
+    pass this many, the next threads are kept as TeammateView (what their teammates'
+    timelines ask of them) and read again when their own timeline is made, so that memory
+    follows the largest thread, not the trace (a trace whose beats stay in the file only)."""
+    out, held = [], 0
+    for key, t, tids, construct in _thread_beats(trace):
+        tb = _prepared(trace, s, key, t, tids, construct)
+        if budget is not None and held + tb.n > budget:
+            out.append(TeammateView.of(tb))
+        else:
+            out.append(tb)
+            held += tb.n
     return out
+
+
+@dataclass
+class TeammateView:
+    """What a thread's teammates' timelines need of it (_busy_runs, thread_timeline), without
+    its beats: its identity, beat count, usual level, first and last beat, and its smoothed
+    level as the medians of blocks of TEAMMATE_BLOCK intervals (gaps left out)."""
+
+    run: str
+    process: int
+    thread: int
+    os_tids: list[int]
+    n: int
+    ref: float
+    t_ns: np.ndarray          # its first and last beat
+    block_end: np.ndarray     # each block's last interval's end
+    block_level: np.ndarray   # each block's median level (NaN: all gaps)
+
+    @classmethod
+    def of(cls, tb: ThreadBeats) -> "TeammateView":
+        ends, level = tb.t_ns[1:], tb.level if tb.level is not None else np.empty(0)
+        keep = np.where(~tb.gap, level, np.nan) if len(level) else level
+        b = TEAMMATE_BLOCK
+        starts = np.arange(0, len(keep), b)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # a block of nothing but gaps: NaN
+            med = np.array([np.nanmedian(keep[i:i + b]) for i in starts]) if len(keep) else np.empty(0)
+        last = np.minimum(starts + b, len(keep)) - 1
+        return cls(tb.run, tb.process, tb.thread, tb.os_tids, tb.n, tb.ref, tb.t_ns[[0, -1]] if tb.n else tb.t_ns,
+                   ends[last] if len(keep) else np.empty(0, np.int64), med)
+
+    def level_between(self, t0: int, t1: int) -> float:
+        sel = (self.block_end >= t0) & (self.block_end <= t1) & np.isfinite(self.block_level)
+        return float(np.median(self.block_level[sel])) if sel.any() else float("nan")
+
+
+#: intervals per block of a TeammateView's level curve
+TEAMMATE_BLOCK = 256
+#: behavior_timelines keeps this many prepared beats of a streamed trace (about 40 bytes
+#: each); past it, threads are read again for their own timeline (bounded memory)
+PREPARED_BEATS_HELD = 8_000_000
 
 
 def _find_gaps(tb: ThreadBeats, s: BehaviorSettings) -> None:
@@ -294,7 +351,7 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         t0, t1 = int(tb.t_ns[a]), int(tb.t_ns[b])
         others = []
         for o in team:
-            if o is tb or o.n < 3 or not np.isfinite(o.ref):
+            if o.thread == tb.thread or o.n < 3 or not np.isfinite(o.ref):
                 continue
             cover = min(t1, o.t_ns[-1]) - max(t0, o.t_ns[0])
             if cover < 0.5 * (t1 - t0):
@@ -420,7 +477,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             # It spun if its team waited for it meanwhile; otherwise they all worked (a long
             # static loop, say): running
             team_waited = max((_waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0]
-                               for o in team if o is not tb), default=0.0)
+                               for o in team if o.thread != tb.thread), default=0.0)
             if team_waited >= s.explained_share * gap_s:
                 episodes.append((i, i + 1, "busy-waiting",
                                  f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
@@ -631,8 +688,8 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     """Every thread's behavior timeline (dicts; times in ns, see hbtool.cli.behavior for output);
     beatless: also the threads that made no beats, with only their end."""
     s = settings or BehaviorSettings()
-    prepared = prepare(trace, s)
-    teams: dict[tuple, list[ThreadBeats]] = {}
+    prepared = prepare(trace, s, PREPARED_BEATS_HELD if isinstance(trace, StreamedTrace) else None)
+    teams: dict[tuple, list] = {}
     for tb in prepared:
         teams.setdefault((tb.run, tb.process), []).append(tb)
     # per process, once: how it ended, and whether it ran the monitor
@@ -642,6 +699,10 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     rows = []
     for tb in prepared:
         key = (tb.run, tb.process)
+        if isinstance(tb, TeammateView):   # read again, for its own timeline only
+            k = (tb.run, tb.process, tb.thread)
+            t, construct = trace.thread_beats(k)
+            tb = _prepared(trace, s, k, t, tb.os_tids, construct)
         lifecycle = bool(trace.runs.get(tb.run, {}).get("lifecycle"))
         run_end, pend, monitored = ends[key]
         reports = _monitor_reports(trace, tb)
