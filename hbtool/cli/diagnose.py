@@ -141,9 +141,11 @@ def compared_with(row: dict) -> str:
         return "none"
     ref = (row["reference_run"], row["reference_process"], row["reference_thread"])
     if kind == "team-median":
+        ws = row.get("WS")
+        if ws is not None and ws == ws:   # judged against its team's work, earlier and later (WS)
+            return "its team, over time"
         if ref == (row["run"], row["process"], row["thread"]):
-            ws = row.get("WS")
-            return "its team, over time" if ws is not None and ws == ws else "itself (median)"
+            return "itself (median)"
         where = "" if ref[1] == row["process"] else f" of process {ref[1]}"
         where += "" if ref[0] == row["run"] else f" of {ref[0]}"
         return f"thread {ref[2]}{where} (median)"
