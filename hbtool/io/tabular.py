@@ -211,11 +211,18 @@ def read_csv(path: Path, options: ReadOptions) -> HeartbeatTrace:
     warnings: list[str] = []
     refuse_holes(path, "a csv table")
     try:
-        with catch_warnings():  # a column of mixed types (pandas says so on stderr): normalise checks each value
+        with catch_warnings(record=True) as said:  # a column of mixed types: normalise checks each value
+            simplefilter("always", pd.errors.ParserWarning)
             simplefilter("ignore", pd.errors.DtypeWarning)
-            df = pd.read_csv(src)
+            # index_col=False: a row with more fields than the header is cut to the header (pandas
+            # would otherwise make the surplus leading fields an index of that many levels: a
+            # row of 5,000 commas took minutes), and says so
+            df = pd.read_csv(src, index_col=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
         raise TraceFormatError(f"{src}: not a readable csv table ({reason(exc)})") from exc
+    if any(issubclass(w.category, pd.errors.ParserWarning) for w in said):
+        warnings.append(f"{src}: rows with more fields than the header: the fields past the header's "
+                        f"{len(df.columns)} columns were left out")
     run = Path(src).stem
     beats_raw, ev_raw = _split_events(df)
     beats = normalise(beats_raw, run, src, warnings)
