@@ -326,11 +326,14 @@ def _interval(behavior, start, end, first_beat=None, last_beat=None, detail=""):
 
 
 def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, notes: list[str],
-               watched=None):
+               watched=None, trace: HeartbeatTrace | None = None):
     """Busy-waiting stretches as (first interval, last interval + 1, slowdown factor).
 
     `watched`: the online monitor's reports for this thread when a monitor ran in its
-    process (None otherwise): a slowdown it did not see as busy-waiting is not one."""
+    process (None otherwise): a slowdown it did not see as busy-waiting is not one.
+    `trace`: its `cpu` records, where they cover the stretch and the thread's whole run: a
+    thread that spins uses more CPU time per beat than usual (about the slowdown's factor);
+    one that the machine took the CPU from uses as much as usual, and is not busy-waiting."""
     if tb.n < 3 or not np.isfinite(tb.ref):
         return []
     if tb.construct is not None and len(tb.construct) and (tb.construct != "").mean() > 0.5:
@@ -362,6 +365,13 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         if others and np.median(others) >= s.team_share * excess:
             team_slow.append((t0, t1, float(np.exp(excess))))
             continue
+        per_beat = _cpu_per_beat(trace, tb, t0, t1, excess) if trace is not None and watched is None else None
+        if per_beat is not None and per_beat < np.sqrt(np.exp(excess)):
+            notes.append(
+                f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but its CPU time per "
+                f"beat was {per_beat:.1f}x its usual (the tracer's cpu records): it lost CPU time (another "
+                f"process, the hypervisor), it did not busy-wait (not labelled busy-waiting)")
+            continue
         if watched is not None and not _online_saw(watched, t0, t1, tb, s):
             notes.append(
                 f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but the online monitor, "
@@ -378,6 +388,17 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
                      f"{sum(t1 - t0 for t0, t1, _ in team_slow) / 1e9:.3f} s in all), but so was the rest of the "
                      f"team each time: the machine or the program, not this thread (not labelled busy-waiting)")
     return out
+
+
+def _cpu_per_beat(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, excess: float) -> float | None:
+    """The thread's CPU time per beat over [t0, t1] against its usual, from its CPU shares
+    (_cpu_share) there and over its whole run and the stretch's slowdown (exp(excess)); None
+    where the cpu records do not cover both."""
+    here = _cpu_share(trace, tb, t0, t1)
+    usual = _cpu_share(trace, tb, int(tb.t_ns[0]), int(tb.t_ns[-1])) if here is not None else None
+    if here is None or not usual:
+        return None
+    return float(here * np.exp(excess) / usual)
 
 
 def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings) -> bool:
@@ -460,7 +481,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
     # episodes inside the beats: (first interval index, end index, behavior, detail, start, end)
     episodes = []
-    for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None):
+    for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None, trace):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual{_where(tb, a, b + 1)}",
                          int(t[a]), int(t[b])))
     waits = _thread_waits(trace, tb)
