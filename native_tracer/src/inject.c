@@ -484,7 +484,9 @@ static void inj_unit(uint64_t now)
             unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
         uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
         inj_spin_until(now + delay);
-        __atomic_add_fetch(&inj.delay_ns, delay, __ATOMIC_RELAXED);
+        /* what it spun, from the beat on: a thread preempted at the spin's end spun longer,
+         * and that time is in its beat interval too (the truth says what happened) */
+        __atomic_add_fetch(&inj.delay_ns, hbt_now_ns() - now, __ATOMIC_RELAXED);
     }
 }
 
