@@ -114,10 +114,10 @@ def test_convert_writes_an_openmp_run_of_two_processes_as_before(capsys, monkeyp
 
 
 def test_convert_writes_threads_spread_over_many_windows_as_before(capsys, monkeypatch, burst, tmp_path):
-    src = _burst_trace(burst, tmp_path / "trace", 4, 40000)
+    src = _burst_trace(burst, tmp_path / "trace", 4, 12000)   # 1.5 MB: a dozen windows of 128 KiB
     monkeypatch.setattr(config, "HBT_READ_WINDOW_BYTES", 2 * 65536)
     whole = _assert_converts_as_before(capsys, monkeypatch, src, tmp_path)
-    assert len(whole.beats) == 160000
+    assert len(whole.beats) == 48000
 
 
 def test_xlsx_of_a_run_too_big_for_a_sheet_fails_before_any_beat_is_read(capsys, monkeypatch, burst, tmp_path):
