@@ -197,3 +197,10 @@ SHIFT_MIN_BEATS = 3
 #: team's is more than this many times what it was before (a round bound, not fitted: twice
 #: as long over the same units of work as its own earlier self, beside the same teammates)
 SHIFT_MAX = 2.0
+#: a team's threads "made as many beats" for summary.work_shifts when the most is at most this
+#: many times the fewest (static loops give one thread an iteration more than another)
+SHIFT_SAME_BEATS = 1.02
+#: in a team of more threads than this, each is compared with the median of the whole team
+SHIFT_WHOLE_TEAM = 8
+#: windows of less work than this (ns) are noise to summary.work_shifts, not work
+SHIFT_FLOOR_NS = 10_000

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
 from ..model.heartbeats import StreamedTrace
 
@@ -388,7 +389,6 @@ def work_clock(t_ns: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarr
 def _window_edges(n: int) -> np.ndarray | None:
     """Beat indices that split n beats into config.SHIFT_WINDOWS windows of at least
     config.SHIFT_MIN_BEATS beats (fewer windows for fewer beats; None under six)."""
-    from .. import config
     w = min(config.SHIFT_WINDOWS, (n - 1) // config.SHIFT_MIN_BEATS)
     if w < 6:
         return None
@@ -400,12 +400,12 @@ def _window_work(beats: dict[tuple, np.ndarray], waits: dict) -> tuple[dict, dic
     window's first beat; the windows are equal shares of each thread's own beats, so the k-th
     window of every thread holds the same units of work: only when the team's threads made as
     many beats each, as OpenMP's static loops and constructs make them (beat i of every
-    thread ends the same unit of work), or nearly (SHIFT_SAME_BEATS: a static loop whose
+    thread ends the same unit of work), or nearly (config.SHIFT_SAME_BEATS: a static loop whose
     iterations do not divide evenly among the threads). Otherwise nothing: a dynamic loop's chunks go to
     whoever is free (a slow thread takes fewer), and windows of wall time would make a
     teammate's one long stall, which the others wait through, look like a shift of theirs."""
     counts = [len(t) for t in beats.values()]
-    if max(counts) > SHIFT_SAME_BEATS * min(counts) or _window_edges(min(counts)) is None:
+    if max(counts) > config.SHIFT_SAME_BEATS * min(counts) or _window_edges(min(counts)) is None:
         return {}, {}
     edges = {k: _window_edges(len(t)) for k, t in beats.items()}
     if len({len(e) for e in edges.values()}) != 1:
@@ -462,10 +462,10 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         stack = np.array(list(work.values()))
         # a big team: the median of every thread, which one of them barely moves (and costs
         # one median, not one per thread)
-        whole = np.median(stack, axis=0) if len(work) > SHIFT_WHOLE_TEAM else None
+        whole = np.median(stack, axis=0) if len(work) > config.SHIFT_WHOLE_TEAM else None
         for i, (k, v) in enumerate(work.items()):
             others = whole if whole is not None else np.median(np.delete(stack, i, axis=0), axis=0)
-            q = np.log(np.maximum(v, SHIFT_FLOOR_NS) / np.maximum(others, SHIFT_FLOOR_NS))
+            q = np.log(np.maximum(v, config.SHIFT_FLOOR_NS) / np.maximum(others, config.SHIFT_FLOOR_NS))
             # the split with the least absolute deviation from each part's median (one change point)
             cost, at = np.inf, 0
             for s in range(2, m - 1):
@@ -475,15 +475,6 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             shift = float(np.exp(np.median(q[at:]) - np.median(q[:at])))
             rows.append((run, process, k[2], shift, int(at_beat[k][at]) + 1))
     return pd.DataFrame(rows, columns=cols)
-
-
-#: a team's threads "made as many beats" for work_shifts when the most is at most this
-#: many times the fewest (static loops give one thread an iteration more than another)
-SHIFT_SAME_BEATS = 1.02
-#: in a team of more threads than this, each is compared with the median of the whole team
-SHIFT_WHOLE_TEAM = 8
-#: windows of less work than this (ns) are noise to work_shifts, not work
-SHIFT_FLOOR_NS = 10_000
 
 
 def _beat_times(trace: HeartbeatTrace, team: list[tuple], grouped: dict | None) -> dict[tuple, np.ndarray]:
