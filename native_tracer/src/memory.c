@@ -399,11 +399,16 @@ void hbt_memory_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint16_t 
 {
     if (!hbt_mem_records || t->internal || t->monitor)
         return;
-    if (final ? !t->mem_recorded : now - t->mem_at_ns < HBT_MEM_PERIOD_NS)
+    /* at the process's exit the process record is due whenever the process
+     * recorded before, even from a thread that never did (the main thread
+     * that only joined its workers) */
+    int own = final ? t->mem_recorded : now - t->mem_at_ns >= HBT_MEM_PERIOD_NS;
+    if (!own && final != 2)
         return;
-    t->mem_at_ns = now;
+    if (own)
+        t->mem_at_ns = now;
     uint64_t a = t->mem_allocated, f = t->mem_freed;
-    if (a != t->mem_rec_allocated || f != t->mem_rec_freed || !t->mem_recorded) {
+    if (own && (a != t->mem_rec_allocated || f != t->mem_rec_freed || !t->mem_recorded)) {
         t->mem_rec_allocated = a;
         t->mem_rec_freed = f;
         t->mem_recorded = 1;
