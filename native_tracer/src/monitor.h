@@ -34,6 +34,10 @@
 #define HBT_PROBE_MIN_NS    (50 * HBT_US)
 #define HBT_LATE_FLOOR_NS   (500 * HBT_US)  /* late: silent for at least this long, whatever
                                                its rate (scheduler noise, page faults) */
+#define HBT_BUSY_FLOOR_NS   (2 * HBT_MS)    /* busy-waiting: CPU time used without beating, at
+                                               least this much whatever its beats need (on
+                                               this 2-vCPU VM under load, a 20-40 us unit of
+                                               copying took up to 0.93 ms of CPU, no tracer) */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */
 #define HBT_CPU_WARM        16u             /* ... looks before it judges busy-waiting */

@@ -221,11 +221,12 @@ static double hbt_limit(const struct hbt_heart *h)
  * HBT_CPU_WARM looks; no busy-waiting is reported before) -- more than its work between two beats needs, so
  * that a thread that is only late because it waits for a CPU (the machine
  * is loaded) or because this unit of its work is a long one beats before it
- * gets there, whatever the load. */
+ * gets there, whatever the load; and at least HBT_BUSY_FLOOR_NS, the CPU time
+ * a short unit of work can take now and then on a loaded machine. */
 static double hbt_busy_need(const struct hbt_heart *h)
 {
     double need = hbt_mon.late * h->d.cpu_max;
-    return need < (double)HBT_PROBE_MIN_NS ? (double)HBT_PROBE_MIN_NS : need;
+    return need < (double)HBT_BUSY_FLOOR_NS ? (double)HBT_BUSY_FLOOR_NS : need;
 }
 
 /* One look's CPU time per beat into the thread's most, which forgets by half
@@ -277,13 +278,26 @@ static int hbt_team_waits(uint32_t self)
     return 0;
 }
 
-/* Its CPU time since the sample, less its time in the OpenMP runtime's waits
- * since (a waiter spins at most one CPU second per second): its own work. */
-static uint64_t hbt_work_cpu(const struct hbt_heart *h, uint64_t cpu, uint32_t waited_us)
+/* Its CPU time since the sample, less what of it went to the OpenMP
+ * runtime's waits that ended since: its own work. A wait's CPU time is not
+ * read (a clock read per barrier costs more than the barrier); it is taken
+ * at the thread's CPU share over the window (its CPU time over the wall
+ * time since the sample), as its waits were -- on a loaded machine a waiter
+ * runs as little as the rest of its window, and counting each of its wall
+ * seconds as a CPU second would leave its work near nothing (the most CPU
+ * time per beat then under-read, and a unit of ordinary work called
+ * busy-waiting). */
+static uint64_t hbt_work_cpu(const struct hbt_heart *h, uint64_t cpu, uint32_t waited_us,
+                             uint64_t now)
 {
     uint64_t used = cpu > h->v.probe_cpu ? cpu - h->v.probe_cpu : 0;
     uint64_t waited = (uint64_t)(uint32_t)(waited_us - h->d.probe_waited) * HBT_US;
-    return used > waited ? used - waited : 0;
+    uint64_t wall = now > h->v.probe_t ? now - h->v.probe_t : 0;
+    if (!waited)
+        return used;
+    if (waited >= wall)
+        return 0;
+    return (uint64_t)((double)used * (double)(wall - waited) / (double)wall);
 }
 
 /* Sample thread h's CPU clock at beat count seq (a look that saw it beat,
@@ -308,7 +322,7 @@ static int hbt_cpu_sample(struct hbt_heart *h, uint32_t seq, uint64_t span, uint
          * intervals at its ends. Its CPU time at its rate over the beats'
          * own span (from the beat before the window to the latest) is what
          * those beats took */
-        double work = (double)hbt_work_cpu(h, cpu, waited);
+        double work = (double)hbt_work_cpu(h, cpu, waited, now);
         if (span && now > v->probe_t && span < now - v->probe_t)
             work *= (double)span / (double)(now - v->probe_t);
         *per = (uint64_t)(work / beats);
@@ -602,7 +616,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         have_cpu = 0;
     }
     double used = have_cpu ? (double)hbt_work_cpu(h, cpu, __atomic_load_n(&h->b.waited_us,
-                                                                           __ATOMIC_ACQUIRE)) : 0.0;
+                                                                           __ATOMIC_ACQUIRE), now) : 0.0;
     uint64_t sampled = now > v->probe_t ? now - v->probe_t : 0;
 
     /* a thread of a team is not blamed while nobody waits for it; nor busy
