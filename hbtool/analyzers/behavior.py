@@ -62,6 +62,7 @@ class BehaviorSettings:
     window_beats: int = config.BEHAVIOR_WINDOW_BEATS
     explained_share: float = config.BEHAVIOR_EXPLAINED_SHARE
     spin_share: float = config.BEHAVIOR_SPIN_SHARE
+    blocked_share: float = config.BEHAVIOR_BLOCKED_SHARE
 
 
 @dataclass
@@ -512,6 +513,29 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
                              f"no beats for {gap_s:.3f} s: it waited {waited:.3f} s in {sync}, for its team, "
                              f"then beats resumed{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
             continue
+        if cpu_share is not None and cpu_share >= s.blocked_share:
+            # on a CPU now and then, too little to call spinning: starved by the machine, or
+            # blocked part of the time, or spinning for a teammate that was. Its teammates'
+            # shares of the same span tell (those silent through most of it, not in a
+            # recorded wait): within a factor of 2 of its own, the whole team got that little;
+            # a teammate with less than half its share was blocked, and this one waited for it
+            shares = [(o.thread, _cpu_share(trace, o, int(t[i]), int(t[i + 1]))) for o in team
+                      if o.thread != tb.thread
+                      and _waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0] < s.explained_share * gap_s]
+            shares = [(k, v) for k, v in shares if v is not None]
+            if shares:
+                k, v = min(shares, key=lambda kv: kv[1])
+                if v < cpu_share / 2:
+                    episodes.append((i, i + 1, "idle",
+                                     f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
+                                     f"and thread {k} {100 * v:.0f} %: it waited for thread {k}, blocked, in the "
+                                     f"program's own code{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+                    continue
+                if all(v <= 2 * cpu_share for _, v in shares):
+                    episodes.append((i, i + 1, "running",
+                                     f"no beats for {gap_s:.3f} s: it and its team got {100 * cpu_share:.0f} % of "
+                                     f"a CPU or so each (the machine ran other work)", int(t[i]), max(end, int(t[i]))))
+                    continue
         cpu_text = "" if cpu_share is None else f", blocked (it used {100 * cpu_share:.0f} % of a CPU)"
         episodes.append((i, i + 1, "conditional-waiting",
                          f"no beats for {gap_s:.3f} s{cpu_text}, then beats resumed{_where(tb, i + 1, i + 2)}",
