@@ -138,12 +138,11 @@ BEHAVIOR_EXPLAINED_SHARE = 0.5
 #: on a loaded machine gets only its share of the cores): busy-waiting when its team waited
 #: for it meanwhile
 BEHAVIOR_SPIN_SHARE = 0.1
-#: a gap in which a thread used less than this share of a CPU was spent blocked, whatever its
-#: team did; from this share to BEHAVIOR_SPIN_SHARE its teammates' shares of the same span
-#: decide (those silent through most of it and in no recorded wait): within a factor of 2 of
-#: its own, the machine starved the whole team alike (running); a teammate with less than
-#: half its share was blocked and this one waited for it (idle); it with less than half of a
-#: teammate's, it was blocked (conditional-waiting)
+#: a gap in which a thread used less than this share of a CPU was spent blocked
+#: (conditional-waiting), whatever its team did; from this share to BEHAVIOR_SPIN_SHARE it was
+#: on a CPU now and then: a teammate silent too (in no recorded wait) with less than half its
+#: share was blocked and this one waited for it, as it did when a teammate beat on (idle);
+#: else the machine starved the team (running)
 BEHAVIOR_BLOCKED_SHARE = 0.02
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----

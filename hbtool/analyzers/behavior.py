@@ -514,15 +514,26 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
                              f"then beats resumed{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
             continue
         if cpu_share is not None and cpu_share >= s.blocked_share:
-            # on a CPU now and then, too little to call spinning: starved by the machine, or
-            # blocked part of the time, or spinning for a teammate that was. Its teammates'
-            # shares of the same span tell (those silent through most of it, not in a
-            # recorded wait): within a factor of 2 of its own, the whole team got that little;
-            # a teammate with less than half its share was blocked, and this one waited for it
+            # on a CPU now and then, too little to call spinning, too much to call blocked:
+            # starved by the machine, or spinning for a teammate. Its teammates' shares of the
+            # same span tell (those silent through most of it, not in a recorded wait): a
+            # teammate with less than half its share was blocked, and this one waited for it
             shares = [(o.thread, _cpu_share(trace, o, int(t[i]), int(t[i + 1]))) for o in team
                       if o.thread != tb.thread
                       and _waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0] < s.explained_share * gap_s]
             shares = [(k, v) for k, v in shares if v is not None]
+            # a teammate that beat on through the span made progress: this one, on a CPU now
+            # and then with no beat, waited for the team in the program's own code (LU's
+            # pipeline flags) on a starved CPU; a blocked thread uses next to none
+            worked = [(o.thread, n) for o in team if o.thread != tb.thread
+                      and (n := int(np.searchsorted(o.t_ns, t[i + 1]) - np.searchsorted(o.t_ns, t[i], side="right"))) >= 2]
+            if not shares and worked:
+                k, n = max(worked, key=lambda kn: kn[1])
+                episodes.append((i, i + 1, "idle",
+                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU and "
+                                 f"thread {k} beat {n} times: it waited for its team in the program's own "
+                                 f"code{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+                continue
             if shares:
                 k, v = min(shares, key=lambda kv: kv[1])
                 if v < cpu_share / 2:
@@ -531,11 +542,15 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
                                      f"and thread {k} {100 * v:.0f} %: it waited for thread {k}, blocked, in the "
                                      f"program's own code{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
                     continue
-                if all(v <= 2 * cpu_share for _, v in shares):
-                    episodes.append((i, i + 1, "running",
-                                     f"no beats for {gap_s:.3f} s: it and its team got {100 * cpu_share:.0f} % of "
-                                     f"a CPU or so each (the machine ran other work)", int(t[i]), max(end, int(t[i]))))
-                    continue
+                # the team, silent too, got as little or more: the machine ran other work (a
+                # thread blocked for part of the span and starved for the rest cannot be told
+                # from one starved a little more than its teammate; one blocked for most of it
+                # is under the blocked share)
+                top = max(v for _, v in shares)
+                episodes.append((i, i + 1, "running",
+                                 f"no beats for {gap_s:.3f} s: it got {100 * cpu_share:.0f} % of a CPU, its team "
+                                 f"{100 * top:.0f} % at most (the machine ran other work)", int(t[i]), max(end, int(t[i]))))
+                continue
         cpu_text = "" if cpu_share is None else f", blocked (it used {100 * cpu_share:.0f} % of a CPU)"
         episodes.append((i, i + 1, "conditional-waiting",
                          f"no beats for {gap_s:.3f} s{cpu_text}, then beats resumed{_where(tb, i + 1, i + 2)}",
