@@ -518,9 +518,19 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             # starved by the machine, or spinning for a teammate. Its teammates' shares of the
             # same span tell (those silent through most of it, not in a recorded wait): a
             # teammate with less than half its share was blocked, and this one waited for it
+            team_waited = {o.thread: _waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0]
+                           for o in team if o.thread != tb.thread}
+            if team_waited and max(team_waited.values()) >= s.explained_share * gap_s:
+                # its team waited for it in the runtime: it held them up, on a CPU it got a
+                # little of (a thread that spins or works with a CPU of its own gets more)
+                episodes.append((i, i + 1, "running",
+                                 f"no beats for {gap_s:.3f} s while its team waited "
+                                 f"{max(team_waited.values()):.3f} s for it: it got {100 * cpu_share:.0f} % of a "
+                                 f"CPU (the machine ran other work){_where(tb, i + 1, i + 2)}",
+                                 int(t[i]), max(end, int(t[i]))))
+                continue
             shares = [(o.thread, _cpu_share(trace, o, int(t[i]), int(t[i + 1]))) for o in team
-                      if o.thread != tb.thread
-                      and _waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0] < s.explained_share * gap_s]
+                      if o.thread != tb.thread and team_waited[o.thread] < s.explained_share * gap_s]
             shares = [(k, v) for k, v in shares if v is not None]
             # a teammate that beat on through the span made progress: this one, on a CPU now
             # and then with no beat, waited for the team in the program's own code (LU's
