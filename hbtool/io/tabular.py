@@ -236,10 +236,11 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     warnings: list[str] = []
     try:
         table = pq.read_table(path)
+        table.validate(full=True)   # text that is not UTF-8 fails here, not when its values are made
+        df = table.to_pandas()
     except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for corrupt files
         raise TraceFormatError(f"{path}: not a readable parquet file ({reason(exc)})") from exc
     meta = table.schema.metadata or {}
-    df = table.to_pandas()
     run = Path(path).stem
     beats = normalise(df, run, path, warnings)
     events = None
