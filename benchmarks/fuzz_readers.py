@@ -20,7 +20,8 @@ a file, under no suffix, on standard input, or as a run directory.
 
 Outcomes allowed: exit 0 with a result (stdout, or the output file written), or exit 2
 with exactly one line on stderr. Failures: a traceback or "internal error", any other
-exit status, a hang (over 10 s of its own time: wall time less the time it waited for a CPU),
+exit status, a hang (over 10 s of its own time: wall time less the time it waited for a CPU;
+plus 1 s per 5 MB of input),
 and memory beyond the cap: a case's peak resident memory
 above what the process held before it may grow by at most 200 MB + 50 x the input's real
 size (allocated bytes, so a sparse file counts what it holds, not what it claims). The
@@ -72,6 +73,10 @@ SEEDS = ROOT / "benchmarks" / "fuzz_seeds"
 SAMPLES = ROOT / "sample_traces"
 
 HANG_S = 10.0
+#: a case may take HANG_S plus its input's allocated bytes at this rate: the slowest reader
+#: and command on big real input (a 470 MB csv of 8.25 M beats through diagnose: 62 s alone,
+#: 7.6 MB/s) is no hang (the mutator's repeats and sparse files make inputs of hundreds of MB)
+READ_BYTES_PER_S = 5_000_000
 #: making a case (rewriting a workbook on a loaded machine takes seconds) is not the case's time
 MAKE_S = 120.0
 START_ALLOWANCE_S = 5.0
@@ -501,10 +506,16 @@ def cap_bytes(case: Case) -> int:
     return CAP_BASE + CAP_PER_BYTE * case.real_bytes
 
 
-def classify(code, err: str, out: str, outputs_ok: bool, secs: float, mem: int, cap: int) -> str:
+def time_limit(real_bytes: int) -> float:
+    """Seconds of its own time a case may take before it counts as a hang."""
+    return HANG_S + real_bytes / READ_BYTES_PER_S
+
+
+def classify(code, err: str, out: str, outputs_ok: bool, secs: float, mem: int, cap: int,
+             limit: float = HANG_S) -> str:
     """ok, or what is wrong: traceback, exit-N, lines (exit 2 without exactly one line), no-result,
-    hang, over-cap."""
-    if secs > HANG_S:
+    hang (over `limit` seconds, time_limit), over-cap."""
+    if secs > limit:
         return "hang"
     if mem > cap:
         return "over-cap"
@@ -606,7 +617,7 @@ def run_subprocess(case: Case, scratch: Path) -> dict:
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
             if pid:
                 break
-            if time.monotonic() - t0 > HANG_S + START_ALLOWANCE_S:
+            if time.monotonic() - t0 > time_limit(case.real_bytes) + START_ALLOWANCE_S:
                 os.killpg(p.pid, signal.SIGKILL)
                 _, status, usage = os.wait4(p.pid, 0)
                 break
@@ -673,7 +684,8 @@ def worker(rfd: int, wfd: int, subprocess_every: int) -> None:
         for line in rfile:
             req = json.loads(line)
             case = make_case(req["seed"], req["index"], scratch / "case", subprocess_every)
-            send({"started": req["index"]})   # the case's clock starts now, not while it was made
+            # the case's clock starts now, not while it was made
+            send({"started": req["index"], "limit": time_limit(case.real_bytes)})
             cap = cap_bytes(case)
             current.clear()
             current.update(head(case))
@@ -688,7 +700,8 @@ def worker(rfd: int, wfd: int, subprocess_every: int) -> None:
                 r = run_in_process(case)
                 dog.limit_kb = None
                 mem = rss_kb("VmHWM") * 1024 - base
-            outcome = classify(r["code"], r["err"], r["out"], _outputs_ok(case), r["secs"], mem, cap)
+            outcome = classify(r["code"], r["err"], r["out"], _outputs_ok(case), r["secs"], mem, cap,
+                               time_limit(case.real_bytes))
             send({**head(case), "outcome": outcome, "code": r["code"], "secs": round(r["secs"], 3),
                   "mem": mem, "cap": cap, "err": r["err"][-2000:]})
     finally:
@@ -727,7 +740,7 @@ class Worker:
 
     def send(self, seed: int, index: int):
         self.task = (seed, index)
-        self.started, self.running = time.monotonic(), False
+        self.started, self.running, self.limit = time.monotonic(), False, HANG_S
         self.to.write(json.dumps({"seed": seed, "index": index}) + "\n")
         self.to.flush()
 
@@ -788,7 +801,7 @@ def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 10
                     w.ready, w.warm_rss = True, m["warm_rss"]
                     continue
                 if "started" in m:
-                    w.started, w.running = time.monotonic(), True
+                    w.started, w.running, w.limit = time.monotonic(), True, m.get("limit", HANG_S)
                     w.queued0 = queued_s(w.proc.pid)
                     continue
                 results.append(m)
@@ -800,8 +813,8 @@ def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 10
                     restart(w)   # the watchdog stopped it
         now = time.monotonic()
         for w in pool:
-            limit = HANG_S + START_ALLOWANCE_S + 5 if (w.task and w.task[1] % max(1, subprocess_every) == 0
-                                                      and subprocess_every) else HANG_S
+            limit = w.limit + START_ALLOWANCE_S + 5 if (w.task and w.task[1] % max(1, subprocess_every) == 0
+                                                        and subprocess_every) else w.limit
             limit = limit if w.running else MAKE_S
             own = now - w.started - (queued_s(w.proc.pid) - w.queued0 if w.running else 0.0)
             if w.task and own > limit:
@@ -889,7 +902,7 @@ def save_regression(name: str, seed: int, index: int, defect: str, where: Path =
 def replay_regression(entry: dict, scratch: Path, where: Path = REGRESSIONS) -> dict:
     """Run one kept regression (an entry of cases.json) in this process as the fuzzer runs a
     case: its result, with outcome "ok" or what is wrong (classify); a case that blocks is
-    stopped after HANG_S by an alarm."""
+    stopped after its time limit (time_limit) by an alarm."""
     scratch.mkdir(parents=True, exist_ok=True)
     form, stdin = entry["form"], None
     if form in ("fifo", "dev-zero", "dev-null", "empty-dir"):
@@ -923,11 +936,13 @@ def replay_regression(entry: dict, scratch: Path, where: Path = REGRESSIONS) -> 
                 real_bytes=len(stdin) if stdin is not None else _allocated(Path(path)),
                 outputs=[a for a in args if a.startswith(str(scratch / "out"))])
 
+    limit = time_limit(case.real_bytes)
+
     def stop(signum, frame):
-        raise TimeoutError(f"over {HANG_S} s")
+        raise TimeoutError(f"over {limit:.0f} s")
 
     old = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(int(HANG_S) + 1)
+    signal.alarm(int(limit) + 1)
     open("/proc/self/clear_refs", "w").write("5")
     base = rss_kb() * 1024
     try:
@@ -937,7 +952,8 @@ def replay_regression(entry: dict, scratch: Path, where: Path = REGRESSIONS) -> 
         signal.signal(signal.SIGALRM, old)
     mem = rss_kb("VmHWM") * 1024 - base
     r["mem"], r["cap"] = mem, cap_bytes(case)
-    r["outcome"] = classify(r["code"], r["err"], r["out"], _outputs_ok(case), r["secs"], mem, r["cap"])
+    r["outcome"] = classify(r["code"], r["err"], r["out"], _outputs_ok(case), r["secs"], mem, r["cap"],
+                            time_limit(case.real_bytes))
     return r
 
 

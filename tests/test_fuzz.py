@@ -72,3 +72,13 @@ def test_the_regression_files_are_small_and_all_listed():
 ])
 def test_what_counts_as_a_failure(code, err, out, secs, mem, want):
     assert F.classify(code, err, out, False, secs, mem, F.CAP_BASE + 1000) == want
+
+
+def test_a_big_input_may_take_longer_but_not_for_ever():
+    """A hang is over 10 s plus the input's bytes at 5 MB/s (a 470 MB csv through diagnose
+    takes about a minute alone: throughput, not a hang); a small input gets 10 s."""
+    assert F.time_limit(0) == F.HANG_S
+    big = F.time_limit(470_000_000)
+    assert 90 < big < 110
+    assert F.classify(0, "", "x\n", False, 62.0, 0, F.CAP_BASE, big) == "ok"
+    assert F.classify(0, "", "x\n", False, 62.0, 0, F.CAP_BASE, F.time_limit(1000)) == "hang"

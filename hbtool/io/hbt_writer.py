@@ -163,7 +163,7 @@ def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
     if len(runs) != 1:
         raise HbtoolError(
             f"the binary format holds one run per file or directory, and the input has {len(runs)} "
-            f"runs ({', '.join(runs[:5])}{', ...' if len(runs) > 5 else ''}): convert to csv, xlsx or parquet instead"
+            f"runs ({', '.join(map(str, runs[:5]))}{', ...' if len(runs) > 5 else ''}): convert to csv, xlsx or parquet instead"
         )
     run = runs[0]
     procs = sorted(set(trace.beats["process"].tolist()) | set(trace.events["process"].tolist())) or [0]
