@@ -735,6 +735,7 @@ class Worker:
         self.started = 0.0
         self.queued0 = 0.0     # its run-queue wait when its case started (queued_s)
         self.running = False   # the case is made and runs (until then its clock is MAKE_S)
+        self.limit = HANG_S    # its case's time limit once it runs (time_limit)
         self.ready = False
         self.warm_rss = 0
 
