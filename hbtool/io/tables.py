@@ -13,7 +13,6 @@ import zlib
 from pathlib import Path
 
 import pandas as pd
-from pyarrow.lib import ArrowException
 
 from ..errors import TraceFormatError, reason
 from .registry import MAGIC_PARQUET, head, refuse_holes
@@ -30,16 +29,21 @@ def read_capped_table(path: str | os.PathLike, max_rows: int, what: str) -> pd.D
             rows = pq.ParquetFile(p).metadata.num_rows
             if rows > max_rows:
                 raise TraceFormatError(f"{path}: {rows} rows, more than the {max_rows} hbtool reads")
+            from pyarrow.lib import ArrowException
+
             df = pd.read_parquet(p)
-            for c in df.columns:
-                if not pd.api.types.is_numeric_dtype(df[c]):
-                    df[c].to_numpy()   # a damaged text column fails only when its values are made
+            try:
+                for c in df.columns:   # a damaged text column fails only when its values are made
+                    if not pd.api.types.is_numeric_dtype(df[c]):
+                        df[c].to_numpy()
+            except ArrowException as e:
+                raise ValueError(str(e)) from None
         else:
             refuse_holes(p, f"a csv {what}")
             df = pd.read_csv(p, nrows=max_rows + 1, engine="c", low_memory=False)
     except TraceFormatError:
         raise
-    except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, ArrowException) as e:
+    except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
         if isinstance(e, FileNotFoundError):
             raise
         raise TraceFormatError(f"{path}: not a readable {what} ({reason(e)})") from None
