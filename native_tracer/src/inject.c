@@ -78,6 +78,7 @@ static struct {
     int stop_how;
     int beaten;               /* atomic: this process made a beat */
     uint64_t units, leaked, skipped, delay_ns;   /* atomic: effects so far */
+    uint64_t work_ns;     /* atomic: slow: the victim's units' own time, which each delay is slow - 1 times */
     pthread_mutex_t lock;     /* the truth file */
 } inj = { .victim = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -375,10 +376,11 @@ static void inj_write_truth(int final, int status)
     const char *how = inj.stop_how == S_OPENMP ? "\"openmp-chunks\""
                     : inj.stop_how == S_PTHREAD_EXIT ? "\"pthread_exit\"" : "null";
     inj_put(&b, "  \"effect\": {\"units\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
-            ", \"chunks_skipped\": %" PRIu64 ", \"delay_ns\": %" PRIu64 ", \"stop\": %s},\n",
+            ", \"chunks_skipped\": %" PRIu64 ", \"delay_ns\": %" PRIu64 ", \"work_ns\": %" PRIu64
+            ", \"stop\": %s},\n",
             __atomic_load_n(&inj.units, __ATOMIC_RELAXED), __atomic_load_n(&inj.leaked, __ATOMIC_RELAXED),
             __atomic_load_n(&inj.skipped, __ATOMIC_RELAXED), __atomic_load_n(&inj.delay_ns, __ATOMIC_RELAXED),
-            how);
+            __atomic_load_n(&inj.work_ns, __ATOMIC_RELAXED), how);
     inj_put(&b, "  \"start_mono_ns\": %" PRIu64 ",\n", start);
     if (final)
         inj_put(&b, "  \"final\": true,\n  \"exit_status\": %d\n}\n", status);
@@ -483,6 +485,7 @@ static void inj_unit(uint64_t now)
         if (unit > 10000000000ull)
             unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
         uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+        __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
         inj_spin_until(now + delay);
         /* what it spun, from the beat on: a thread preempted at the spin's end spun longer,
          * and that time is in its beat interval too (the truth says what happened) */

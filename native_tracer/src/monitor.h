@@ -39,6 +39,7 @@
                                                this 2-vCPU VM under load, a 20-40 us unit of
                                                copying took up to 0.93 ms of CPU, no tracer) */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */
+#define HBT_CPU_LOOKS       8u              /* looks' CPU time per beat kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */
 #define HBT_CPU_WARM        16u             /* ... looks before it judges busy-waiting */
 #define HBT_TAIL_MAX        2.0             /* late: its usual worst interval, at most this
@@ -87,13 +88,21 @@ struct hbt_tail {
     uint32_t tail;
 };
 
+/* The same over the latest HBT_CPU_LOOKS values (CPU time per beat, ns). */
+struct hbt_cpu_tail {
+    uint32_t x[HBT_CPU_LOOKS];
+    uint32_t n;
+    uint32_t tail;
+};
+
 /* The checkers' record of a thread's own distributions, under the view's lock,
  * from its usual work (not from a reported anomaly): */
 struct hbt_dist {
     struct hbt_tail wall; /* its mean interval between two of its beats in each of its
                              latest looks that saw beats, ns */
-    double   cpu_max;     /* its most CPU time per beat between two such looks, ns,
-                             forgotten by half every HBT_CPU_HALF_NS */
+    struct hbt_cpu_tail cpu; /* its CPU time per beat between two such looks, ns */
+    double   cpu_max;     /* its most CPU time per beat (of a thread outside a team: the
+                             tail of `cpu`), ns, forgotten by half every HBT_CPU_HALF_NS */
     uint64_t cpu_t;       /* when cpu_max was last updated */
     uint32_t cpu_n;       /* such looks (saturating) */
     uint32_t probe_waited;/* probing: its waited_us at the sample */

@@ -172,29 +172,34 @@ static uint64_t hbt_take_gap(struct hbt_heart *h, double lim)
     return t;
 }
 
-/* One value into a tail: the third largest of the latest HBT_LOOKS (the
+/* One value into a tail of the latest `cap` values: its third largest (the
  * largest while fewer than three): two unusual values do not make it, a
  * lasting change does within three looks. */
-static void hbt_tail_add(struct hbt_tail *d, uint32_t m)
+static uint32_t hbt_tail_put(uint32_t *x, uint32_t cap, uint32_t *n, uint32_t m)
 {
-    d->x[d->n % HBT_LOOKS] = m;
-    if (d->n < UINT32_MAX)
-        d->n++;
-    uint32_t k = d->n < HBT_LOOKS ? d->n : HBT_LOOKS, top[3] = { 0, 0, 0 };
+    x[*n % cap] = m;
+    if (*n < UINT32_MAX)
+        (*n)++;
+    uint32_t k = *n < cap ? *n : cap, top[3] = { 0, 0, 0 };
     for (uint32_t i = 0; i < k; i++) {
-        uint32_t x = d->x[i];
-        if (x > top[0]) {
+        uint32_t v = x[i];
+        if (v > top[0]) {
             top[2] = top[1];
             top[1] = top[0];
-            top[0] = x;
-        } else if (x > top[1]) {
+            top[0] = v;
+        } else if (v > top[1]) {
             top[2] = top[1];
-            top[1] = x;
-        } else if (x > top[2]) {
-            top[2] = x;
+            top[1] = v;
+        } else if (v > top[2]) {
+            top[2] = v;
         }
     }
-    d->tail = k >= 3 ? top[2] : top[0];
+    return k >= 3 ? top[2] : top[0];
+}
+
+static void hbt_tail_add(struct hbt_tail *d, uint32_t m)
+{
+    d->tail = hbt_tail_put(d->x, HBT_LOOKS, &d->n, m);
 }
 
 /* The thread's usual worst interval: its baseline, or the tail of its latest
@@ -231,7 +236,12 @@ static double hbt_busy_need(const struct hbt_heart *h)
 
 /* One look's CPU time per beat into the thread's most, which forgets by half
  * every HBT_CPU_HALF_NS (a phase of long units of work is remembered a while;
- * a change of the program's work is learnt). */
+ * a change of the program's work is learnt). Of a thread outside a team, the
+ * most learns the tail of its latest looks, not one look: one or two looks
+ * that a stall of the machine charged with CPU time (this VM charges a thread
+ * up to 12 ms for one beat of 1 ms, now and then) do not raise the bar above
+ * its busy-waiting for the rest of the run; a phase of longer units does,
+ * within three looks. */
 static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int capped)
 {
     if (d->cpu_t && now > d->cpu_t) {
@@ -239,11 +249,14 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int ca
         d->cpu_max *= f > 0.5 ? f : 0.5;
     }
     d->cpu_t = now;
+    uint32_t tail = hbt_tail_put(d->cpu.x, HBT_CPU_LOOKS, &d->cpu.n,
+                                 per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
+    d->cpu.tail = tail;
     /* capped: it grows by at most half per look, so that a slowdown that
      * stays just under the verdict for a while does not raise the bar out of
      * its own reach (not for a team's thread: its units of work differ by
      * orders of magnitude, and its team says when it holds them up) */
-    double x = (double)per;
+    double x = capped ? (double)tail : (double)per;
     if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
         x = 1.5 * d->cpu_max;
     if (x > d->cpu_max)
@@ -276,6 +289,63 @@ static int hbt_team_waits(uint32_t self)
             return 1;
     }
     return 0;
+}
+
+/* How many times more CPU time than usual the other threads take for their
+ * beats right now (1 when none can tell): the median, over the threads at
+ * work (usual or busy-waiting) that have a known CPU time per beat, of the larger of
+ * their latest look's and their unit in progress against their usual.
+ *
+ * On a virtual machine the host can make every vCPU do its work several
+ * times slower for tens of milliseconds while the guest charges the time as
+ * CPU time (here: 4-12x per unit of work, both threads of a compute loop at
+ * once, in about one 0.5 s run of four, with nothing else running and no
+ * tracer). A late thread that used much CPU time then is not busy-waiting:
+ * its teammates' work is as slow as its own. (A fixed chain of arithmetic
+ * timed by the checker does not tell: it slows 2x in those moments where
+ * the program's work slows 9x.) A view another checker holds is passed. */
+static double hbt_peer_slowness(uint32_t self)
+{
+    double r[16];
+    uint32_t m = 0, n = hbt_nthreads();
+    uint8_t nowait = 0;
+    for (uint32_t k = 0; k < n && m < 16; k++) {
+        if (k == self)
+            continue;
+        struct hbt_heart *p = &hbt_hearts[k];
+        const struct hbt_beatline *b = &p->b;
+        if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) != HBT_HS_ACTIVE ||
+            __atomic_load_n(&b->waiting, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&p->v.final, __ATOMIC_RELAXED) || !hbt_view_lock(&p->v, &nowait))
+            continue;
+        const struct hbt_view *v = &p->v;
+        const struct hbt_cpu_tail *t = &p->d.cpu;
+        if ((v->cur == HBT_BHV_RUNNING || v->cur == HBT_BHV_BUSY_WAITING) && !v->soft &&
+            p->d.cpu_n >= HBT_CPU_WARM && t->tail) {
+            double x = (double)t->x[(t->n - 1) % HBT_CPU_LOOKS];
+            uint64_t cpu;
+            uint32_t nb = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) - v->probe_seq;
+            if (v->probing && nb < 1024 && hbt_task_cpu(b->os_tid, &cpu) && cpu > v->probe_cpu) {
+                /* since its checker's sample, per beat since (its unit in
+                 * progress counted whole) */
+                double y = (double)(cpu - v->probe_cpu) / (double)(nb ? nb : 1);
+                if (y > x)
+                    x = y;
+            }
+            r[m++] = x / (double)t->tail;
+        }
+        hbt_view_unlock(&p->v);
+    }
+    if (!m)
+        return 1.0;
+    for (uint32_t i = 1; i < m; i++)   /* insertion sort: at most 16 */
+        for (uint32_t q = i; q > 0 && r[q - 1] > r[q]; q--) {
+            double x = r[q];
+            r[q] = r[q - 1];
+            r[q - 1] = x;
+        }
+    double med = m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2]);
+    return med > 1.0 ? med : 1.0;
 }
 
 /* Its CPU time since the sample, less what of it went to the OpenMP
@@ -453,8 +523,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             uint64_t onset = s->t > (uint64_t)v->base ? s->t - (uint64_t)v->base : s->t;
             hbt_report(h, j, HBT_BHV_RUNNING, onset, s->seq - 1, c);
         } else if (anomalous) {
-            /* flowing again once the intervals after the gap are usual.
-             * Onset: the first beat after the gap -- the one seen last time
+            /* flowing again (below: when). Onset: the first beat after the gap -- the one seen last time
              * if it ended the slow interval; else exactly the beat that ended
              * the longest new interval when that interval began at the
              * latest beat seen (the beat line keeps it); else the one before
@@ -468,7 +537,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
                 after = fresh > 1 ? (double)(s->t - end_t) / (fresh - 1) : -1;
                 last = fresh > 1 ? after : (double)(end_t - v->seen_t);
             }
-            if (warm && after >= 0 && after < lim) {
+            /* a thread reported blocked runs again with its first beat
+             * after the gap, however slowly it then works (a machine that
+             * stretches its next intervals does not keep it blocked); a
+             * busy-waiting one once its intervals are usual again */
+            if (warm && (v->cur == HBT_BHV_COND_WAITING || (after >= 0 && after < lim))) {
                 uint64_t onset;
                 if (v->slow_end || (fresh == 1 && !gap_first))
                     onset = v->seen_t;
@@ -519,7 +592,8 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             /* (one beat's most more: the CPU rate over the window stands in
              * for the rate over the beats' span) */
             if (retro && h->d.cpu_n >= HBT_CPU_WARM &&
-                (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max) {
+                (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max &&
+                (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j)) {
                 hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
                 v->slow_end = 1;   /* the beat seen last ended the gap */
             } else {
@@ -622,13 +696,16 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     /* a thread of a team is not blamed while nobody waits for it; nor busy
      * before the CPU time of its beats is known */
     int held = !hbt_in_team(h) || hbt_team_waits(j);
-    if (used >= need && held && h->d.cpu_n >= HBT_CPU_WARM) {
+    /* (a new verdict: not while the other threads' work is as much slower
+     * than usual -- the machine runs slow) */
+    if (used >= need && held && h->d.cpu_n >= HBT_CPU_WARM &&
+        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j))) {
         bhv = HBT_BHV_BUSY_WAITING;
     } else if (!held || ps == 'R' || (ps == 0 && (!have_cpu || sampled < HBT_PROBE_MIN_NS ||
                                          2 * used >= (double)sampled))) {
         /* running or runnable, not enough CPU time yet to tell: look again
          * when it could have used it, at the latest after `again` */
-        uint64_t wait = (uint64_t)(need - used);
+        uint64_t wait = used < need ? (uint64_t)(need - used) : UINT64_MAX;   /* (slow machine: `again`) */
         if (wait < HBT_PROBE_MIN_NS)
             wait = HBT_PROBE_MIN_NS;
         uint64_t lookg = hbt_again(base, gap);
