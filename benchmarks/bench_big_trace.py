@@ -5,7 +5,7 @@
 For each size (millions of beats), 16 threads beat as fast as they can under the real
 tracer (benchmarks/beat_burst.c, built here against native_tracer/lib), then each command
 runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
-`convert` to csv and to parquet (`--commands` picks some; default all); each command's
+`convert` to csv, to parquet and to the binary format (`--commands` picks some; default all); each command's
 wall time and peak resident memory (its own rusage, from wait4) are printed, one row per
 size and command, with the time per million beats. The traces (32 bytes a beat: 3.2 GB
 for 100 M) and the converted files go to DIR (default: a temporary folder) and are removed
@@ -35,6 +35,7 @@ COMMANDS = {
     "plot": ["plot", "{trace}", "-o", "{out}.png"],
     "convert-csv": ["convert", "-f", "{trace}", "{out}.csv"],
     "convert-parquet": ["convert", "-f", "{trace}", "{out}.parquet"],
+    "convert-hbt": ["convert", "-f", "{trace}", "{out}.hbt"],
 }
 
 

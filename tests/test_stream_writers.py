@@ -19,6 +19,7 @@ from hbtool.analyzers.heartrate import heart_rate_series
 from hbtool.cli import plotting
 from hbtool.io import read_heartbeats
 from hbtool.io.hbt_stream import HbtStream
+from hbtool.io.hbt_writer import write_hbt
 from hbtool.io.tabular import PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY, PARQUET_WAITS_KEY, beat_table, event_table
 from hbtool.model.heartbeats import StreamedTrace
 
@@ -104,6 +105,24 @@ def _assert_converts_as_before(capsys, monkeypatch, src, tmp_path):
     for suffix in ("csv", "parquet", "xlsx"):
         back = read_heartbeats(tmp_path / f"new.{suffix}")
         np.testing.assert_array_equal(back.beats["t_ns"].to_numpy(), whole.beats["t_ns"].to_numpy())
+    # the binary format, written a thread at a time, reads back as what the whole trace's
+    # writer gave: beats, lifecycle records and waits
+    procs = whole.beats["process"].nunique()
+    old_hbt, new_hbt = (tmp_path / n / ("run" if procs > 1 else "run.hbt") for n in ("old", "new"))  # one run name
+    old_hbt.parent.mkdir()
+    new_hbt.parent.mkdir()
+    write_hbt(whole, old_hbt)
+    code, _, err = run_cli(capsys, "convert", src, new_hbt, "--to", "hbt")
+    assert code == 0, err
+    old_back, new_back = read_heartbeats(old_hbt), read_heartbeats(new_hbt)
+    np.testing.assert_array_equal(new_back.beats["t_ns"].to_numpy(), whole.beats["t_ns"].to_numpy())
+    for name in ("beats", "events", "waits"):
+        a, b = getattr(old_back, name), getattr(new_back, name)
+        assert len(a) == len(getattr(whole, name)), name
+        if name != "beats":   # records that are not beats come in the order of the threads' chunks
+            a, b = (_text(x).sort_values(list(x.columns), kind="stable") for x in (a, b))
+        pd.testing.assert_frame_equal(_text(b).reset_index(drop=True), _text(a).reset_index(drop=True),
+                                      check_categorical=False, obj=name)
     return whole
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..model import WAIT_COLUMNS, HeartbeatTrace, empty_frame
+from ..model import BEAT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, empty_frame
+from ..model.heartbeats import StreamedTrace
 from .hbt import (CHUNK_MAGIC, CHUNK_SIZE, DATA_OFFSET, ENDIAN_MARK, FLAG_CONVERTED, HEADER_SIZE, KIND_CODES, MAGIC,
                   MAX_NAME_FRAGMENTS, META_CAPACITY, NAME_CONSTRUCT, NAME_FRAGMENT_BYTES, NAME_LAST, REC_BEAT, REC_NAME,
                   REC_WAIT, SLOT_SIZE, SOURCES, SUFFIX, SYNC_KINDS, UNIT_SIZE, VERSION, chunk_header_dtype, header_dtype,
@@ -20,28 +21,44 @@ from .hbt import (CHUNK_MAGIC, CHUNK_SIZE, DATA_OFFSET, ENDIAN_MARK, FLAG_CONVER
 _STANDIN = 1 << 40  # grouping key for threads whose OS id is unknown (written as 0)
 
 
-def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str], pid: int, rank: int,
-                waits: pd.DataFrame | None = None) -> bytes:
-    """Build one process's file: one set of chunks per OS thread (or user thread); the
-    names of automatic beats' constructs in a chunk of their own."""
+class _Names:
+    """Construct ids (from 1) of a process's automatic beats and waits, given as they come."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def add(self, *frames: pd.DataFrame) -> None:
+        for df in frames:
+            for c in df["construct"].astype(str).unique():
+                if c and c not in self.ids:
+                    self.ids[c] = len(self.ids) + 1
+
+
+def _lookup(col: pd.Series, mapping: dict) -> np.ndarray:
+    """mapping[str(value)] for each value of col (0 where it has none), per distinct value
+    rather than per row."""
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    vals = np.array([mapping.get(str(u), 0) for u in uniques] + [0], dtype=np.int64)
+    return vals[codes]   # the sentinel -1 takes the appended 0
+
+
+def _thread_chunks(beats: pd.DataFrame, events: pd.DataFrame, waits: pd.DataFrame, ids: dict[str, int],
+                   t0: int, first_slot: int) -> tuple[list[bytes], int]:
+    """The chunks of the given rows: one set of chunks per OS thread (or user thread, when
+    the OS thread is unknown), slots numbered from first_slot. Returns (chunks, slots used)."""
     rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
     spc = CHUNK_SIZE // SLOT_SIZE
     # an OS thread id for every row: the recorded one, else a stand-in from the user thread
     def tids(df):
         return np.where(df["os_tid"].to_numpy() > 0, df["os_tid"].to_numpy(), _STANDIN + df["thread"].to_numpy())
 
-    waits = waits if waits is not None else empty_frame(WAIT_COLUMNS)
-    # automatic beats and waits: source codes, construct ids (from 1) for their names
     codes = {v: k for k, v in SOURCES.items()}
-    names = sorted({str(c) for df in (beats, waits) for c in df["construct"].astype(str).unique() if c})
-    ids = {c: k + 1 for k, c in enumerate(names)}
 
     def src(df):
-        return df["source"].astype(str).map(codes).fillna(0).astype(np.int64).to_numpy()
+        return _lookup(df["source"], codes)
 
     def construct(df, fallback):
-        own = df["construct"].astype(str).map(ids).fillna(0).astype(np.int64).to_numpy()
-        return np.where(src(df) != 0, own, fallback)
+        return np.where(src(df) != 0, _lookup(df["construct"], ids), fallback)
 
     def records(df, **fields):
         return pd.DataFrame({"tid": tids(df), "t_ns": df["t_ns"].to_numpy(), "thread": df["thread"].to_numpy(),
@@ -55,43 +72,46 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
                             aux=np.where(auto, 0, beats["tag"].to_numpy() & 0xFFFFFFFF), kind=REC_BEAT,
                             flags=src(beats)))
     if len(waits):
-        sync = waits["sync"].astype(str).map({v: k for k, v in SYNC_KINDS.items()}).fillna(0).astype(np.int64)
+        sync = _lookup(waits["sync"], {v: k for k, v in SYNC_KINDS.items()})
         w = waits["wait_ns"].to_numpy().astype(np.int64)
         rows.append(records(waits, seq=0, loop=construct(waits, 0), iter=(w >> 32).astype(np.int64),
-                            aux=w & 0xFFFFFFFF, kind=REC_WAIT, flags=src(waits) | (sync.to_numpy() << 4)))
+                            aux=w & 0xFFFFFFFF, kind=REC_WAIT, flags=src(waits) | (sync << 4)))
     if len(events):
         rows.append(records(events, seq=0, loop=0, iter=0, aux=events["detail"].to_numpy() & 0xFFFFFFFF,
-                            kind=events["kind"].map(KIND_CODES).fillna(0).astype(int).to_numpy(),
+                            kind=_lookup(events["kind"], KIND_CODES),
                             flags=events["flags"].to_numpy() & 0xFFFF))
-    allrows = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["tid", "t_ns", "kind"])
+    if not rows:
+        return [], 0
+    allrows = pd.concat(rows, ignore_index=True)
     allrows = allrows[allrows["kind"] != 0]  # event kinds the format has no code for
-    t0 = int(allrows["t_ns"].min()) if len(allrows) else 0
-    t0 = min(t0, 0)
-    chunks = []
-    if len(allrows):
-        allrows = allrows.sort_values(["tid", "t_ns"], kind="stable")
-        for slot, (tid, grp) in enumerate(allrows.groupby("tid", sort=False)):
-            recs = np.zeros(len(grp), dtype=rdt)
-            recs["t_ns"] = (grp["t_ns"].to_numpy() - t0).astype(np.uint64)
-            for name in ("seq", "thread", "loop", "iter", "aux", "kind", "flags"):
-                recs[name] = grp[name].to_numpy()
-            user = int(grp["thread"].iloc[0])
-            for cseq, start in enumerate(range(0, len(recs), spc - 1)):
-                part = recs[start : start + spc - 1]
-                block = np.zeros(spc, dtype=rdt)
-                block[1 : 1 + len(part)] = part
-                head = np.zeros(1, dtype=hdt)
-                head["os_tid"] = tid if 0 <= tid < _STANDIN else 0  # 0: unknown
-                head["thread_slot"] = slot
-                head["chunk_seq"] = cseq
-                head["user_thread"] = user
-                head["capacity"] = spc
-                head["magic"] = CHUNK_MAGIC
-                raw = bytearray(block.tobytes())
-                raw[:SLOT_SIZE] = head.tobytes()
-                chunks.append(bytes(raw))
-    if names:
-        chunks += _name_chunks(names, ids, slot=len(chunks) and int(allrows["tid"].nunique()), spc=spc)
+    chunks, slots = [], 0
+    allrows = allrows.sort_values(["tid", "t_ns"], kind="stable")
+    for slot, (tid, grp) in enumerate(allrows.groupby("tid", sort=False), start=first_slot):
+        slots += 1
+        recs = np.zeros(len(grp), dtype=rdt)
+        recs["t_ns"] = (grp["t_ns"].to_numpy() - t0).astype(np.uint64)
+        for name in ("seq", "thread", "loop", "iter", "aux", "kind", "flags"):
+            recs[name] = grp[name].to_numpy()
+        user = int(grp["thread"].iloc[0])
+        for cseq, start in enumerate(range(0, len(recs), spc - 1)):
+            part = recs[start : start + spc - 1]
+            block = np.zeros(spc, dtype=rdt)
+            block[1 : 1 + len(part)] = part
+            head = np.zeros(1, dtype=hdt)
+            head["os_tid"] = tid if 0 <= tid < _STANDIN else 0  # 0: unknown
+            head["thread_slot"] = slot
+            head["chunk_seq"] = cseq
+            head["user_thread"] = user
+            head["capacity"] = spc
+            head["magic"] = CHUNK_MAGIC
+            raw = bytearray(block.tobytes())
+            raw[:SLOT_SIZE] = head.tobytes()
+            chunks.append(bytes(raw))
+    return chunks, slots
+
+
+def _first_block(meta: dict[str, str], t0: int, nchunks: int, pid: int, rank: int) -> bytes:
+    """The file's header and metadata, padded to DATA_OFFSET."""
     text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()
     text = text[:META_CAPACITY].rsplit(b"\n", 1)[0] + b"\n" if len(text) > META_CAPACITY else text
     hdr = np.zeros(1, dtype=header_dtype("<"))
@@ -108,14 +128,68 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
     hdr["meta_capacity"] = META_CAPACITY
     hdr["clock_id"] = 255
     hdr["data_offset"] = DATA_OFFSET
-    hdr["data_length"] = len(chunks) * CHUNK_SIZE
+    hdr["data_length"] = nchunks * CHUNK_SIZE
     hdr["start_mono_ns"] = np.uint64(-t0)
     hdr["pid"] = pid
     hdr["rank"] = rank
     first = bytearray(DATA_OFFSET)
     first[:HEADER_SIZE] = hdr.tobytes()
     first[HEADER_SIZE : HEADER_SIZE + len(text)] = text
-    return bytes(first) + b"".join(chunks)
+    return bytes(first)
+
+
+def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str], pid: int, rank: int,
+                waits: pd.DataFrame | None = None) -> bytes:
+    """Build one process's file: one set of chunks per OS thread (or user thread); the
+    names of automatic beats' constructs in a chunk of their own."""
+    waits = waits if waits is not None else empty_frame(WAIT_COLUMNS)
+    names = _Names()
+    names.add(beats, waits)
+    names.ids = {c: k + 1 for k, c in enumerate(sorted(names.ids))}   # in name order
+    events = events[events["kind"].map(KIND_CODES).notna()]   # kinds the format has no code for
+    t0 = min([0] + [int(df["t_ns"].min()) for df in (beats, waits, events) if len(df)])
+    chunks, slots = _thread_chunks(beats, events, waits, names.ids, t0, 0)
+    if names.ids:
+        chunks += _name_chunks(list(names.ids), names.ids, slot=slots, spc=CHUNK_SIZE // SLOT_SIZE)
+    return _first_block(meta, t0, len(chunks), pid, rank) + b"".join(chunks)
+
+
+def _write_streamed(trace, run: str, process: int, meta: dict[str, str], rank: int, dest: Path) -> None:
+    """One process's file from a trace whose beats stay in their files (StreamedTrace),
+    written a thread at a time: memory follows the largest thread, not the trace."""
+    st = trace.stats[(trace.stats["run"].astype(str) == run) & (trace.stats["process"] == process)]
+    events = trace.events[(trace.events["run"].astype(str) == run) & (trace.events["process"] == process)]
+    events = events[events["kind"].map(KIND_CODES).notna()]   # kinds the format has no code for
+    waits = trace.process_waits(run, process) if len(trace.wait_stats) else None
+    waits = waits if waits is not None else empty_frame(WAIT_COLUMNS)
+    t0 = min([0] + [int(v.min()) for v in (st["first_ns"], events["t_ns"], waits["t_ns"]) if len(v)])
+    names = _Names()
+    keys = [k for k in trace.thread_keys() if str(k[0]) == run and int(k[1]) == process]
+    with open(dest, "wb") as f:
+        f.write(bytes(DATA_OFFSET))
+        nchunks = slots = 0
+
+        def put(beats, ev, wt):
+            nonlocal nchunks, slots
+            names.add(beats, wt)
+            chunks, used = _thread_chunks(beats, ev, wt, names.ids, t0, slots)
+            for c in chunks:
+                f.write(c)
+            nchunks += len(chunks)
+            slots += used
+
+        for key in keys:
+            th = int(key[2])
+            put(trace.thread_rows(key), events[events["thread"] == th], waits[waits["thread"] == th])
+        done = {int(k[2]) for k in keys}
+        put(empty_frame(BEAT_COLUMNS), events[~events["thread"].isin(done)], waits[~waits["thread"].isin(done)])
+        if names.ids:
+            chunks = _name_chunks(list(names.ids), names.ids, slot=slots, spc=CHUNK_SIZE // SLOT_SIZE)
+            for c in chunks:
+                f.write(c)
+            nchunks += len(chunks)
+        f.seek(0)
+        f.write(_first_block(meta, t0, nchunks, 0, rank))
 
 
 def _name_chunks(names: list[str], ids: dict[str, int], slot: int, spc: int) -> list[bytes]:
@@ -166,7 +240,9 @@ def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
             f"runs ({', '.join(map(str, runs[:5]))}{', ...' if len(runs) > 5 else ''}): convert to csv, xlsx or parquet instead"
         )
     run = runs[0]
-    procs = sorted(set(trace.beats["process"].tolist()) | set(trace.events["process"].tolist())) or [0]
+    streamed = isinstance(trace, StreamedTrace)
+    beat_procs = trace.stats["process"] if streamed else trace.beats["process"]
+    procs = sorted(set(beat_procs.tolist()) | set(trace.events["process"].tolist())) or [0]
     meta = {"format": "hbtrace", "converted_from": trace.runs[run].get("source", ""), "run": run,
             "host": socket.gethostname(), "lifecycle": "1" if trace.runs[run].get("lifecycle") else "0"}
     written = []
@@ -177,14 +253,17 @@ def write_hbt(trace: HeartbeatTrace, out: str | os.PathLike) -> list[str]:
     if len(procs) > 1:
         out.mkdir(parents=True, exist_ok=True)
     for p in procs:
-        b = trace.beats[trace.beats["process"] == p]
-        e = trace.events[trace.events["process"] == p]
-        w = trace.waits[trace.waits["process"] == p]
-        data = _file_bytes(b, e, meta, pid=0, rank=p if len(procs) > 1 else -1, waits=w)
+        rank = p if len(procs) > 1 else -1
         dest = out / f"hbtrace-converted-p{p}{SUFFIX}" if len(procs) > 1 else out
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
         try:
-            tmp.write_bytes(data)
+            if streamed:   # a thread at a time
+                _write_streamed(trace, str(run), p, meta, rank, tmp)
+            else:
+                b = trace.beats[trace.beats["process"] == p]
+                e = trace.events[trace.events["process"] == p]
+                w = trace.waits[trace.waits["process"] == p]
+                tmp.write_bytes(_file_bytes(b, e, meta, pid=0, rank=rank, waits=w))
             os.replace(tmp, dest)
         finally:
             if tmp.exists():
