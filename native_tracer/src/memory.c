@@ -73,6 +73,7 @@ static struct {
 static int hbt_mem_records = 1;         /* HBTRACE_MEMORY */
 static uint64_t hbt_mem_process_at;     /* atomic: when the last process record was taken */
 
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)   /* see below */
 /* the pool dlsym allocates from while we resolve */
 static _Alignas(16) unsigned char pool[HBT_MEM_POOL];
 static size_t pool_used;                /* atomic */
@@ -137,6 +138,7 @@ static int hbt_mem_resolve(void)
     __atomic_store_n(&resolving, 0, __ATOMIC_RELEASE);
     return 1;
 }
+#endif /* not sanitized */
 
 static inline size_t usable(void *p)
 {

@@ -56,6 +56,11 @@ run() {
 
 run 0 pi_pthread          "$bin/pi_pthread" --threads 4 --beats 300 --work 2000
 run 0 pi_pthread.ring     env HBTRACE_MONITOR=ring "$bin/pi_pthread" --threads 4 --beats 300 --work 2000
+# the monitor's verdicts (busy-waiting against the other threads' work, conditional
+# waiting and running again), both modes
+run 0 pi_pthread.busy     "$bin/pi_pthread" --threads 3 --beats 300 --work 200000 --inject busywait --inject-thread 1 --inject-beat 100 --busy-beats 10 --busy-factor 10
+run 0 pi_pthread.busy.ring env HBTRACE_MONITOR=ring "$bin/pi_pthread" --threads 3 --beats 300 --work 200000 --inject busywait --inject-thread 1 --inject-beat 100 --busy-beats 10 --busy-factor 10
+run 0 pi_pthread.cond.ring env HBTRACE_MONITOR=ring "$bin/pi_pthread" --threads 3 --beats 300 --work 200000 --inject condwait --inject-thread 1 --inject-beat 100 --wait-ms 50
 run 0 matmul_pthread      "$bin/matmul_pthread" --threads 3 --beats 20 --size 96 --work 4
 run 0 stream_micro        "$bin/stream_micro" --rate 20000 --duration 0.3
 run 0 stream_matmul       "$bin/stream_matmul" --size 48 --workers 2 --reps 2

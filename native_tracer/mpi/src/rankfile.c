@@ -92,9 +92,11 @@ int hbp_file_open(void)
     hd->data_offset = HBP_RANK_DATA_OFFSET;
     hbp_fill_metric_table((struct hbp_metric_entry *)((char *)h + HBP_HEADER_SIZE),
                           hbp_g.comp_source);
-    /* the magic last: a file with a magic has a whole header */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    memcpy(hd->magic, HBP_MAGIC, sizeof hd->magic);
+    /* the magic last, one release store of its 8 bytes (the header is at the
+     * mapping's start: aligned): a file with a magic has a whole header */
+    uint64_t magic;
+    memcpy(&magic, HBP_MAGIC, sizeof magic);
+    __atomic_store_n((uint64_t *)(void *)hd->magic, magic, __ATOMIC_RELEASE);
     return 0;
 }
 
