@@ -160,7 +160,10 @@ def test_busywait_detected(traced_env, tmp_path, mode):
     # 4-12 times its usual CPU time per beat for tens of milliseconds (both threads at once,
     # no tracer), and the monitor learns such a phase as usual work -- a spin of 3 times
     # the work (--busy-factor 4) is then within what the machine itself did
-    r, truth = run_pi(env, tmp_path, "--inject", "busywait", "--busy-beats", 12, "--busy-factor", 10)
+    # The fault comes 0.6 s in: the most CPU time per beat that the monitor learnt from such a
+    # phase at the run's start (up to 6.7 ms here) is forgotten by half each second
+    r, truth = run_pi(env, tmp_path, "--beats", 900, "--inject-beat", 600,
+                      "--inject", "busywait", "--busy-beats", 12, "--busy-factor", 10)
     assert r.returncode == 0, r.stderr
     tr = read_trace(trace_file(env))
     # busy-waiting is told from waiting for a CPU by the CPU time it uses while late:

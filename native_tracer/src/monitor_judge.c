@@ -236,12 +236,11 @@ static double hbt_busy_need(const struct hbt_heart *h)
 
 /* One look's CPU time per beat into the thread's most, which forgets by half
  * every HBT_CPU_HALF_NS (a phase of long units of work is remembered a while;
- * a change of the program's work is learnt). Of a thread outside a team, the
- * most learns the tail of its latest looks, not one look: one or two looks
- * that a stall of the machine charged with CPU time (this VM charges a thread
- * up to 12 ms for one beat of 1 ms, now and then) do not raise the bar above
- * its busy-waiting for the rest of the run; a phase of longer units does,
- * within three looks. */
+ * a change of the program's work is learnt), and into the tail of its latest
+ * looks (its usual, against which its teammates tell how slow the machine
+ * runs: hbt_peer_slowness). The most learns every look: a tail there (two
+ * unusual looks not learnt) was tried and called the isolated long units of a
+ * normal pi_pthread run busy-waiting, in 3 of 4 runs. */
 static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int capped)
 {
     if (d->cpu_t && now > d->cpu_t) {
@@ -256,7 +255,7 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int ca
      * stays just under the verdict for a while does not raise the bar out of
      * its own reach (not for a team's thread: its units of work differ by
      * orders of magnitude, and its team says when it holds them up) */
-    double x = capped ? (double)tail : (double)per;
+    double x = (double)per;
     if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
         x = 1.5 * d->cpu_max;
     if (x > d->cpu_max)
@@ -291,21 +290,24 @@ static int hbt_team_waits(uint32_t self)
     return 0;
 }
 
-/* How many times more CPU time than usual the other threads take for their
- * beats right now (1 when none can tell): the median, over the threads at
- * work (usual or busy-waiting) that have a known CPU time per beat, of the larger of
- * their latest look's and their unit in progress against their usual.
+/* How much slower than usual the other threads go right now (1 when none can
+ * tell): the median, over the threads at work (usual or busy-waiting, not
+ * waiting in the runtime) that have a known CPU time per beat, of the largest
+ * of their latest look's CPU time per beat, their unit in progress, both
+ * against their usual (the tail of their looks), and their silence against
+ * their usual worst interval.
  *
  * On a virtual machine the host can make every vCPU do its work several
  * times slower for tens of milliseconds while the guest charges the time as
  * CPU time (here: 4-12x per unit of work, both threads of a compute loop at
  * once, in about one 0.5 s run of four, with nothing else running and no
  * tracer). A late thread that used much CPU time then is not busy-waiting:
- * its teammates' work is as slow as its own. (A fixed chain of arithmetic
- * timed by the checker does not tell: it slows 2x in those moments where
- * the program's work slows 9x.) A view another checker holds is passed. */
+ * its teammates are as slow or as late. (A fixed chain of arithmetic timed
+ * by the checker does not tell: it slows 2x in those moments where the
+ * program's work slows 9x.) A view another checker holds is passed. */
 static double hbt_peer_slowness(uint32_t self)
 {
+    uint64_t now = hbt_now_ns();
     double r[16];
     uint32_t m = 0, n = hbt_nthreads();
     uint8_t nowait = 0;
@@ -332,7 +334,11 @@ static double hbt_peer_slowness(uint32_t self)
                 if (y > x)
                     x = y;
             }
-            r[m++] = x / (double)t->tail;
+            uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
+            double u = hbt_usual(p);
+            double late = u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
+            x /= (double)t->tail;
+            r[m++] = late > x ? late : x;
         }
         hbt_view_unlock(&p->v);
     }
