@@ -404,3 +404,41 @@ def test_a_gap_spent_waiting_at_a_barrier_is_idle_not_conditional_waiting():
     assert _labels(rows[0]) == ["running", "idle", "running", "exited"]
     assert "it waited 0.450 s in a barrier, for its team" in rows[0]["intervals"][1]["detail"]
     assert _labels(rows[1]) == ["running", "conditional-waiting", "running", "exited"]
+
+
+def test_level_of_a_thread_too_long_for_one_pass_is_the_same_curve():
+    """The smoothed level of a long thread: a block at a time (exactly the values of one
+    pass), and for a window of more beats than WINDOW_BEATS_EXACT, the median of block
+    medians (within a few per cent of the exact median, the slowdown at the same place)."""
+    from hbtool.analyzers import behavior
+
+    s = BehaviorSettings()
+    rng = np.random.default_rng(7)
+    # 400,000 intervals of about 1 us: 50 ms windows hold ~50,000 of them; 4x slower in the middle
+    d = rng.exponential(0.5e-6, 400_000) + 0.5e-6
+    d[150_000:250_000] *= 4
+    t = np.r_[0, np.cumsum(np.rint(d * 1e9).astype(np.int64))]
+    exact = np.log(pd.Series(d, index=pd.to_timedelta(np.r_[0.0, np.cumsum(d)[:-1]] + d / 2, unit="s"))
+                   .rolling(pd.Timedelta(seconds=max(s.window_s, s.smooth * np.median(d))), center=True,
+                            min_periods=1).median().to_numpy())
+    approx = behavior._window_level(t, d, s)
+    err = np.abs(approx - exact)
+    assert np.median(err) < 0.01 and np.percentile(err, 90) < 0.05, np.percentile(err, [50, 90])
+    # the slowdown: 4x, and its level steps where the exact one does, within 2 % of a window
+    assert abs(np.median(approx[170_000:230_000]) - np.median(approx[:100_000]) - np.log(4)) < 0.1
+    half = (np.median(exact[:100_000]) + np.median(exact[170_000:230_000])) / 2
+    up, exact_up = np.flatnonzero(approx > half), np.flatnonzero(exact > half)
+    assert abs(up[0] - exact_up[0]) < 1000 and abs(up[-1] - exact_up[-1]) < 1000, (up[[0, -1]], exact_up[[0, -1]])
+    # fewer beats per window: exact, and the same a block at a time
+    few = rng.exponential(1e-3, 50_000) + 1e-4
+    tf = np.r_[0, np.cumsum(np.rint(few * 1e9).astype(np.int64))]
+    whole = behavior._window_level(tf, few, s)
+    x = np.log(few)
+    whole_med = behavior._running_median(x, 2 * s.smooth + 1)
+    old = behavior.ROLLING_BLOCK
+    try:
+        behavior.ROLLING_BLOCK = 7_000
+        np.testing.assert_array_equal(behavior._window_level(tf, few, s), whole)
+        np.testing.assert_array_equal(behavior._running_median(x, 2 * s.smooth + 1), whole_med)
+    finally:
+        behavior.ROLLING_BLOCK = old

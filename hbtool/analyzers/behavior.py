@@ -93,10 +93,31 @@ class ThreadBeats:
         return float(np.median(self.level[sel])) if sel.any() else float("nan")
 
 
+#: intervals per block of the rolling medians (each block with its window's margin on both
+#: sides): pandas' rolling median keeps several times its input in temporaries, so a thread
+#: of millions of beats is smoothed a block at a time, with the same values
+ROLLING_BLOCK = 1 << 20
+
+
+#: a level window of more intervals than this is the median of block medians, about
+#: WINDOW_BLOCKS blocks per window (_window_level)
+WINDOW_BEATS_EXACT = 1 << 15
+WINDOW_BLOCKS = 2048
+
+
 def _running_median(x: np.ndarray, w: int) -> np.ndarray:
-    if len(x) == 0:
+    n = len(x)
+    if n == 0:
         return x
-    return pd.Series(x).rolling(w, center=True, min_periods=1).median().to_numpy()
+    if n <= ROLLING_BLOCK:
+        return pd.Series(x).rolling(w, center=True, min_periods=1).median().to_numpy()
+    out = np.empty(n)
+    h = w // 2 + 1
+    for a in range(0, n, ROLLING_BLOCK):
+        b = min(a + ROLLING_BLOCK, n)
+        lo, hi = max(0, a - h), min(n, b + h)
+        out[a:b] = pd.Series(x[lo:hi]).rolling(w, center=True, min_periods=1).median().to_numpy()[a - lo:b - lo]
+    return out
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -248,11 +269,42 @@ def _window_level(t_ns: np.ndarray, d: np.ndarray, s: BehaviorSettings) -> np.nd
     n = len(d)
     if n == 0:
         return d
-    pos = np.r_[0.0, np.cumsum(d)][:-1] + d / 2  # interval centres on the stall-free clock
-    width = max(s.window_s, s.smooth * float(np.median(d)))
-    idx = pd.to_timedelta(pos, unit="s")
-    med = pd.Series(d, index=idx).rolling(pd.Timedelta(seconds=width), center=True, min_periods=1).median()
-    return np.log(med.to_numpy())
+    pos = np.empty(n)  # interval centres on the stall-free clock
+    pos[0] = 0.0
+    np.cumsum(d[:-1], out=pos[1:])
+    pos += d / 2
+    usual = float(np.median(d))
+    width = max(s.window_s, s.smooth * usual)
+    window = pd.Timedelta(seconds=width)
+
+    def level(lo: int, hi: int, values=d, at=pos) -> np.ndarray:
+        idx = pd.to_timedelta(at[lo:hi], unit="s")
+        return pd.Series(values[lo:hi], index=idx).rolling(window, center=True, min_periods=1).median().to_numpy()
+
+    per_window = width / usual if usual > 0 else 0.0
+    if per_window > WINDOW_BEATS_EXACT and n > WINDOW_BEATS_EXACT:
+        # a window of more beats than this: pandas' rolling median keeps every value of
+        # its window in a skip list (about 100 bytes each: 160 MB for the 1.6 M beats of
+        # 50 ms of a thread beating every 30 ns). Its median is taken of medians of
+        # blocks of k consecutive intervals instead (about WINDOW_BLOCKS of them per
+        # window): the same curve within a block's spread, in memory of n / k
+        k = int(np.ceil(per_window / WINDOW_BLOCKS))
+        full = n // k
+        med = np.empty(full + (n % k > 0))
+        med[:full] = np.median(d[:full * k].reshape(full, k), axis=1)
+        if n % k:
+            med[full] = np.median(d[full * k:])
+        centre = pos[np.minimum(np.arange(len(med)) * k + k // 2, n - 1)]
+        return np.log(np.repeat(level(0, len(med), med, centre), k)[:n])
+    if n <= ROLLING_BLOCK:
+        return np.log(level(0, n))
+    out = np.empty(n)
+    for a in range(0, n, ROLLING_BLOCK):   # a block at a time, with a window's width of margin
+        b = min(a + ROLLING_BLOCK, n)
+        lo = int(np.searchsorted(pos, pos[a] - width, side="left"))
+        hi = int(np.searchsorted(pos, pos[b - 1] + width, side="right"))
+        out[a:b] = level(lo, hi)[a - lo:b - lo]
+    return np.log(out, out=out)
 
 
 def _near(tb: ThreadBeats, i: int, s: BehaviorSettings, lo: int, hi: int) -> tuple[int, int]:
