@@ -162,14 +162,16 @@ def _thread_beats(trace: HeartbeatTrace):
 def _prepared(trace: HeartbeatTrace, s: BehaviorSettings, key: tuple, t: np.ndarray, tids: list[int],
               construct: np.ndarray) -> ThreadBeats:
     run, process, thread = key
-    order = np.argsort(t, kind="stable")
-    t = t[order]
+    if len(t) > 1 and not (t[1:] >= t[:-1]).all():   # (sorted already: no copy)
+        order = np.argsort(t, kind="stable")
+        t, construct = t[order], construct[order]
     d = np.diff(t).astype(np.float64)
     k = _calls_per_beat(trace, run, process, t[1:]) if len(d) else None
     if k is not None:
         d = d / k
-    x = np.log(np.maximum(d, 1.0) * 1e-9)
-    tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct[order])
+    x = np.log(np.maximum(d, 1.0, out=d) * 1e-9, out=d)
+    del d
+    tb = ThreadBeats(str(run), int(process), int(thread), tids, t, x, construct)
     _find_gaps(tb, s)
     return tb
 
@@ -228,7 +230,7 @@ class TeammateView:
 TEAMMATE_BLOCK = 256
 #: behavior_timelines keeps this many prepared beats of a streamed trace (about 40 bytes
 #: each); past it, threads are read again for their own timeline (bounded memory)
-PREPARED_BEATS_HELD = 8_000_000
+PREPARED_BEATS_HELD = 4_000_000
 
 
 def _find_gaps(tb: ThreadBeats, s: BehaviorSettings) -> None:
@@ -249,11 +251,14 @@ def _find_gaps(tb: ThreadBeats, s: BehaviorSettings) -> None:
         # sizes: a region's end next to a loop's chunks)
         around = np.maximum(np.r_[-np.inf, x[:-1]], np.r_[x[1:], -np.inf])
         tb.gap = cand & (prev_ok | next_ok | (x - around > np.log(s.gap_factor)))
+    del cand
     d = np.exp(x)
     if tb.gap.any():
         d[tb.gap] = np.exp(local[tb.gap])  # the stall does not count in the rate
+    del local
     tb.level = _window_level(tb.t_ns, d, s)
-    keep = tb.level[~tb.gap] if (~tb.gap).any() else tb.level
+    del d
+    keep = tb.level[~tb.gap] if tb.gap.any() else tb.level
     tb.ref = float(np.quantile(keep, s.ref_quantile))
 
 
