@@ -299,9 +299,9 @@ static int hbt_team_waits(uint32_t self)
  *
  * On a virtual machine the host can make every vCPU do its work several
  * times slower for tens of milliseconds while the guest charges the time as
- * CPU time (here: 4-12x per unit of work, both threads of a compute loop at
- * once, in about one 0.5 s run of four, with nothing else running and no
- * tracer). A late thread that used much CPU time then is not busy-waiting:
+ * CPU time (here: 4-12x per unit of work, all threads of a compute loop at
+ * once, in 24 of 40 runs of 0.5 s, with nothing else running and no tracer:
+ * benchmarks/vm_stalls.c). A late thread that used much CPU time then is not busy-waiting:
  * its teammates are as slow or as late. (A fixed chain of arithmetic timed
  * by the checker does not tell: it slows 2x in those moments where the
  * program's work slows 9x.) A view another checker holds is passed. */
