@@ -123,7 +123,13 @@ def check_detected(tr, truth, bhv, mode, onset_periods=3.0):
     assert got, f"no behavior {bhv} for thread {T}: {behaviors(tr)}"
     d = min(got, key=lambda d: abs(d["onset"] - onset_truth))
     assert abs(d["onset"] - onset_truth) < onset_periods * B + noise, (d, onset_truth, B, noise)
-    assert 0 <= d["lag_ns"] < 5 * B + 2 * noise, (d, B, noise)
+    # a new busy-waiting verdict waits while the other thread is itself held up (this VM
+    # stalls every thread at once now and then: docs/methods.md): the longest interval the
+    # other thread had between the onset and the report counts as disturbance too
+    o = beat_times(tr, 1 - T)
+    around = np.diff(o[(o >= d["onset"] - 20_000_000) & (o <= d["at"] + 20_000_000)])
+    local = float(around.max()) if len(around) else 0.0
+    assert 0 <= d["lag_ns"] < 5 * B + 2 * max(noise, local), (d, B, noise, local)
     assert d["mode"] == mode and d["slot"] != d["writer"]
     return d, B
 
