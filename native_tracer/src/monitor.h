@@ -39,7 +39,7 @@
                                                this 2-vCPU VM under load, a 20-40 us unit of
                                                copying took up to 0.93 ms of CPU, no tracer) */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */
-#define HBT_CPU_LOOKS       8u              /* looks' CPU time per beat kept per thread */
+#define HBT_CPU_LOOKS       32u             /* looks' CPU time per beat kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */
 #define HBT_CPU_WARM        16u             /* ... looks before it judges busy-waiting */
 #define HBT_TAIL_MAX        2.0             /* late: its usual worst interval, at most this
@@ -88,7 +88,9 @@ struct hbt_tail {
     uint32_t tail;
 };
 
-/* The same over the latest HBT_CPU_LOOKS values (CPU time per beat, ns). */
+/* The latest HBT_CPU_LOOKS values of CPU time per beat (ns) and their upper
+ * quartile: a thread's usual, which a stall of the machine over a few looks
+ * does not move. */
 struct hbt_cpu_tail {
     uint32_t x[HBT_CPU_LOOKS];
     uint32_t n;
@@ -126,8 +128,8 @@ struct hbt_heart {
 
 _Static_assert(sizeof(struct hbt_beatline) == 64, "beat line is one cache line");
 _Static_assert(sizeof(struct hbt_view) <= 64, "view is one cache line");
-_Static_assert(sizeof(struct hbt_dist) <= 128, "distributions are two cache lines");
-_Static_assert(sizeof(struct hbt_heart) == 320, "five lines per heart");
+_Static_assert(sizeof(struct hbt_dist) <= 256, "distributions are four cache lines");
+_Static_assert(sizeof(struct hbt_heart) == 448, "seven lines per heart");
 
 extern struct hbt_heart hbt_hearts[HBT_HEARTS] HBT_HIDDEN;
 

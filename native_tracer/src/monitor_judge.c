@@ -172,14 +172,19 @@ static uint64_t hbt_take_gap(struct hbt_heart *h, double lim)
     return t;
 }
 
+static void hbt_ring_put(uint32_t *x, uint32_t cap, uint32_t *n, uint32_t m)
+{
+    x[*n % cap] = m;
+    if (*n < UINT32_MAX)
+        (*n)++;
+}
+
 /* One value into a tail of the latest `cap` values: its third largest (the
  * largest while fewer than three): two unusual values do not make it, a
  * lasting change does within three looks. */
 static uint32_t hbt_tail_put(uint32_t *x, uint32_t cap, uint32_t *n, uint32_t m)
 {
-    x[*n % cap] = m;
-    if (*n < UINT32_MAX)
-        (*n)++;
+    hbt_ring_put(x, cap, n, m);
     uint32_t k = *n < cap ? *n : cap, top[3] = { 0, 0, 0 };
     for (uint32_t i = 0; i < k; i++) {
         uint32_t v = x[i];
@@ -234,28 +239,53 @@ static double hbt_busy_need(const struct hbt_heart *h)
     return need < (double)HBT_BUSY_FLOOR_NS ? (double)HBT_BUSY_FLOOR_NS : need;
 }
 
+/* The upper quartile of the latest looks' CPU time per beat. */
+static uint32_t hbt_cpu_quartile(const struct hbt_cpu_tail *t)
+{
+    uint32_t k = t->n < HBT_CPU_LOOKS ? t->n : HBT_CPU_LOOKS, y[HBT_CPU_LOOKS];
+    if (!k)
+        return 0;
+    for (uint32_t i = 0; i < k; i++) {   /* insertion sort: at most 32 */
+        uint32_t v = t->x[i], q = i;
+        for (; q > 0 && y[q - 1] > v; q--)
+            y[q] = y[q - 1];
+        y[q] = v;
+    }
+    return y[(3 * (k - 1)) / 4];
+}
+
+static double hbt_peer_slowness(uint32_t self, int probe);
+
 /* One look's CPU time per beat into the thread's most, which forgets by half
  * every HBT_CPU_HALF_NS (a phase of long units of work is remembered a while;
- * a change of the program's work is learnt), and into the tail of its latest
- * looks (its usual, against which its teammates tell how slow the machine
- * runs: hbt_peer_slowness). The most learns every look: a tail there (two
- * unusual looks not learnt) was tried and called the isolated long units of a
- * normal pi_pthread run busy-waiting, in 3 of 4 runs. */
-static void hbt_cpu_learn(struct hbt_dist *d, uint64_t per, uint64_t now, int capped)
+ * a change of the program's work is learnt), and into its latest looks (their
+ * upper quartile is its usual, against which its teammates tell how slow the
+ * machine runs: hbt_peer_slowness). The most learns every look: a tail there
+ * (two unusual looks not learnt) was tried and called the isolated long units
+ * of a normal pi_pthread run busy-waiting, in 3 of 4 runs -- but a look
+ * taken while the machine ran its teammates as much slower is learnt at the
+ * pace they kept: a stall of the virtual machine (every thread 4-12 times
+ * its CPU time per unit for tens of ms, benchmarks/vm_stalls.c) early in a
+ * run otherwise taught a most near 10 ms to a thread whose beats take 1 ms,
+ * and a later spin of 9 ms per beat went unreported. */
+static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint64_t now,
+                          int capped)
 {
     if (d->cpu_t && now > d->cpu_t) {
         double f = 1.0 - (double)(now - d->cpu_t) / (1.4427 * (double)HBT_CPU_HALF_NS);
         d->cpu_max *= f > 0.5 ? f : 0.5;
     }
     d->cpu_t = now;
-    uint32_t tail = hbt_tail_put(d->cpu.x, HBT_CPU_LOOKS, &d->cpu.n,
-                                 per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
-    d->cpu.tail = tail;
+    hbt_ring_put(d->cpu.x, HBT_CPU_LOOKS, &d->cpu.n,
+                 per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
+    d->cpu.tail = hbt_cpu_quartile(&d->cpu);
     /* capped: it grows by at most half per look, so that a slowdown that
      * stays just under the verdict for a while does not raise the bar out of
      * its own reach (not for a team's thread: its units of work differ by
      * orders of magnitude, and its team says when it holds them up) */
     double x = (double)per;
+    if (x > d->cpu_max && d->cpu_n >= HBT_CPU_WARM)
+        x /= hbt_peer_slowness(self, 0);
     if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
         x = 1.5 * d->cpu_max;
     if (x > d->cpu_max)
@@ -294,8 +324,9 @@ static int hbt_team_waits(uint32_t self)
  * tell): the median, over the threads at work (usual or busy-waiting, not
  * waiting in the runtime) that have a known CPU time per beat, of the largest
  * of their latest look's CPU time per beat, their unit in progress, both
- * against their usual (the tail of their looks), and their silence against
- * their usual worst interval.
+ * against their usual (the upper quartile of their latest looks), and their silence against
+ * their usual worst interval (with probe: their unit in progress read from
+ * their CPU clock; without, only from their silence).
  *
  * On a virtual machine the host can make every vCPU do its work several
  * times slower for tens of milliseconds while the guest charges the time as
@@ -305,7 +336,7 @@ static int hbt_team_waits(uint32_t self)
  * its teammates are as slow or as late. (A fixed chain of arithmetic timed
  * by the checker does not tell: it slows 2x in those moments where the
  * program's work slows 9x.) A view another checker holds is passed. */
-static double hbt_peer_slowness(uint32_t self)
+static double hbt_peer_slowness(uint32_t self, int probe)
 {
     uint64_t now = hbt_now_ns();
     double r[16];
@@ -327,7 +358,7 @@ static double hbt_peer_slowness(uint32_t self)
             double x = (double)t->x[(t->n - 1) % HBT_CPU_LOOKS];
             uint64_t cpu;
             uint32_t nb = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) - v->probe_seq;
-            if (v->probing && nb < 1024 && hbt_task_cpu(b->os_tid, &cpu) && cpu > v->probe_cpu) {
+            if (probe && v->probing && nb < 1024 && hbt_task_cpu(b->os_tid, &cpu) && cpu > v->probe_cpu) {
                 /* since its checker's sample, per beat since (its unit in
                  * progress counted whole) */
                 double y = (double)(cpu - v->probe_cpu) / (double)(nb ? nb : 1);
@@ -599,11 +630,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
              * for the rate over the beats' span) */
             if (retro && h->d.cpu_n >= HBT_CPU_WARM &&
                 (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max &&
-                (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j)) {
+                (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j, 1)) {
                 hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
                 v->slow_end = 1;   /* the beat seen last ended the gap */
             } else {
-                hbt_cpu_learn(&h->d, per, now, retro);
+                hbt_cpu_learn(&h->d, j, per, now, retro);
             }
         }
     }
@@ -705,7 +736,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     /* (a new verdict: not while the other threads' work is as much slower
      * than usual -- the machine runs slow) */
     if (used >= need && held && h->d.cpu_n >= HBT_CPU_WARM &&
-        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j))) {
+        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1))) {
         bhv = HBT_BHV_BUSY_WAITING;
     } else if (!held || ps == 'R' || (ps == 0 && (!have_cpu || sampled < HBT_PROBE_MIN_NS ||
                                          2 * used >= (double)sampled))) {

@@ -38,6 +38,7 @@ uint64_t hbt_ring_check(struct hbt_tls *t, uint64_t now)
     struct hbt_ctx c = { .self = self, .flags = HBT_MON_RING };
     int old;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);   /* /proc reads are cancellation points */
+    int found = 0;
     if (n > 1) {
         /* the neighbour found last, unless threads joined since; where
          * threads that did not beat yet lay in between, walk from ourselves
@@ -45,7 +46,7 @@ uint64_t hbt_ring_check(struct hbt_tls *t, uint64_t now)
         int cached = t->ring_valid && t->ring_n == n && t->ring_slot < n &&
                      t->ring_slot != self && !(t->ring_skipped && (++t->ring_count & 15) == 0);
         uint32_t j = cached ? t->ring_slot : (self + 1 == n ? 0 : self + 1);
-        int skipped = 0, found = 0;
+        int skipped = 0;
         /* at most once round the ring: a ring whose other threads all died
          * ends here with no neighbour */
         for (uint32_t step = 0; step < n && j != self; step++) {
@@ -67,6 +68,17 @@ uint64_t hbt_ring_check(struct hbt_tls *t, uint64_t now)
         } else {
             t->ring_valid = 0;
         }
+    }
+    if (!found) {
+        /* no other live thread (they ended, or there never were any): it
+         * judges itself, at its beats -- its own silence it cannot see, but
+         * it still says when it runs again after a reported anomaly, and
+         * CPU time it spent through a gap without beating, at the beat that
+         * ends the gap (a run whose other threads finished first otherwise
+         * left a busy-waiting thread reported busy to its end) */
+        (void)hbt_judge(self, &c);
+        if (c.look > now && c.look < next)
+            next = c.look;
     }
     struct hbt_checkline *cl = &hbt_hearts[self].c;
     if (cl->last_ns && now > cl->last_ns) {
