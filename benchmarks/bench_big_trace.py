@@ -1,8 +1,8 @@
 """Time and peak memory of hbtool's commands on big tracer traces.
 
-    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--commands info,diagnose,...] [--dir DIR] [--keep]
+    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--commands info,diagnose,...] [--dir DIR] [--keep]
 
-For each size (millions of beats), 16 threads beat as fast as they can under the real
+For each size (millions of beats), 16 threads (--threads) beat as fast as they can under the real
 tracer (benchmarks/beat_burst.c, built here against native_tracer/lib), then each command
 runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
 `convert` to csv, to parquet and to the binary format (`--commands` picks some; default all); each command's
@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--beats", default="1,20,100", help="sizes in millions of beats, comma-separated")
     ap.add_argument("--dir", help="where to write the traces (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the traces")
+    ap.add_argument("--threads", type=int, default=THREADS, help=f"threads that share the beats (default {THREADS})")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
     ap.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     args = ap.parse_args()
@@ -77,13 +78,13 @@ def main() -> None:
           f"{'peak MB':>8}", flush=True)
     try:
         for m in (float(x) for x in args.beats.split(",")):
-            per = int(m * 1e6 / THREADS)
+            per = int(m * 1e6 / args.threads)
             d = base / f"trace-{m:g}M"
             shutil.rmtree(d, ignore_errors=True)
             env = dict(os.environ, HBTRACE_DIR=str(d))
             env.pop("LD_PRELOAD", None)
             t0 = time.perf_counter()
-            subprocess.run([str(exe), str(THREADS), str(per)], env=env, check=True)
+            subprocess.run([str(exe), str(args.threads), str(per)], env=env, check=True)
             wrote = time.perf_counter() - t0
             (f,) = d.glob("*.hbt")
             out = base / f"out-{m:g}M"

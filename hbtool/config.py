@@ -22,6 +22,9 @@ MAX_TRACE_SPAN_NS = 100 * 365 * 86400 * 10**9
 #: readers: bytes of a binary trace read at a time by the bounded-memory reader (info,
 #: diagnose): its memory does not grow with the trace
 HBT_READ_WINDOW_BYTES = 32 << 20
+#: convert: beats of one thread of a binary trace written at a time (a thread beating 100 M
+#: times is written in pieces: memory follows this, not the thread)
+STREAM_PIECE_ROWS = 1 << 18
 #: diagnose: bytes of beat times and heart rates of a streamed trace's threads kept in
 #: memory at once (threads read from the file again when needed; at least two are kept)
 SERIES_CACHE_BYTES = 256 << 20

@@ -139,6 +139,27 @@ def test_convert_writes_threads_spread_over_many_windows_as_before(capsys, monke
     assert len(whole.beats) == 48000
 
 
+def test_convert_writes_a_long_thread_a_piece_at_a_time_as_before(capsys, monkeypatch, burst, tmp_path):
+    """One thread of more beats than a piece (config.STREAM_PIECE_ROWS) is never read whole:
+    every output is written a piece at a time, and is what the whole trace gave."""
+    src = _burst_trace(burst, tmp_path / "trace", 1, 30000)
+    monkeypatch.setattr(config, "HBT_READ_WINDOW_BYTES", 2 * 65536)
+    monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 4096)
+    sizes = []
+    pieces = HbtStream.beat_pieces
+
+    def counted(self, *args):
+        for b in pieces(self, *args):
+            sizes.append(b["t_ns"].size)
+            yield b
+
+    monkeypatch.setattr(HbtStream, "beat_pieces", counted)
+    monkeypatch.setattr(HbtStream, "load_beats", lambda *a, **k: pytest.fail("a thread's beats read whole"))
+    whole = _assert_converts_as_before(capsys, monkeypatch, src, tmp_path)
+    assert len(whole.beats) == 30000
+    assert max(sizes) == 4096 and sum(sizes) == 30000 * (len(sizes) // 8)   # 8 pieces per output written
+
+
 def test_xlsx_of_a_run_too_big_for_a_sheet_fails_before_any_beat_is_read(capsys, monkeypatch, burst, tmp_path):
     src = _burst_trace(burst, tmp_path / "trace", 2, 530000)  # 1,060,000 beats, one run: more than a sheet
     monkeypatch.setattr(HbtStream, "load_beats", lambda *a, **k: pytest.fail("beats read for a refused xlsx"))

@@ -459,24 +459,46 @@ class HbtStream:
                "tag": np.where(source != 0, 0, fields["aux"]).astype(np.int64), "os_tid": os_tid, "source": source}
         return out if order is None else {k: v[order] for k, v in out.items()}
 
-    def _collect(self, process: int, thread: int, sources: list[str], names: tuple = ()):
-        """One thread's beats of the given sources read from its file, in record order:
-        (scan, t_ns on the run's clock, raw seq, groups for _beat_order, {field: values} of
-        the record fields `names`)."""
+    def _plan(self, process: int, thread: int, sources: list[str]) -> dict:
+        """Where one thread's beats of the given sources lie in its file: the scan, the
+        source codes, their number, the chunks to read and how to shift their times."""
         i = self.proc_index[process]
         s = self.scans[i]
         codes = np.array([_SOURCE_CODES[x] if x in _SOURCE_CODES else int(x.split()[-1]) for x in sources],
                          dtype=np.int64)
         r = s.runs
         sel = (r["thread"] == thread) & np.isin(r["source"], codes)
-        total = int(r["beats"][sel].sum())
         c = s.chunks
         mine = (c["pure_thread"] == thread) & np.isin(c["pure_source"], codes)
         others = (c["pure_thread"] >= 0) & ~mine  # pure chunks of another thread or source: not read
         pick = np.flatnonzero(np.isin(c["slot"], np.unique(r["slot"][sel])) & (c["nrec"] > 0) & ~others)
         start = int(s.header["start_mono_ns"])
-        shift = np.int64(self.offsets[i]) - np.int64(start)
         lo, hi = time_bounds(start)
+        return {"s": s, "codes": codes, "total": int(r["beats"][sel].sum()), "mine": mine, "pick": pick,
+                "shift": np.int64(self.offsets[i]) - np.int64(start), "lo": lo, "hi": hi}
+
+    def _batch_beats(self, plan: dict, thread: int, names: tuple = ()):
+        """Per batch of the planned chunks: (t_ns on the run's clock, raw seq, groups,
+        {field: values}) of the thread's beats in it, in record order."""
+        s, c = plan["s"], plan["s"].chunks
+        rdt = record_dtype(s.order)
+        with _opened(s) as fh:
+            for part, buf in _batches(fh, s, c, plan["pick"]):
+                room = int(c["nrec"][part].sum())   # beats are some of the records
+                t_out = np.empty(room, dtype=np.int64)
+                seq_out = np.empty(room, dtype=np.uint32)
+                fields = {name: np.empty(room, dtype=rdt[name].newbyteorder("=")) for name in names}
+                groups = []
+                n = self._read_batch(s, part, buf, thread, plan["codes"], plan["mine"], plan["shift"], plan["lo"],
+                                     plan["hi"], t_out, seq_out, groups, 0, room, fields)
+                yield t_out[:n], seq_out[:n], groups, {k: v[:n] for k, v in fields.items()}
+
+    def _collect(self, process: int, thread: int, sources: list[str], names: tuple = ()):
+        """One thread's beats of the given sources read from its file, in record order:
+        (scan, t_ns on the run's clock, raw seq, groups for _beat_order, {field: values} of
+        the record fields `names`)."""
+        plan = self._plan(process, thread, sources)
+        s, total = plan["s"], plan["total"]
         rdt = record_dtype(s.order)
         t_out = np.empty(total, dtype=np.int64)
         seq_out = np.empty(total, dtype=np.uint32)
@@ -484,12 +506,60 @@ class HbtStream:
         groups = []  # per record: os_tid * 16 + source, for the unwrap of seq
         at = 0
         with _opened(s) as fh:
-            for part, buf in _batches(fh, s, c, pick):
-                at = self._read_batch(s, part, buf, thread, codes, mine, shift, lo, hi, t_out, seq_out, groups, at,
-                                      total, fields)
+            for part, buf in _batches(fh, s, s.chunks, plan["pick"]):
+                at = self._read_batch(s, part, buf, thread, plan["codes"], plan["mine"], plan["shift"], plan["lo"],
+                                      plan["hi"], t_out, seq_out, groups, at, total, fields)
         if at != total:
             raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
         return s, t_out, seq_out, groups, fields
+
+    def _one_sequence(self, plan: dict, thread: int) -> bool:
+        """Are the thread's planned beats one sequence counting up in record order (one OS
+        thread, one source, each seq above the one before): then record order is the beats
+        table's order. Read once more, a batch at a time."""
+        s, c = plan["s"], plan["s"].chunks
+        if plan["codes"].size != 1 or np.unique(c["os_tid"][plan["pick"]]).size > 1:
+            return False
+        last, seen = -1, 0
+        for _, seq, _, _ in self._batch_beats(plan, thread):
+            if seq.size:
+                if int(seq[0]) <= last or (seq.size > 1 and not (np.diff(seq.astype(np.int64)) > 0).all()):
+                    return False
+                last = int(seq[-1])
+                seen += seq.size
+        return seen == plan["total"]
+
+    def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int):
+        """One thread's beats as load_beats gives them, in consecutive dicts of the same
+        arrays: of at most `rows` beats each, read a batch of its chunks at a time, when record
+        order is the beats table's order (the usual case: one OS thread, one source, seq
+        counting up; each piece then in time order after the one before), so that memory
+        follows the read window and `rows`, not the thread; else one dict of them all."""
+        plan = self._plan(process, thread, sources)
+        if plan["total"] > rows and self._one_sequence(plan, thread):
+            held, n, seen = [], 0, 0
+            source = int(plan["codes"][0])
+            os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
+            for t, seq, _, fields in self._batch_beats(plan, thread, ("loop", "iter", "aux")):
+                if t.size:
+                    held.append({"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
+                                 "iteration": fields["iter"].astype(np.int64),
+                                 "tag": (fields["aux"] if source == 0 else np.zeros(t.size, np.uint32)).astype(np.int64),
+                                 "os_tid": np.full(t.size, os_tid, dtype=np.int64),
+                                 "source": np.full(t.size, source, dtype=np.int64)})
+                    n += t.size
+                    seen += t.size
+                while n >= rows:   # pieces of `rows` beats: views into the batch's arrays
+                    whole = _joined(held)
+                    yield {k: v[:rows] for k, v in whole.items()}
+                    n -= rows
+                    held = [{k: v[rows:] for k, v in whole.items()}] if n else []
+            if seen != plan["total"]:
+                raise HbtoolError(f"{plan['s'].path}: the file changed while being read: read it again")
+            if held:
+                yield _joined(held)
+            return
+        yield self.load_beats(run, process, thread, sources)
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame:
         """Every wait record of one process (WAIT_COLUMNS but t), in the order the whole
@@ -618,6 +688,11 @@ class HbtStream:
             for th in sorted(set(w["thread"][known].tolist())):
                 rows.append((g["run"].iloc[0], int(proc), th, off.get(th, 0)))
         return pd.DataFrame(rows, columns=["run", "process", "thread", "off_ns"])
+
+
+def _joined(parts: list[dict]) -> dict:
+    """Arrays of the same names, one after the other."""
+    return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _batches(fh, s: FileScan, c: dict, pick: np.ndarray):

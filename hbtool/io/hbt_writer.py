@@ -42,58 +42,82 @@ def _lookup(col: pd.Series, mapping: dict) -> np.ndarray:
     return vals[codes]   # the sentinel -1 takes the appended 0
 
 
-def _thread_chunks(beats: pd.DataFrame, events: pd.DataFrame, waits: pd.DataFrame, ids: dict[str, int],
-                   t0: int, first_slot: int) -> tuple[list[bytes], int]:
-    """The chunks of the given rows: one set of chunks per OS thread (or user thread, when
-    the OS thread is unknown), slots numbered from first_slot. Returns (chunks, slots used)."""
-    rdt, hdt = record_dtype("<"), chunk_header_dtype("<")
-    spc = CHUNK_SIZE // SLOT_SIZE
-    # an OS thread id for every row: the recorded one, else a stand-in from the user thread
-    def tids(df):
-        return np.where(df["os_tid"].to_numpy() > 0, df["os_tid"].to_numpy(), _STANDIN + df["thread"].to_numpy())
+class _Chunks:
+    """Chunks of one process's records, one set per OS thread (or user thread, when the OS
+    thread is unknown), slots numbered as the threads first come, each chunk passed to
+    `out` as it is filled. A thread's records may come in pieces, in time order: the
+    records that do not fill a chunk wait for the next piece, or for close()."""
 
-    codes = {v: k for k, v in SOURCES.items()}
+    def __init__(self, ids: dict[str, int], t0: int, first_slot: int, out):
+        self.ids, self.t0, self.out = ids, t0, out
+        self.slots = first_slot
+        self.chunks = 0
+        self.open: dict[int, list] = {}   # tid -> [slot, next chunk seq, user thread, records left over]
+        self.spc = CHUNK_SIZE // SLOT_SIZE
 
-    def src(df):
-        return _lookup(df["source"], codes)
+    def add(self, beats: pd.DataFrame, events: pd.DataFrame, waits: pd.DataFrame) -> None:
+        rdt = record_dtype("<")
+        # an OS thread id for every row: the recorded one, else a stand-in from the user thread
+        def tids(df):
+            return np.where(df["os_tid"].to_numpy() > 0, df["os_tid"].to_numpy(), _STANDIN + df["thread"].to_numpy())
 
-    def construct(df, fallback):
-        return np.where(src(df) != 0, _lookup(df["construct"], ids), fallback)
+        codes = {v: k for k, v in SOURCES.items()}
 
-    def records(df, **fields):
-        return pd.DataFrame({"tid": tids(df), "t_ns": df["t_ns"].to_numpy(), "thread": df["thread"].to_numpy(),
-                             **fields})
+        def src(df):
+            return _lookup(df["source"], codes)
 
-    rows = []
-    if len(beats):
-        auto = src(beats) != 0
-        rows.append(records(beats, seq=beats["seq"].to_numpy() & 0xFFFFFFFF, loop=construct(beats, beats["loop"].to_numpy()),
-                            iter=beats["iteration"].to_numpy(),
-                            aux=np.where(auto, 0, beats["tag"].to_numpy() & 0xFFFFFFFF), kind=REC_BEAT,
-                            flags=src(beats)))
-    if len(waits):
-        sync = _lookup(waits["sync"], {v: k for k, v in SYNC_KINDS.items()})
-        w = waits["wait_ns"].to_numpy().astype(np.int64)
-        rows.append(records(waits, seq=0, loop=construct(waits, 0), iter=(w >> 32).astype(np.int64),
-                            aux=w & 0xFFFFFFFF, kind=REC_WAIT, flags=src(waits) | (sync << 4)))
-    if len(events):
-        rows.append(records(events, seq=0, loop=0, iter=0, aux=events["detail"].to_numpy() & 0xFFFFFFFF,
-                            kind=_lookup(events["kind"], KIND_CODES),
-                            flags=events["flags"].to_numpy() & 0xFFFF))
-    if not rows:
-        return [], 0
-    allrows = pd.concat(rows, ignore_index=True)
-    allrows = allrows[allrows["kind"] != 0]  # event kinds the format has no code for
-    chunks, slots = [], 0
-    allrows = allrows.sort_values(["tid", "t_ns"], kind="stable")
-    for slot, (tid, grp) in enumerate(allrows.groupby("tid", sort=False), start=first_slot):
-        slots += 1
-        recs = np.zeros(len(grp), dtype=rdt)
-        recs["t_ns"] = (grp["t_ns"].to_numpy() - t0).astype(np.uint64)
-        for name in ("seq", "thread", "loop", "iter", "aux", "kind", "flags"):
-            recs[name] = grp[name].to_numpy()
-        user = int(grp["thread"].iloc[0])
-        for cseq, start in enumerate(range(0, len(recs), spc - 1)):
+        def construct(df, fallback):
+            return np.where(src(df) != 0, _lookup(df["construct"], self.ids), fallback)
+
+        def records(df, **fields):
+            return pd.DataFrame({"tid": tids(df), "t_ns": df["t_ns"].to_numpy(), "thread": df["thread"].to_numpy(),
+                                 **fields})
+
+        rows = []
+        if len(beats):
+            auto = src(beats) != 0
+            rows.append(records(beats, seq=beats["seq"].to_numpy() & 0xFFFFFFFF,
+                                loop=construct(beats, beats["loop"].to_numpy()), iter=beats["iteration"].to_numpy(),
+                                aux=np.where(auto, 0, beats["tag"].to_numpy() & 0xFFFFFFFF), kind=REC_BEAT,
+                                flags=src(beats)))
+        if len(waits):
+            sync = _lookup(waits["sync"], {v: k for k, v in SYNC_KINDS.items()})
+            w = waits["wait_ns"].to_numpy().astype(np.int64)
+            rows.append(records(waits, seq=0, loop=construct(waits, 0), iter=(w >> 32).astype(np.int64),
+                                aux=w & 0xFFFFFFFF, kind=REC_WAIT, flags=src(waits) | (sync << 4)))
+        if len(events):
+            rows.append(records(events, seq=0, loop=0, iter=0, aux=events["detail"].to_numpy() & 0xFFFFFFFF,
+                                kind=_lookup(events["kind"], KIND_CODES),
+                                flags=events["flags"].to_numpy() & 0xFFFF))
+        if not rows:
+            return
+        allrows = pd.concat(rows, ignore_index=True) if len(rows) > 1 else rows[0]
+        allrows = allrows[allrows["kind"] != 0]  # event kinds the format has no code for
+        allrows = allrows.sort_values(["tid", "t_ns"], kind="stable")
+        for tid, grp in allrows.groupby("tid", sort=False):
+            if tid not in self.open:
+                self.open[tid] = [self.slots, 0, int(grp["thread"].iloc[0]), np.zeros(0, dtype=rdt)]
+                self.slots += 1
+            recs = np.zeros(len(grp), dtype=rdt)
+            recs["t_ns"] = (grp["t_ns"].to_numpy() - self.t0).astype(np.uint64)
+            for name in ("seq", "thread", "loop", "iter", "aux", "kind", "flags"):
+                recs[name] = grp[name].to_numpy()
+            state = self.open[tid]
+            recs = np.concatenate([state[3], recs]) if len(state[3]) else recs
+            full = len(recs) // (self.spc - 1) * (self.spc - 1)
+            self._put(tid, recs[:full])
+            state[3] = recs[full:].copy()
+
+    def close(self) -> None:
+        """The records left over, in each thread's last chunk; the threads' sets end here."""
+        for tid in list(self.open):
+            self._put(tid, self.open[tid][3])
+        self.open.clear()
+
+    def _put(self, tid: int, recs: np.ndarray) -> None:
+        slot, cseq, user, _ = self.open[tid]
+        rdt, hdt, spc = record_dtype("<"), chunk_header_dtype("<"), self.spc
+        for start in range(0, len(recs), spc - 1):
             part = recs[start : start + spc - 1]
             block = np.zeros(spc, dtype=rdt)
             block[1 : 1 + len(part)] = part
@@ -106,8 +130,10 @@ def _thread_chunks(beats: pd.DataFrame, events: pd.DataFrame, waits: pd.DataFram
             head["magic"] = CHUNK_MAGIC
             raw = bytearray(block.tobytes())
             raw[:SLOT_SIZE] = head.tobytes()
-            chunks.append(bytes(raw))
-    return chunks, slots
+            self.out(bytes(raw))
+            self.chunks += 1
+            cseq += 1
+        self.open[tid][1] = cseq
 
 
 def _first_block(meta: dict[str, str], t0: int, nchunks: int, pid: int, rank: int) -> bytes:
@@ -148,9 +174,12 @@ def _file_bytes(beats: pd.DataFrame, events: pd.DataFrame, meta: dict[str, str],
     names.ids = {c: k + 1 for k, c in enumerate(sorted(names.ids))}   # in name order
     events = events[events["kind"].map(KIND_CODES).notna()]   # kinds the format has no code for
     t0 = min([0] + [int(df["t_ns"].min()) for df in (beats, waits, events) if len(df)])
-    chunks, slots = _thread_chunks(beats, events, waits, names.ids, t0, 0)
+    chunks: list[bytes] = []
+    threads = _Chunks(names.ids, t0, 0, chunks.append)
+    threads.add(beats, events, waits)
+    threads.close()
     if names.ids:
-        chunks += _name_chunks(list(names.ids), names.ids, slot=slots, spc=CHUNK_SIZE // SLOT_SIZE)
+        chunks += _name_chunks(list(names.ids), names.ids, slot=threads.slots, spc=CHUNK_SIZE // SLOT_SIZE)
     return _first_block(meta, t0, len(chunks), pid, rank) + b"".join(chunks)
 
 
@@ -167,24 +196,32 @@ def _write_streamed(trace, run: str, process: int, meta: dict[str, str], rank: i
     keys = [k for k in trace.thread_keys() if str(k[0]) == run and int(k[1]) == process]
     with open(dest, "wb") as f:
         f.write(bytes(DATA_OFFSET))
-        nchunks = slots = 0
+        threads = _Chunks(names.ids, t0, 0, f.write)
 
         def put(beats, ev, wt):
-            nonlocal nchunks, slots
             names.add(beats, wt)
-            chunks, used = _thread_chunks(beats, ev, wt, names.ids, t0, slots)
-            for c in chunks:
-                f.write(c)
-            nchunks += len(chunks)
-            slots += used
+            threads.add(beats, ev, wt)
 
         for key in keys:
             th = int(key[2])
-            put(trace.thread_rows(key), events[events["thread"] == th], waits[waits["thread"] == th])
+            ev, wt = events[events["thread"] == th], waits[waits["thread"] == th]
+            ev_t, wt_t = ev["t_ns"].to_numpy(), wt["t_ns"].to_numpy()
+            pieces = trace.thread_row_pieces(key)
+            piece = next(pieces)
+            for after in pieces:   # a piece's events and waits: up to its last beat
+                last = int(piece["t_ns"].max()) if len(piece) else -1
+                put(piece, ev[ev_t <= last], wt[wt_t <= last])
+                ev, wt = ev[ev_t > last], wt[wt_t > last]
+                ev_t, wt_t = ev["t_ns"].to_numpy(), wt["t_ns"].to_numpy()
+                piece = after
+            put(piece, ev, wt)
+            threads.close()
         done = {int(k[2]) for k in keys}
         put(empty_frame(BEAT_COLUMNS), events[~events["thread"].isin(done)], waits[~waits["thread"].isin(done)])
+        threads.close()
+        nchunks = threads.chunks
         if names.ids:
-            chunks = _name_chunks(list(names.ids), names.ids, slot=slots, spc=CHUNK_SIZE // SLOT_SIZE)
+            chunks = _name_chunks(list(names.ids), names.ids, slot=threads.slots, spc=CHUNK_SIZE // SLOT_SIZE)
             for c in chunks:
                 f.write(c)
             nchunks += len(chunks)

@@ -327,12 +327,14 @@ def beat_table(b: pd.DataFrame) -> pd.DataFrame:
 
 
 def beat_pieces(trace: HeartbeatTrace):
-    """The written table of the trace's beats in pieces, in its order: one thread at a time
-    when the beats stay in their files (a StreamedTrace), else whole; at least one piece."""
+    """The written table of the trace's beats in pieces, in its order: a thread, or a part of
+    a long thread, at a time when the beats stay in their files (a StreamedTrace), else
+    whole; at least one piece."""
     if isinstance(trace, StreamedTrace):
         keys = trace.thread_keys()
         for key in keys:
-            yield beat_table(trace.thread_rows(key))
+            for rows in trace.thread_row_pieces(key):
+                yield beat_table(rows)
         if keys:
             return
         yield beat_table(empty_frame(BEAT_COLUMNS))

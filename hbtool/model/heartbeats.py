@@ -495,10 +495,7 @@ class StreamedTrace(HeartbeatTrace):
         """One thread's beats read from the trace: their times (ns, beats-table order) and
         each one's construct name ("" for the program's own beats)."""
         run, process, thread = key
-        if self._sources_of is None:   # once, not per thread
-            source = self.stats["source"].astype(str).tolist()
-            self._sources_of = {k: sorted(set(source[a:b])) for k, a, b in self._thread_groups()}
-        sources = self._sources_of[key]
+        sources = self._thread_sources(key)
         t, loops = self._source.load_times(run, process, thread, sources, loops=True)
         t_ns = np.rint(t * 1e9).astype(np.int64)
         if sources == ["api"]:
@@ -516,12 +513,32 @@ class StreamedTrace(HeartbeatTrace):
         """One thread's rows of the beats table (BEAT_COLUMNS, in its order), read from the
         trace: what ``beats`` holds of that thread, without reading the others."""
         run, process, thread = key
-        if self._sources_of is None:
+        return self._rows_frame(key, self._source.load_beats(run, process, thread, self._thread_sources(key)))
+
+    def thread_row_pieces(self, key: tuple, rows: int | None = None):
+        """The same rows in consecutive pieces: of at most `rows` rows (default
+        config.STREAM_PIECE_ROWS), each after the one
+        before in time, when the thread's records are in the table's order already (one OS
+        thread and one source: memory then follows the piece, not the thread); else all of
+        them in one piece."""
+        from .. import config
+
+        run, process, thread = key
+        rows = rows or config.STREAM_PIECE_ROWS
+        for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key), rows):
+            yield self._rows_frame(key, b)
+
+    def _thread_sources(self, key: tuple) -> list[str]:
+        if self._sources_of is None:   # once, not per thread
             source = self.stats["source"].astype(str).tolist()
             self._sources_of = {k: sorted(set(source[a:b])) for k, a, b in self._thread_groups()}
-        b = self._source.load_beats(run, process, thread, self._sources_of[key])
+        return self._sources_of[key]
+
+    def _rows_frame(self, key: tuple, b: dict) -> pd.DataFrame:
+        """Rows of the beats table from one thread's beat fields (load_beats')."""
+        run, process, thread = key
         n = b["t_ns"].size
-        names = self._source.construct_names(run, process) if self._sources_of[key] != ["api"] else {}
+        names = self._source.construct_names(run, process) if self._thread_sources(key) != ["api"] else {}
         ids = np.where(b["source"] != 0, b["loop"], 0)
         u, inv = np.unique(ids, return_inverse=True)
         construct = [("" if c == 0 else names.get(int(c), f"construct {int(c)}")) for c in u.tolist()]
@@ -531,9 +548,9 @@ class StreamedTrace(HeartbeatTrace):
             "process": np.full(n, process, dtype=np.int64), "thread": np.full(n, thread, dtype=np.int64),
             "seq": b["seq"], "t": b["t_ns"] / 1e9, "t_ns": b["t_ns"], "loop": b["loop"], "iteration": b["iteration"],
             "tag": b["tag"], "os_tid": b["os_tid"], "label": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
-            "source": pd.Categorical(np.asarray([BEAT_SOURCES[c] if c < len(BEAT_SOURCES) else f"source {c}"
-                                                 for c in su.tolist()], dtype=object)[sinv]),
-            "construct": pd.Categorical(np.asarray(construct, dtype=object)[inv]),
+            "source": _observed([BEAT_SOURCES[c] if c < len(BEAT_SOURCES) else f"source {c}" for c in su.tolist()],
+                                sinv),
+            "construct": _observed(construct, inv),
         })
 
     def process_waits(self, run: str, process: int) -> pd.DataFrame | None:
@@ -541,6 +558,13 @@ class StreamedTrace(HeartbeatTrace):
         the trace; None when it has none."""
         w = self._source.load_process_waits(run, process)
         return None if w is None else conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
+
+
+def _observed(names: list[str], codes: np.ndarray) -> pd.Categorical:
+    """pd.Categorical(np.asarray(names)[codes]) without the array of strings: categories in
+    sorted order, names given twice merged (each name is observed)."""
+    cats, remap = np.unique(np.asarray(names, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(remap[codes], cats.tolist())
 
 
 class _JoinedSources:
@@ -564,6 +588,10 @@ class _JoinedSources:
     def load_beats(self, run: str, process: int, thread: int, sources: list[str]) -> dict:
         source, name = self.by_run[run]
         return source.load_beats(name, process, thread, sources)
+
+    def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int):
+        source, name = self.by_run[run]
+        return source.beat_pieces(name, process, thread, sources, rows)
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame | None:
         source, name = self.by_run[run]
