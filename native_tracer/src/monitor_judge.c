@@ -263,11 +263,15 @@ static double hbt_peer_slowness(uint32_t self, int probe);
  * machine runs: hbt_peer_slowness). The most learns every look: a tail there
  * (two unusual looks not learnt) was tried and called the isolated long units
  * of a normal pi_pthread run busy-waiting, in 3 of 4 runs -- but a look
- * taken while the machine ran its teammates as much slower is learnt at the
- * pace they kept: a stall of the virtual machine (every thread 4-12 times
- * its CPU time per unit for tens of ms, benchmarks/vm_stalls.c) early in a
- * run otherwise taught a most near 10 ms to a thread whose beats take 1 ms,
- * and a later spin of 9 ms per beat went unreported. */
+ * that took more CPU time than its usual while the machine charged its
+ * teammates' work as much more is learnt at the pace they kept (divided by
+ * the lesser of the two factors): a stall of the virtual machine (every
+ * thread 4-12 times its CPU time per unit for tens of ms,
+ * benchmarks/vm_stalls.c) early in a run otherwise taught a most near 10 ms
+ * to a thread whose beats take 1 ms, and a later spin of 9 ms per beat went
+ * unreported. (Dividing by the teammates' factor alone left the usual work
+ * of NPB LU, whose threads spin on flags in turn, unlearnt: 3 to 5 times the
+ * false reports.) */
 static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint64_t now,
                           int capped)
 {
@@ -276,6 +280,7 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint6
         d->cpu_max *= f > 0.5 ? f : 0.5;
     }
     d->cpu_t = now;
+    double own = d->cpu.tail ? (double)per / (double)d->cpu.tail : 1.0;   /* against its usual */
     hbt_ring_put(d->cpu.x, HBT_CPU_LOOKS, &d->cpu.n,
                  per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
     d->cpu.tail = hbt_cpu_quartile(&d->cpu);
@@ -284,8 +289,10 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint6
      * its own reach (not for a team's thread: its units of work differ by
      * orders of magnitude, and its team says when it holds them up) */
     double x = (double)per;
-    if (x > d->cpu_max && d->cpu_n >= HBT_CPU_WARM)
-        x /= hbt_peer_slowness(self, 0);
+    if (x > d->cpu_max && own > 1.0 && d->cpu_n >= HBT_CPU_WARM) {
+        double slow = hbt_peer_slowness(self, 0);
+        x /= slow < own ? slow : own;
+    }
     if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
         x = 1.5 * d->cpu_max;
     if (x > d->cpu_max)
@@ -325,8 +332,12 @@ static int hbt_team_waits(uint32_t self)
  * waiting in the runtime) that have a known CPU time per beat, of the largest
  * of their latest look's CPU time per beat, their unit in progress, both
  * against their usual (the upper quartile of their latest looks), and their silence against
- * their usual worst interval (with probe: their unit in progress read from
- * their CPU clock; without, only from their silence).
+ * their usual worst interval. Without probe: their latest look's CPU time per
+ * beat only -- how much more CPU time the machine charged their work, not how
+ * long they went without a CPU (a thread preempted by another process is
+ * silent, and its teammates' work is not the less for it: counting that in
+ * what a thread learns multiplied the false reports of NPB LU beside a CPU
+ * hog by 5).
  *
  * On a virtual machine the host can make every vCPU do its work several
  * times slower for tens of milliseconds while the guest charges the time as
@@ -367,7 +378,7 @@ static double hbt_peer_slowness(uint32_t self, int probe)
             }
             uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
             double u = hbt_usual(p);
-            double late = u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
+            double late = probe && u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
             x /= (double)t->tail;
             r[m++] = late > x ? late : x;
         }
