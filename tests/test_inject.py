@@ -320,8 +320,9 @@ def test_at_seconds_fires_at_the_first_beat_after_it(tmp_path):
     assert r.returncode == 0
     b, _ = beats(out)
     v = b[b.thread == 1]["t_ns"].to_numpy()
-    at = (v[min(20, len(v) // 4)] + 1) / 1e9
-    r, out, truth = record(tmp_path, "at", long_heat, "--inject", "leak", "--thread", "1", "--at", f"{at:.6f}",
+    given = f"{(v[min(20, len(v) // 4)] + 1) / 1e9:.9f}"
+    at = float(given)   # the moment as given, to the ns (rounded to the us it lay up to 1 us early)
+    r, out, truth = record(tmp_path, "at", long_heat, "--inject", "leak", "--thread", "1", "--at", given,
                            "--inject-bytes", "4096")
     assert r.returncode == 0
     fired_ok(truth, "leak", 1)
