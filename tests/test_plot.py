@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 import matplotlib
+import numpy as np
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
@@ -13,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from conftest import ROOT, SAMPLES, make_trace, run_cli
 from test_timers import _status
 
-from hbtool.analyzers.heartrate import heart_rate_curves
+from hbtool.analyzers.heartrate import heart_rate, heart_rate_curves, heart_rate_pieces
 from hbtool.analyzers.hsa import diagnose
 from hbtool.analyzers import summary
 from hbtool.analyzers.behavior import OFFLINE_BEHAVIORS
@@ -186,6 +187,28 @@ def test_a_trace_that_cannot_be_diagnosed_is_plotted_and_says_so(capsys, figures
     assert "not diagnosed" in ax.get_title(loc="left") and "at least 2 threads" in ax.get_title(loc="left")
     assert thread_legend(ax)["thread 0"].endswith(" · not diagnosed")
     assert "not diagnosed (see the title)" in texts(fig.legends[0])
+
+
+@pytest.mark.parametrize("n", [3000, 50000])
+def test_a_thread_drawn_from_pieces_is_the_curve_of_the_whole_thread(n):
+    # seeded beat times with long gaps and beats sharing a time stamp; pieces smaller and
+    # larger than the heart-rate window and the figure's blocks
+    rng = np.random.default_rng(1)
+    d = rng.exponential(1e-3, n)
+    d[rng.integers(0, n, 5)] += 2.0
+    d[100:110] = 0
+    t = np.cumsum(d)
+    for w in (1, 10, 64):
+        whole = plotting.thread_curve(t, heart_rate(t, w))
+        for size in (1, 7, 999, 4096):
+            pieces = [t[a:a + size] for a in range(0, n, size)]
+            rates = np.concatenate([hr for _, hr in heart_rate_pieces(iter(pieces), w)])
+            np.testing.assert_array_equal(rates, heart_rate(t, w))
+            got = plotting.thread_curve_pieces(n, heart_rate_pieces(iter(pieces), w))
+            for name in ("x", "y", "xs", "ys"):
+                np.testing.assert_array_equal(getattr(got, name), getattr(whole, name), err_msg=f"{w} {size} {name}")
+            assert (got.last_t, got.last_hr) == (whole.last_t, whole.last_hr)
+            assert got.top == whole.top
 
 
 def test_plotting_computes_no_analysis():

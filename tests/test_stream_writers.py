@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hbtool import config
-from hbtool.analyzers.heartrate import heart_rate_series
+from hbtool.analyzers.heartrate import heart_rate_pieces, heart_rate_series
 from hbtool.cli import plotting
 from hbtool.io import read_heartbeats
 from hbtool.io.hbt_stream import HbtStream
@@ -193,3 +193,26 @@ def test_plot_reads_one_thread_at_a_time_and_draws_what_it_drew(capsys, monkeypa
     code, _, err = run_cli(capsys, "plot", src, "-o", tmp_path / "p.png")
     assert code == 0, err
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_draws_a_long_thread_a_piece_at_a_time(capsys, monkeypatch, burst, tmp_path):
+    """A thread of more beats than a piece is drawn from its pieces (its beat times never
+    held whole): the same points as from the whole thread, exactly."""
+    src = _burst_trace(burst, tmp_path / "trace", 1, 60000)
+    monkeypatch.setattr(config, "HBT_READ_WINDOW_BYTES", 2 * 65536)
+    monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 4096)
+    trace = read_heartbeats(src, stream=True)
+    ((key, t, hr),) = heart_rate_series(trace, 10)
+    whole = plotting.thread_curve(t, hr)
+    pieces = list(trace.thread_time_pieces(key))
+    assert len(pieces) == 15 and max(map(len, pieces)) == 4096
+    got = plotting.thread_curve_pieces(len(t), heart_rate_pieces(iter(pieces), 10))
+    for name in ("x", "y", "xs", "ys"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(whole, name), err_msg=name)
+    assert (got.last_t, got.last_hr) == (whole.last_t, whole.last_hr) and got.top == whole.top
+    assert len(got.x) <= config.PLOT_MAX_POINTS + 50
+    monkeypatch.setattr(HbtStream, "load_times", lambda *a, **k: pytest.fail("plot read a thread whole"))
+    monkeypatch.setattr(HbtStream, "load_beats", lambda *a, **k: pytest.fail("plot read a thread whole"))
+    code, _, err = run_cli(capsys, "plot", src, "-o", tmp_path / "p.png")
+    assert code == 0, err
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG" and "Warning" not in err

@@ -27,6 +27,20 @@ def heart_rate_series(trace, w: int = config.HEART_RATE_WINDOW):
         yield key, t, heart_rate(t, w)
 
 
+def heart_rate_pieces(pieces, w: int = config.HEART_RATE_WINDOW):
+    """(times, heart rates) of each of a thread's consecutive pieces of beat times (s,
+    ascending): the rates heart_rate gives the whole thread, holding a piece and the w
+    times before it."""
+    before = np.empty(0)
+    for piece in pieces:
+        t = np.asarray(piece, dtype=np.float64)
+        if not t.size:
+            continue
+        ext = np.concatenate([before, t])
+        yield t, heart_rate(ext, w)[before.size:]   # NaN for the thread's first w beats, as whole
+        before = ext[max(0, ext.size - w):] if w > 0 else np.empty(0)
+
+
 def heart_rate(t, w: int = config.HEART_RATE_WINDOW) -> np.ndarray:
     """Windowed heart rate of one thread's beat times `t` (seconds, ascending).
 

@@ -69,9 +69,10 @@ def plot(paths, out, window, behavior, status, beats):
     trace = read_all(paths, beats=beats, stream=True)
     if len(trace.runs) > MAX_PANELS:
         raise click.UsageError(f"{len(trace.runs)} runs: plot at most {MAX_PANELS} at once")
-    from ..analyzers.heartrate import heart_rate_series
+    from ..analyzers.heartrate import heart_rate_pieces, heart_rate_series
     from ..analyzers.summary import summarize_threads
-    from .plotting import heart_rate_figure, save, thread_curve
+    from ..model.heartbeats import StreamedTrace
+    from .plotting import heart_rate_figure, save, thread_curve, thread_curve_pieces
 
     window = window or config.HEART_RATE_WINDOW
     summary = summarize_threads(trace)
@@ -84,8 +85,13 @@ def plot(paths, out, window, behavior, status, beats):
         from ..analyzers.behavior import behavior_timelines
 
         timelines = behavior_timelines(trace)
-    # one thread's beats in memory at a time, kept as at most config.PLOT_MAX_POINTS points
-    curves = {key: thread_curve(t, hr) for key, t, hr in heart_rate_series(trace, window)}
+    # one thread's beats in memory at a time, kept as at most config.PLOT_MAX_POINTS points;
+    # a trace whose beats stay in its files: a piece of a thread at a time
+    if isinstance(trace, StreamedTrace):
+        curves = {key: thread_curve_pieces(n, heart_rate_pieces(trace.thread_time_pieces(key), window))
+                  for key, n, _ in trace.thread_loaders()}
+    else:
+        curves = {key: thread_curve(t, hr) for key, t, hr in heart_rate_series(trace, window)}
     save(heart_rate_figure(curves, summary, window, timelines, statuses, notes), out)
     click.echo(f"hbtool: wrote {out}", err=True)
 

@@ -28,7 +28,9 @@ def _decimate(x: np.ndarray, y: np.ndarray, n: int) -> tuple[np.ndarray, np.ndar
         return x, y
     k = int(np.ceil(len(x) / n))
     m = len(x) // k * k
-    return x[:m].reshape(-1, k).mean(axis=1), np.nanmean(y[:m].reshape(-1, k), axis=1)
+    with warnings.catch_warnings():   # a block of undefined rates (the first w beats) is NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return x[:m].reshape(-1, k).mean(axis=1), np.nanmean(y[:m].reshape(-1, k), axis=1)
 
 
 def _break_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -87,19 +89,68 @@ def thread_curve(t: np.ndarray, hr: np.ndarray, points: int | None = None) -> Th
         k = int(np.ceil(n / points))
         m = n // k * k
         x, y = _decimate(t, hr, points)
-        blocks = hr[:m].reshape(-1, k)
-        med = np.median(blocks, axis=1)
-        holes = np.flatnonzero(np.isnan(med))
-        if holes.size:  # blocks with undefined rates (the first w beats): the median of the others
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                med[holes] = np.nanmedian(blocks[holes], axis=1)
+        med = _block_medians(hr[:m].reshape(-1, k))
         sm = _smooth(med, max(1, round(max(5, int(n * SMOOTH_SHARE)) / k)))
         xs, ys = x, sm
     x, y = _break_gaps(x, y)
     xs, ys = _break_gaps(xs, ys)
     top = float(np.nanmax(sm)) if np.isfinite(sm).any() else float("nan")
     return ThreadCurve(x, y, xs, ys, float(t[-1]) if n else float("nan"), last_hr, top)
+
+
+def thread_curve_pieces(n: int, pieces, points: int | None = None) -> ThreadCurve:
+    """thread_curve of a thread of n beats given as consecutive pieces (beat times s,
+    ascending; their heart rates, heartrate.heart_rate_pieces): the same curve, holding one
+    piece and the blocks' values rather than the thread (a thread of 100 M beats is drawn
+    in the memory of a piece)."""
+    points = points or config.PLOT_MAX_POINTS
+    if n <= points:
+        parts = list(pieces)
+        t = np.concatenate([p[0] for p in parts] or [np.empty(0)])
+        hr = np.concatenate([p[1] for p in parts] or [np.empty(0)])
+        return thread_curve(t, hr, points)
+    k = int(np.ceil(n / points))
+    m = n // k * k
+    xb, yb, mb = [], [], []
+    carry_t, carry_h = np.empty(0), np.empty(0)   # a block begun in the piece before
+    seen, last_t, last_hr = 0, float("nan"), 0.0
+    for t, hr in pieces:
+        if not len(t):
+            continue
+        finite = np.flatnonzero(~np.isnan(hr))
+        if finite.size:
+            last_hr = float(hr[finite[-1]])
+        last_t = float(t[-1])
+        take = max(0, min(len(t), m - seen))      # the blocks cover the first m beats
+        bt, bh = np.concatenate([carry_t, t[:take]]), np.concatenate([carry_h, hr[:take]])
+        full = bt.size // k * k
+        if full:
+            x, y = _decimate(bt[:full], bh[:full], full // k)
+            xb.append(x)
+            yb.append(y)
+            mb.append(_block_medians(bh[:full].reshape(-1, k)))
+        carry_t, carry_h = bt[full:], bh[full:]
+        seen += len(t)
+    x = np.concatenate(xb) if xb else np.empty(0)
+    y = np.concatenate(yb) if yb else np.empty(0)
+    med = np.concatenate(mb) if mb else np.empty(0)
+    sm = _smooth(med, max(1, round(max(5, int(n * SMOOTH_SHARE)) / k)))
+    xs, ys = _break_gaps(x, sm)
+    x, y = _break_gaps(x, y)
+    top = float(np.nanmax(sm)) if np.isfinite(sm).any() else float("nan")
+    return ThreadCurve(x, y, xs, ys, last_t, last_hr, top)
+
+
+def _block_medians(blocks: np.ndarray) -> np.ndarray:
+    """Each row's median; of a row with undefined rates (the first w beats), the median of
+    the others."""
+    med = np.median(blocks, axis=1)
+    holes = np.flatnonzero(np.isnan(med))
+    if holes.size:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med[holes] = np.nanmedian(blocks[holes], axis=1)
+    return med
 
 
 #: colours of `hbtool plot --behavior` (running is left plain)

@@ -528,6 +528,16 @@ class StreamedTrace(HeartbeatTrace):
         for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key), rows):
             yield self._rows_frame(key, b)
 
+    def thread_time_pieces(self, key: tuple, rows: int | None = None):
+        """One thread's beat times (s, beats-table order, as thread_loaders' load gives them)
+        in consecutive pieces, as thread_row_pieces cuts its rows."""
+        from .. import config
+
+        run, process, thread = key
+        for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key),
+                                          rows or config.STREAM_PIECE_ROWS):
+            yield b["t_ns"].astype(np.float64) / 1e9
+
     def _thread_sources(self, key: tuple) -> list[str]:
         if self._sources_of is None:   # once, not per thread
             source = self.stats["source"].astype(str).tolist()
