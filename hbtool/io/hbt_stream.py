@@ -505,10 +505,15 @@ class HbtStream:
         fields = {name: np.empty(total, dtype=rdt[name].newbyteorder("=")) for name in names}
         groups = []  # per record: os_tid * 16 + source, for the unwrap of seq
         at = 0
-        with _opened(s) as fh:
-            for part, buf in _batches(fh, s, s.chunks, plan["pick"]):
-                at = self._read_batch(s, part, buf, thread, plan["codes"], plan["mine"], plan["shift"], plan["lo"],
-                                      plan["hi"], t_out, seq_out, groups, at, total, fields)
+        for t, seq, got_groups, got in self._batch_beats(plan, thread, names):
+            if at + t.size > total:
+                raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
+            t_out[at:at + t.size] = t
+            seq_out[at:at + t.size] = seq
+            for name, values in got.items():
+                fields[name][at:at + t.size] = values
+            groups += got_groups
+            at += t.size
         if at != total:
             raise HbtoolError(f"{s.path}: the file changed while being read: read it again")
         return s, t_out, seq_out, groups, fields
