@@ -193,6 +193,10 @@ def _write_streamed(trace, run: str, process: int, meta: dict[str, str], rank: i
     waits = waits if waits is not None else empty_frame(WAIT_COLUMNS)
     t0 = min([0] + [int(v.min()) for v in (st["first_ns"], events["t_ns"], waits["t_ns"]) if len(v)])
     names = _Names()
+    # the process's construct names numbered in name order, as the whole-trace writer numbers
+    # them (not in the order the threads' beats come: that changed with the run)
+    known = set(trace.construct_names(run, process).values()) | set(waits["construct"].astype(str))
+    names.ids = {c: k + 1 for k, c in enumerate(sorted(known - {""}))}
     keys = [k for k in trace.thread_keys() if str(k[0]) == run and int(k[1]) == process]
     with open(dest, "wb") as f:
         f.write(bytes(DATA_OFFSET))

@@ -528,6 +528,10 @@ class StreamedTrace(HeartbeatTrace):
         for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key), rows):
             yield self._rows_frame(key, b)
 
+    def construct_names(self, run: str, process: int) -> dict[int, str]:
+        """Construct id -> name of one process's automatic beats and waits (its NAME records)."""
+        return self._source.construct_names(run, process)
+
     def thread_time_pieces(self, key: tuple, rows: int | None = None):
         """One thread's beat times (s, beats-table order, as thread_loaders' load gives them)
         in consecutive pieces, as thread_row_pieces cuts its rows."""
