@@ -348,6 +348,34 @@ def test_diagnose_keeps_no_beat_times_once_done(burst, tmp_path, monkeypatch):
     assert all(ref() is None for ref, _ in features._CACHE.used.values())
 
 
+@pytest.mark.parametrize("name", ["burst", "pi-shutdown", "matmul-earlyexit"])
+def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burst, tmp_path, monkeypatch):
+    """Threads of more than SERIES_WHOLE_BEATS beats are never held whole: their features
+    come from pieces of beat times, two passes and more (threads of different lengths, whose
+    LTRmax asks for beat indices of another count, a reference trace), the same values as
+    from the whole threads."""
+    from hbtool.analyzers import diagnosis, features
+
+    f = _record(burst, tmp_path, 3, 20000) if name == "burst" else SAMPLES / name
+    ref = SAMPLES / "pi-normal"
+    eager, _ = _both(f)
+    eager_ref, _ = _both(ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        want = [features_table(eager), features_table(eager, reference=eager_ref)]
+        monkeypatch.setattr(config, "SERIES_WHOLE_BEATS", 100)
+        monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 97)
+        streamed, streamed_ref = _both(f)[1], _both(ref)[1]
+        series = diagnosis.thread_series(streamed, features.FeatureSettings())
+        assert all(isinstance(v, features.PiecewiseSeries) for v in series.values())
+        got = [features_table(streamed), features_table(streamed, reference=streamed_ref)]
+    for w, g in zip(want, got):
+        pd.testing.assert_frame_equal(w, g, check_exact=False, rtol=1e-9)
+        assert np.isfinite(g["DTW"].to_numpy(float)).sum() >= 3   # the features were computed
+    if name == "pi-shutdown":   # its threads made different numbers of beats
+        assert want[0]["beats"].nunique() > 1
+
+
 def test_a_run_of_many_files_is_read_without_keeping_them_open(tmp_path, monkeypatch):
     """Past KEEP_OPEN files (a run of hundreds of forked processes), each file is opened
     again when read, not held open: the same answers."""

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import HeartbeatTrace
-from .features import FEATURES, FeatureSettings, LazySeries, Series, compute_features, make_series, too_few_beats
+from .features import FEATURES, FeatureSettings, LazySeries, PiecewiseSeries, Series, compute_features, make_series, too_few_beats
 from .. import config
 from .summary import memory_retained, region_work, summarize_threads, work_shifts
 
@@ -22,7 +22,9 @@ BEAT_BY_BEAT = ["LTR", "LHR", "DTW", "LB", "LTRmax"]
 def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
     loaders = getattr(trace, "thread_loaders", None)
     if loaders is not None:  # a StreamedTrace: each thread's beats read from the file when needed
-        return {k: LazySeries(load, n, settings.window) for k, n, load in loaders()}
+        return {k: (LazySeries(load, n, settings.window) if n <= config.SERIES_WHOLE_BEATS else
+                    PiecewiseSeries(lambda k=k: trace.thread_time_pieces(k), n, settings))
+                for k, n, load in loaders()}
     return {k: make_series(g["t"].to_numpy(), settings.window) for k, g in trace.threads()}
 
 

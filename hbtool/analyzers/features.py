@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import config
-from .align import common_grid, fit_poly
+from .align import fit_poly
 from .heartrate import heart_rate
 from ..model.hsa import FEATURES, PAPER_FEATURES, FeatureSettings
 
@@ -50,6 +50,28 @@ class Series:
     def rate_defined(self, w: int) -> bool:
         """Whether any heart rate after the first `w` beats is defined."""
         return not np.all(np.isnan(self.hr[w:]))
+
+    def times_every(self, step: int) -> np.ndarray:
+        """The times of beats 0, step, 2 step, ..."""
+        return self.t[::step]
+
+    def times_at(self, idx: np.ndarray) -> np.ndarray:
+        """The times of the beats at the (ascending) indices idx."""
+        return self.t[idx]
+
+    def time_span(self, w: int) -> tuple[float, float]:
+        """The earliest and latest time of the beats after the first `w` (NaN, NaN: none)."""
+        t = self.t[w:]
+        t = t[np.isfinite(t)]
+        return (float(t.min()), float(t.max())) if t.size else (float("nan"), float("nan"))
+
+    def rate_profile(self, w: int, cap: int, scale: float) -> np.ndarray:
+        """The defined heart rates after the first `w` beats, divided by `scale`,
+        mean-pooled to at most `cap` points (what DTW and LB compare)."""
+        from .distance import pool
+
+        h = self.hr[w:]
+        return pool(h[np.isfinite(h)] / scale, cap)
 
 
 class LazySeries(Series):
@@ -112,6 +134,158 @@ class LazySeries(Series):
         self._arrays = None
 
 
+class PiecewiseSeries(Series):
+    """A thread too long to hold (a StreamedTrace's, over config.SERIES_WHOLE_BEATS beats):
+    what the features ask of it is gathered from its beat times read in consecutive pieces
+    (`pieces()`: arrays of times, s, in order), so memory follows the pieces, not the
+    thread. A first pass gives its last time, time span, mean heart rate and the times of
+    every settings.ltr_window-th beat (8 bytes per that many beats); a second its pooled
+    heart rates (at most settings.dtw_max_points points, for DTW, LB and the fit) and the
+    times LTRmax asks of its own beat count; other beat indices take a pass of their own.
+    The values are those of Series up to the order of floating-point sums."""
+
+    def __init__(self, pieces, beats: int, settings: FeatureSettings):
+        self._pieces, self._n, self._s = pieces, int(beats), settings
+        self._fits = {}
+        self._first = None    # pass 1
+        self._second = None   # pass 2
+        self._at: dict = {}   # indices (bytes) -> times
+
+    def __repr__(self) -> str:
+        return f"PiecewiseSeries(beats={self._n})"
+
+    @property
+    def beats(self) -> int:
+        return self._n
+
+    @property
+    def t(self):
+        raise AttributeError("a piecewise series holds no beat times: use its methods")
+
+    @property
+    def hr(self):
+        raise AttributeError("a piecewise series holds no heart rates: use its methods")
+
+    def _rates(self):
+        """(global index of the piece's first beat, times, heart rates) of each piece."""
+        from .heartrate import heart_rate_pieces
+
+        at = 0
+        for t, hr in heart_rate_pieces(self._pieces(), self._s.window):
+            yield at, t, hr
+            at += t.size
+
+    def _pass1(self) -> dict:
+        if self._first is None:
+            w, step = self._s.window, self._s.ltr_window
+            last, lo, hi, total, count, every, n = np.nan, np.inf, -np.inf, 0.0, 0, [], 0
+            for at, t, hr in self._rates():
+                every.append(t[(-at) % step::step].copy())   # not a view: it would hold the piece
+                last = t[-1]
+                tail = t[max(0, w - at):]
+                tail = tail[np.isfinite(tail)]
+                if tail.size:
+                    lo, hi = min(lo, float(tail.min())), max(hi, float(tail.max()))
+                ok = np.isfinite(hr)
+                count += int(ok.sum())
+                total += float(hr[ok].sum())
+                n = at + t.size
+            if n != self._n:   # the file changed under us (a live trace): say so, do not guess
+                from ..errors import TraceFormatError
+
+                raise TraceFormatError(f"a thread's beats changed while they were read ({self._n} beats, then {n}): "
+                                       f"the trace is being written; read it again when the program ends")
+            self._first = {"last": float(last), "span": (lo, hi) if np.isfinite(lo) else (np.nan, np.nan),
+                           "count": count, "mean": total / count if count else np.nan,
+                           "every": np.concatenate(every) if every else np.empty(0)}
+        return self._first
+
+    def _pass2(self) -> dict:
+        if self._second is None:
+            cap, count = self._s.dtw_max_points, self._pass1()["count"]
+            own = _peak_indices(self._n, self._s.peak_windows) if self._n >= 2 * self._s.peak_windows else None
+            if count > cap:
+                edges = np.arange(cap + 1, dtype=np.int64) * count // cap
+                sum_t, sum_hr = np.zeros(cap), np.zeros(cap)
+            else:
+                kept_t, kept_hr = [], []
+            seen, at_times = 0, []
+            for at, t, hr in self._rates():
+                if own is not None:
+                    mine = own[(own >= at) & (own < at + t.size)]
+                    at_times.append(t[mine - at])
+                ok = np.isfinite(hr)
+                tt, hh = t[ok], hr[ok]
+                if count > cap:
+                    b = np.searchsorted(edges, np.arange(seen, seen + hh.size), side="right") - 1
+                    sum_t += np.bincount(b, tt, minlength=cap)
+                    sum_hr += np.bincount(b, hh, minlength=cap)
+                else:
+                    kept_t.append(tt)
+                    kept_hr.append(hh)
+                seen += hh.size
+            if count > cap:
+                size = np.diff(edges)
+                x, y = sum_t / size, sum_hr / size
+            else:
+                x = np.concatenate(kept_t) if kept_t else np.empty(0)
+                y = np.concatenate(kept_hr) if kept_hr else np.empty(0)
+            self._second = {"x": x, "y": y}
+            if own is not None:
+                self._at[own.tobytes()] = np.concatenate(at_times)
+        return self._second
+
+    def last_t(self) -> float:
+        return self._pass1()["last"]
+
+    def mean_hr(self, w: int) -> float:
+        self._check(w)
+        return self._pass1()["mean"]
+
+    def rate_defined(self, w: int) -> bool:
+        self._check(w)
+        return self._pass1()["count"] > 0
+
+    def time_span(self, w: int) -> tuple[float, float]:
+        self._check(w)
+        return self._pass1()["span"]
+
+    def times_every(self, step: int) -> np.ndarray:
+        if step != self._s.ltr_window:
+            raise ValueError(f"this series keeps every {self._s.ltr_window}-th beat's time, not every {step}-th")
+        return self._pass1()["every"]
+
+    def times_at(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        self._pass2()   # its own LTRmax indices come with the pooled rates
+        key = idx.tobytes()
+        if key not in self._at:
+            out = np.full(idx.size, np.nan)
+            for at, t, _ in self._rates():
+                sel = (idx >= at) & (idx < at + t.size)
+                out[sel] = t[idx[sel] - at]
+            self._at[key] = out
+        return self._at[key]
+
+    def rate_profile(self, w: int, cap: int, scale: float) -> np.ndarray:
+        self._check(w)
+        if cap != self._s.dtw_max_points:
+            raise ValueError(f"this series pools to {self._s.dtw_max_points} points, not {cap}")
+        return self._pass2()["y"] / scale
+
+    def fit(self, s: "FeatureSettings"):
+        key = (s.window, s.dtw_max_points, s.r2_target, s.max_degree)
+        if key not in self._fits:
+            self._check(s.window)
+            p = self._pass2()
+            self._fits[key] = fit_poly(p["x"], p["y"], s.r2_target, s.max_degree)
+        return self._fits[key]
+
+    def _check(self, w: int) -> None:
+        if w != self._s.window:
+            raise ValueError(f"this series has heart rates over {self._s.window} beats, not {w}")
+
+
 class _SeriesCache:
     """The loaded arrays of lazy series, within a byte budget. Over budget, the series used
     most recently is dropped first, but never the two used last (a thread and the reference
@@ -163,27 +337,31 @@ def too_few_beats(s: Series, settings: FeatureSettings) -> str | None:
     return None
 
 
-def _ltr(tq: np.ndarray, tc: np.ndarray, w: int) -> float:
-    k = (min(tq.size, tc.size) - 1) // w
+def _ltr(q: Series, c: Series, w: int) -> float:
+    k = (min(q.beats, c.beats) - 1) // w
     if k < 1:
         return float("nan")
-    idx = np.arange(k + 1) * w
-    dq = np.diff(tq[idx])
-    dc = np.diff(tc[idx])
+    dq = np.diff(q.times_every(w)[: k + 1])
+    dc = np.diff(c.times_every(w)[: k + 1])
     ok = dq > 0
     if not ok.any():
         return float("nan")
     return float(np.mean(dc[ok] / dq[ok]))
 
 
-def _ltr_max(tq: np.ndarray, tc: np.ndarray, k: int) -> float:
+def _peak_indices(n: int, k: int) -> np.ndarray:
+    """The beats that cut n beats into k equal windows (LTRmax)."""
+    return np.linspace(0, n - 1, k + 1).astype(np.int64)
+
+
+def _ltr_max(q: Series, c: Series, k: int) -> float:
     """The largest ratio of durations over `k` equal windows of the beats both sequences
     have: how much slower C was than Q at its slowest stretch."""
-    n = min(tq.size, tc.size)
+    n = min(q.beats, c.beats)
     if n < 2 * k or k < 1:
         return float("nan")
-    idx = np.linspace(0, n - 1, k + 1).astype(np.int64)
-    dq, dc = np.diff(tq[idx]), np.diff(tc[idx])
+    idx = _peak_indices(n, k)
+    dq, dc = np.diff(q.times_at(idx)), np.diff(c.times_at(idx))
     ok = dq > 0
     return float(np.max(dc[ok] / dq[ok])) if ok.any() else float("nan")
 
@@ -191,7 +369,11 @@ def _ltr_max(tq: np.ndarray, tc: np.ndarray, k: int) -> float:
 def _lhr(q: Series, c: Series, s: FeatureSettings) -> float:
     """Mean over windows of the ratio of windowed means of the aligned fitted curves."""
     w = s.window
-    grid = common_grid(q.t[w:], c.t[w:], s.lhr_points)
+    (lq, hq), (lc, hc) = q.time_span(w), c.time_span(w)
+    lo, hi = max(lq, lc), min(hq, hc)
+    # the overlap of the two spans (align.common_grid's, from each thread's span)
+    ok = np.isfinite([lq, hq, lc, hc]).all() and hi > lo
+    grid = np.linspace(lo, hi, s.lhr_points) if ok else np.empty(0)
     if grid.size < s.lhr_window:
         return float("nan")
     # fitted on at most dtw_max_points pooled points: same curve, bounded cost
@@ -218,15 +400,10 @@ def _pool_xy(x: np.ndarray, y: np.ndarray, cap: int) -> tuple[np.ndarray, np.nda
 def rate_profiles(q: Series, c: Series, s: FeatureSettings) -> tuple[np.ndarray, np.ndarray]:
     """The two heart-rate sequences DTW and LB compare: defined rates, divided by the
     reference's mean rate (dimensionless), mean-pooled to at most dtw_max_points."""
-    from .distance import pool
-
-    qh = q.hr[s.window:]
-    ch = c.hr[s.window:]
-    qh, ch = qh[np.isfinite(qh)], ch[np.isfinite(ch)]
-    scale = float(np.mean(qh)) if qh.size else float("nan")
+    scale = q.mean_hr(s.window) if q.rate_defined(s.window) else float("nan")
     if not np.isfinite(scale) or scale <= 0:
         return np.empty(0), np.empty(0)
-    return pool(qh / scale, s.dtw_max_points), pool(ch / scale, s.dtw_max_points)
+    return q.rate_profile(s.window, s.dtw_max_points, scale), c.rate_profile(s.window, s.dtw_max_points, scale)
 
 
 def compute_features(q: Series, c: Series, s: FeatureSettings, expected_beats: float | None = None) -> dict:
@@ -240,13 +417,13 @@ def compute_features(q: Series, c: Series, s: FeatureSettings, expected_beats: f
     out = dict.fromkeys(FEATURES, float("nan"))
     exp = float(expected_beats) if expected_beats else float(q.beats)
     out["progress"] = c.beats / exp if exp > 0 else float("nan")
-    if q.t.size and c.t.size and q.t[-1] > 0:
-        out["GTR"] = float(c.t[-1] / q.t[-1])
-    out["LTR"] = _ltr(q.t, c.t, s.ltr_window)
-    out["LTRmax"] = _ltr_max(q.t, c.t, s.peak_windows)
+    if q.beats and c.beats and q.last_t() > 0:
+        out["GTR"] = float(c.last_t() / q.last_t())
+    out["LTR"] = _ltr(q, c, s.ltr_window)
+    out["LTRmax"] = _ltr_max(q, c, s.peak_windows)
     w = s.window
-    qh, ch = q.hr[w:], c.hr[w:]
-    mq, mc = np.nanmean(qh) if np.isfinite(qh).any() else np.nan, np.nanmean(ch) if np.isfinite(ch).any() else np.nan
+    mq = q.mean_hr(w) if q.rate_defined(w) else np.nan
+    mc = c.mean_hr(w) if c.rate_defined(w) else np.nan
     if np.isfinite(mq) and mq > 0:
         out["GHR"] = float(mc / mq)
     out["LHR"] = _lhr(q, c, s)

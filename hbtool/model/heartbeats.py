@@ -539,7 +539,7 @@ class StreamedTrace(HeartbeatTrace):
 
         run, process, thread = key
         for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key),
-                                          rows or config.STREAM_PIECE_ROWS):
+                                          rows or config.STREAM_PIECE_ROWS, times_only=True):
             yield b["t_ns"].astype(np.float64) / 1e9
 
     def _thread_sources(self, key: tuple) -> list[str]:
@@ -603,9 +603,10 @@ class _JoinedSources:
         source, name = self.by_run[run]
         return source.load_beats(name, process, thread, sources)
 
-    def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int):
+    def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int,
+                    times_only: bool = False):
         source, name = self.by_run[run]
-        return source.beat_pieces(name, process, thread, sources, rows)
+        return source.beat_pieces(name, process, thread, sources, rows, times_only)
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame | None:
         source, name = self.by_run[run]
