@@ -51,9 +51,10 @@ class Series:
         """Whether any heart rate after the first `w` beats is defined."""
         return not np.all(np.isnan(self.hr[w:]))
 
-    def times_every(self, step: int) -> np.ndarray:
-        """The times of beats 0, step, 2 step, ..."""
-        return self.t[::step]
+    def times_every(self, step: int, count: int):
+        """The times of beats 0, step, 2 step, ... (the first `count` of them), in
+        consecutive arrays."""
+        yield self.t[::step][:count]
 
     def times_at(self, idx: np.ndarray) -> np.ndarray:
         """The times of the beats at the (ascending) indices idx."""
@@ -134,6 +135,11 @@ class LazySeries(Series):
         self._arrays = None
 
 
+#: a PiecewiseSeries keeps the times LTR compares (every ltr_window-th beat's) up to this many
+#: (32 MiB); a longer thread reads them again for each comparison
+EVERY_HELD = 1 << 22
+
+
 class PiecewiseSeries(Series):
     """A thread too long to hold (a StreamedTrace's, over config.SERIES_WHOLE_BEATS beats):
     what the features ask of it is gathered from its beat times read in consecutive pieces
@@ -179,8 +185,10 @@ class PiecewiseSeries(Series):
         if self._first is None:
             w, step = self._s.window, self._s.ltr_window
             last, lo, hi, total, count, every, n = np.nan, np.inf, -np.inf, 0.0, 0, [], 0
+            held = -(-self._n // step) <= EVERY_HELD
             for at, t, hr in self._rates():
-                every.append(t[(-at) % step::step].copy())   # not a view: it would hold the piece
+                if held:
+                    every.append(t[(-at) % step::step].copy())   # not a view: it would hold the piece
                 last = t[-1]
                 tail = t[max(0, w - at):]
                 tail = tail[np.isfinite(tail)]
@@ -197,7 +205,7 @@ class PiecewiseSeries(Series):
                                        f"the trace is being written; read it again when the program ends")
             self._first = {"last": float(last), "span": (lo, hi) if np.isfinite(lo) else (np.nan, np.nan),
                            "count": count, "mean": total / count if count else np.nan,
-                           "every": np.concatenate(every) if every else np.empty(0)}
+                           "every": (np.concatenate(every) if every else np.empty(0)) if held else None}
         return self._first
 
     def _pass2(self) -> dict:
@@ -250,10 +258,17 @@ class PiecewiseSeries(Series):
         self._check(w)
         return self._pass1()["span"]
 
-    def times_every(self, step: int) -> np.ndarray:
-        if step != self._s.ltr_window:
-            raise ValueError(f"this series keeps every {self._s.ltr_window}-th beat's time, not every {step}-th")
-        return self._pass1()["every"]
+    def times_every(self, step: int, count: int):
+        every = self._pass1()["every"] if step == self._s.ltr_window else None
+        if every is not None:
+            yield every[:count]
+            return
+        for at, t, _ in self._rates():   # a pass of its own: a thread of more than EVERY_HELD of them
+            if count <= 0:
+                return
+            got = t[(-at) % step::step][:count]
+            count -= got.size
+            yield got
 
     def times_at(self, idx: np.ndarray) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
@@ -341,12 +356,37 @@ def _ltr(q: Series, c: Series, w: int) -> float:
     k = (min(q.beats, c.beats) - 1) // w
     if k < 1:
         return float("nan")
-    dq = np.diff(q.times_every(w)[: k + 1])
-    dc = np.diff(c.times_every(w)[: k + 1])
-    ok = dq > 0
-    if not ok.any():
-        return float("nan")
-    return float(np.mean(dc[ok] / dq[ok]))
+    total, count, before = 0.0, 0, None
+    pairs = ((x, x) for x in q.times_every(w, k + 1)) if q is c else _aligned(q.times_every(w, k + 1),
+                                                                                 c.times_every(w, k + 1))
+    for tq, tc in pairs:
+        if before is not None:   # the window that spans two arrays
+            tq, tc = np.r_[before[0], tq], np.r_[before[1], tc]
+        if tq.size:
+            before = (tq[-1], tc[-1])
+        dq, dc = np.diff(tq), np.diff(tc)
+        ok = dq > 0
+        total += float(np.sum(dc[ok] / dq[ok]))
+        count += int(ok.sum())
+    return total / count if count else float("nan")
+
+
+def _aligned(a, b):
+    """Two streams of arrays as pairs of arrays of equal lengths, in order."""
+    ia, ib = iter(a), iter(b)
+    xa, xb = np.empty(0), np.empty(0)
+    while True:
+        while not xa.size:
+            xa = next(ia, None)
+            if xa is None:
+                return
+        while not xb.size:
+            xb = next(ib, None)
+            if xb is None:
+                return
+        m = min(xa.size, xb.size)
+        yield xa[:m], xb[:m]
+        xa, xb = xa[m:], xb[m:]
 
 
 def _peak_indices(n: int, k: int) -> np.ndarray:

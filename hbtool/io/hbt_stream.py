@@ -424,6 +424,8 @@ class HbtStream:
         self.order = process_order(parsed, self.offsets)
         #: process number -> index in scans
         self.proc_index: dict[int, int] = {}
+        #: (process, thread, sources) -> whether its beats are one sequence (_one_sequence), once
+        self._sequence: dict[tuple, bool] = {}
 
     def close(self) -> None:
         for s in self.scans:
@@ -543,7 +545,10 @@ class HbtStream:
         follows the read window and `rows`, not the thread; else one dict of them all.
         times_only: the dicts hold t_ns alone (an eighth of the memory)."""
         plan = self._plan(process, thread, sources)
-        if plan["total"] > rows and self._one_sequence(plan, thread):
+        key = (process, thread, tuple(sources))
+        if plan["total"] > rows and key not in self._sequence:
+            self._sequence[key] = self._one_sequence(plan, thread)
+        if plan["total"] > rows and self._sequence[key]:
             held, n, seen = [], 0, 0
             source = int(plan["codes"][0])
             os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
