@@ -378,6 +378,39 @@ def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burs
         assert want[0]["beats"].nunique() > 1
 
 
+def test_a_team_of_many_regions_is_judged_without_holding_its_threads(tracer_built, tmp_path, monkeypatch):
+    """An OpenMP run whose threads beat and wait at each of thousands of regions
+    (tests/programs/omp_regions.c: thread 1 works four times as long from region 1,500 on):
+    the scan sums waits per chunk, thread and kind (not per wait), and the work shift is
+    found from a few beat times read in pieces and the waits read in pieces, with small
+    windows and pieces: the same table as from the whole threads."""
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import hbt_stream
+
+    exe = tmp_path / "omp_regions"
+    subprocess.run(["gcc", "-fopenmp", "-O2", str(ROOT / "tests" / "programs" / "omp_regions.c"), "-o", str(exe)],
+                   check=True)
+    out = tmp_path / "trace"
+    run_hbtool("record", "-q", "-o", out, "--beats", "openmp", "--", exe, "3000",
+               env=dict(os.environ, OMP_NUM_THREADS="2"))
+    eager, streamed = _both(out)
+    want = work_shifts(eager)
+    assert len(want) == 2 and want.set_index("thread").loc[1, "work_shift"] > 2.0, want
+    assert abs(want.set_index("thread").loc[1, "shift_beat"] - 1501) < 100, want
+    waits = len(eager.waits)
+    assert waits >= 6000
+    monkeypatch.setattr(config, "HBT_READ_WINDOW_BYTES", 2 * 65536)
+    monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 50)
+    monkeypatch.setattr(hbt_stream, "MIXED_RECORDS", 100)
+    _, streamed = _both(out)
+    summed = sum(s.waits["chunk"].size for s in streamed._source.scans)
+    assert summed < waits / 10, (summed, waits)
+    pd.testing.assert_frame_equal(want, work_shifts(streamed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        pd.testing.assert_frame_equal(features_table(eager), features_table(streamed))
+
+
 def test_a_run_of_many_files_is_read_without_keeping_them_open(tmp_path, monkeypatch):
     """Past KEEP_OPEN files (a run of hundreds of forked processes), each file is opened
     again when read, not held open: the same answers."""

@@ -413,6 +413,30 @@ def _window_work(beats: dict[tuple, np.ndarray], waits: dict) -> tuple[dict, dic
     return ({k: np.diff(work_clock(t[edges[k]], *waits[k]).astype(np.float64)) for k, t in beats.items()}, edges)
 
 
+def _window_work_streamed(trace: StreamedTrace, counts: dict[tuple, int]) -> tuple[dict, dict]:
+    """_window_work of a streamed trace's team (`counts`: each thread's beats), holding no
+    thread whole: the beat times at the window edges, read in pieces, and the time each
+    thread had waited by each, summed over its waits read in pieces (a wait [start, end)
+    counts up to the edge: the same work clock for waits that do not overlap)."""
+    if len(counts) < 2:
+        return {}, {}
+    n = list(counts.values())
+    if max(n) > config.SHIFT_SAME_BEATS * min(n) or _window_edges(min(n)) is None:
+        return {}, {}
+    edges = {k: _window_edges(c) for k, c in counts.items()}
+    if len({len(e) for e in edges.values()}) != 1:
+        return {}, {}
+    work = {}
+    for k in counts:
+        at = trace.thread_times_at(k, edges[k])
+        waited = np.zeros(at.size, dtype=np.int64)
+        for end, length in trace.thread_wait_pieces(k):
+            o = np.argsort(end, kind="stable")
+            waited += at - work_clock(at, (end - length)[o], end[o])
+        work[k] = np.diff((at - waited).astype(np.float64))
+    return work, edges
+
+
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per thread of a team with wait records: how many times longer its own work took,
     against its team's, after some beat than before it (docs/methods.md, "Work shift").
@@ -445,17 +469,22 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         if k[:2] in with_waits:
             teams.setdefault(k[:2], []).append(k)
     rows = []
-    eager = not isinstance(trace, StreamedTrace) and any(len(team) > 1 for team in teams.values())
+    streamed = isinstance(trace, StreamedTrace)
+    eager = not streamed and any(len(team) > 1 for team in teams.values())
     beats_of = _grouped(trace.beats) if eager else None
     waits_of = _grouped(trace.waits) if eager else None
+    counts = {(str(k[0]), int(k[1]), int(k[2])): n for k, n, _ in trace.thread_loaders()} if streamed else None
     for (run, process), team in teams.items():
         if len(team) < 2:
             continue
-        waits = _waits_by_thread(trace, team, waits_of)
-        beats = {k: t for k, t in _beat_times(trace, team, beats_of).items() if len(t)}
-        if len(beats) < 2:
-            continue
-        work, at_beat = _window_work(beats, waits)
+        if streamed:   # a few beats of each thread, its waits summed: none held whole
+            work, at_beat = _window_work_streamed(trace, {k: counts[k] for k in team if counts.get(k)})
+        else:
+            waits = _waits_by_thread(trace, team, waits_of)
+            beats = {k: t for k, t in _beat_times(trace, team, beats_of).items() if len(t)}
+            if len(beats) < 2:
+                continue
+            work, at_beat = _window_work(beats, waits)
         if not work:
             continue
         m = len(next(iter(work.values())))

@@ -347,7 +347,23 @@ def _window_records(recs, first, nrec, cid, start, heads, runs, others, waits) -
     if p.size == n.size:
         return 0
     q = np.flatnonzero(~pure)
-    f, n, cid, slot = f[q], n[q], cid[q], slot[q]
+    # the others record by record, some chunks at a time: their temporaries (about 200 bytes a
+    # record) follow MIXED_RECORDS, not the window
+    ends = np.cumsum(n[q])
+    bad, a = 0, 0
+    while a < q.size:
+        b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + MIXED_RECORDS, side="right")))
+        bad += _mixed_records(recs, f[q[a:b]], n[q[a:b]], cid[q[a:b]], slot[q[a:b]], start, runs, others, waits)
+        a = b
+    return bad
+
+
+#: records of mixed chunks (beats beside waits and other records) summarised at a time
+MIXED_RECORDS = 1 << 16
+
+
+def _mixed_records(recs, f, n, cid, slot, start, runs, others, waits) -> int:
+    """_window_records' part for chunks that are not pure, record by record."""
     seg = np.cumsum(n) - n
     ridx = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(seg, n) + np.repeat(f + 1, n)
     sub = recs[ridx]
@@ -364,9 +380,12 @@ def _window_records(recs, first, nrec, cid, start, heads, runs, others, waits) -
                      "pos": ridx[beat][st] - f[bc[st]], "beats": np.diff(np.r_[st, bc.size]),
                      "tmin": np.minimum.reduceat(tb, st), "tmax": np.maximum.reduceat(tb, st)})
     w = (kind == REC_WAIT) & ~bad
-    if w.any():  # waits summed (an OpenMP program has about as many as beats)
+    if w.any():  # waits summed per chunk, thread, source and kind (an OpenMP program has about
+        # as many as beats, of two or three kinds in turn: summed as they come, they would not shrink)
         wr = recs[ridx[w]]
         wc, wth, wfl = ci[w], th[w], fl[w]
+        g = np.lexsort((wfl, wth, wc))
+        wr, wc, wth, wfl = wr[g], wc[g], wth[g], wfl[g]
         ns = (wr["iter"].astype(np.uint32).astype(np.int64) << 32) | wr["aux"].astype(np.int64)
         end = wr["t_ns"].astype(np.int64)
         brk = np.r_[True, (wc[1:] != wc[:-1]) | (wth[1:] != wth[:-1]) | (wfl[1:] != wfl[:-1])]
@@ -604,6 +623,19 @@ class HbtStream:
             s = self.scans[self.proc_index[process]]
             cache[process] = _construct_names(s.other, s.path, [], s.meta.get("exe"))
         return cache[process]
+
+    def wait_pieces(self, run: str, process: int, thread: int):
+        """One thread's waits read from the file again a batch of chunks at a time: (end t_ns
+        on the run's clock, wait_ns) per batch, in file order (memory follows the read
+        window, not the thread)."""
+        i = self.proc_index[process]
+        s = self.scans[i]
+        w = s.waits
+        chunks = np.unique(w["chunk"][w["thread"] == thread])
+        shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])
+        for w in _wait_records(s, chunks):
+            keep = w["thread"] == thread
+            yield w["t_ns"][keep] + shift, w["wait_ns"][keep]
 
     def load_waits(self, run: str, process: int, thread: int) -> pd.DataFrame:
         """One thread's waits (wait records), read from the file again: t_ns (its end, on the

@@ -542,6 +542,32 @@ class StreamedTrace(HeartbeatTrace):
                                           rows or config.STREAM_PIECE_ROWS, times_only=True):
             yield b["t_ns"].astype(np.float64) / 1e9
 
+    def thread_times_at(self, key: tuple, idx: np.ndarray) -> np.ndarray:
+        """The times (ns) of the beats at indices `idx` (ascending) of one thread's beats sorted
+        by time, read in pieces when they come in time order already (else read whole and
+        sorted): what needs a few of a long thread's beats without holding them."""
+        run, process, thread = key
+        idx = np.asarray(idx, dtype=np.int64)
+        out, at, last = np.empty(idx.size, dtype=np.int64), 0, None
+        from .. import config
+
+        for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key),
+                                          config.STREAM_PIECE_ROWS, times_only=True):
+            t = b["t_ns"]
+            if t.size and ((last is not None and t[0] < last) or (t.size > 1 and (np.diff(t) < 0).any())):
+                return np.sort(self.thread_beats(key)[0], kind="stable")[idx]   # not in time order
+            sel = (idx >= at) & (idx < at + t.size)
+            out[sel] = t[idx[sel] - at]
+            at += t.size
+            last = t[-1] if t.size else last
+        if idx.size and (idx.min() < 0 or idx.max() >= at):
+            raise IndexError(f"beat index out of range: the thread has {at} beats")
+        return out
+
+    def thread_wait_pieces(self, key: tuple):
+        """One thread's waits read in pieces: (end t_ns, wait_ns) arrays, in file order."""
+        return self._source.wait_pieces(*key)
+
     def _thread_sources(self, key: tuple) -> list[str]:
         if self._sources_of is None:   # once, not per thread
             source = self.stats["source"].astype(str).tolist()
@@ -607,6 +633,10 @@ class _JoinedSources:
                     times_only: bool = False):
         source, name = self.by_run[run]
         return source.beat_pieces(name, process, thread, sources, rows, times_only)
+
+    def wait_pieces(self, run: str, process: int, thread: int):
+        source, name = self.by_run[run]
+        return source.wait_pieces(name, process, thread)
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame | None:
         source, name = self.by_run[run]

@@ -1,0 +1,36 @@
+/*
+ * omp_regions.c -- many small OpenMP parallel regions, each thread beating and
+ * waiting at each one, for tests of the readers on a thread of many beats and
+ * waits (tests/test_hbt_stream.py). From region N/2 on, thread 1 does about
+ * four times the work of the others: a shift in its own work.
+ *
+ *   omp_regions N
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static double work(long units)
+{
+    volatile double s = 0;
+    for (long i = 0; i < units; i++)
+        s += (double)i * 1e-9;
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    double total = 0;
+    for (long r = 0; r < n; r++) {
+#pragma omp parallel reduction(+ : total)
+        {
+            long units = 2000;
+            if (omp_get_thread_num() == 1 && r >= n / 2)
+                units *= 4;
+            total += work(units);
+        }
+    }
+    printf("%.3f\n", total);
+    return 0;
+}
