@@ -442,3 +442,49 @@ def test_level_of_a_thread_too_long_for_one_pass_is_the_same_curve():
         np.testing.assert_array_equal(behavior._running_median(x, 2 * s.smooth + 1), whole_med)
     finally:
         behavior.ROLLING_BLOCK = old
+
+
+def test_waits_found_by_search_are_the_waits_summed_over_all():
+    """_waited_in looks only at the waits that can overlap the span (sorted by end, the longest
+    bounding how early one may start): the same seconds and kind as summing over every wait,
+    overlapping waits included."""
+    import numpy as np
+
+    from hbtool.analyzers.behavior import SYNC_WORDS, ThreadWaits, _waited_in
+
+    rng = np.random.default_rng(7)
+    start = np.sort(rng.integers(0, 10**9, 5000))
+    end = start + rng.integers(1, 3 * 10**6, 5000)       # some overlap the next
+    names = np.array(["barrier", "critical", "outside"], dtype=object)
+    sync = rng.integers(0, 3, 5000)
+    o = np.argsort(end, kind="stable")
+    w = ThreadWaits(start[o], end[o], sync[o], names, int((end - start).max()))
+    for _ in range(300):
+        t0, t1 = np.sort(rng.integers(-10**7, 11 * 10**8, 2))
+        over = np.clip(np.minimum(end, t1) - np.maximum(start, t0), 0, None)
+        got = _waited_in(w, int(t0), int(t1))
+        assert got[0] == pytest.approx(over.sum() / 1e9, rel=1e-12, abs=0)
+        if over.any():
+            by = np.bincount(sync, weights=over, minlength=3)
+            assert got[1] == SYNC_WORDS[str(names[int(np.argmax(by))])]
+        else:
+            assert got == (0.0, "")
+
+
+def test_a_teammate_kept_as_a_view_counts_its_beats_to_within_a_block():
+    """A thread kept as TeammateView (bounded memory) still tells how many beats it made in a
+    span (a thread silent through a gap while a teammate beat on waited for it): within one
+    block of TEAMMATE_BLOCK beats of the exact count."""
+    import numpy as np
+
+    from hbtool.analyzers.behavior import TEAMMATE_BLOCK, TeammateView, _prepared
+
+    from conftest import make_trace
+
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.exponential(1e5, 20000) * rng.choice([1, 1, 1, 30], 20000)).astype(np.int64)
+    tb = _prepared(make_trace(1, 3), BehaviorSettings(), ("r", 0, 0), t, [], np.full(t.size, "", dtype=object))
+    v = TeammateView.of(tb)
+    for _ in range(2000):
+        a, b = np.sort(rng.integers(int(t[0]) - 10**6, int(t[-1]) + 10**6, 2))
+        assert abs(v.beats_between(int(a), int(b)) - tb.beats_between(int(a), int(b))) <= TEAMMATE_BLOCK

@@ -75,7 +75,7 @@ class ThreadBeats:
     os_tids: list[int]
     t_ns: np.ndarray          # beat times
     x: np.ndarray             # log of normalised intervals (len n-1)
-    construct: np.ndarray = field(default=None)  # per beat, its construct ("" for API beats)
+    construct: object = field(default=None)  # per beat, its construct ("" for API beats): array or Categorical
     gap: np.ndarray = field(default=None)      # conditional-waiting intervals (bool, n-1)
     level: np.ndarray = field(default=None)    # running median of x, gaps left out (n-1)
     ref: float = float("nan")                  # usual level (log seconds)
@@ -91,6 +91,10 @@ class ThreadBeats:
         ends = self.t_ns[1:]
         sel = (ends >= t0) & (ends <= t1) & ~self.gap
         return float(np.median(self.level[sel])) if sel.any() else float("nan")
+
+    def beats_between(self, t0: int, t1: int) -> int:
+        """Its beats after t0 and before t1."""
+        return int(np.searchsorted(self.t_ns, t1) - np.searchsorted(self.t_ns, t0, side="right"))
 
 
 #: intervals per block of the rolling medians (each block with its window's margin on both
@@ -224,6 +228,16 @@ class TeammateView:
     def level_between(self, t0: int, t1: int) -> float:
         sel = (self.block_end >= t0) & (self.block_end <= t1) & np.isfinite(self.block_level)
         return float(np.median(self.block_level[sel])) if sel.any() else float("nan")
+
+    def beats_between(self, t0: int, t1: int) -> int:
+        """Its beats after t0 and before t1, to within a block (TEAMMATE_BLOCK beats): the beat
+        count at a time interpolated between the block ends around it."""
+        if self.n < 2 or not len(self.block_end):
+            return 0
+        at = np.r_[self.t_ns[0], self.block_end]
+        count = np.r_[0, np.minimum((np.arange(len(self.block_end)) + 1) * TEAMMATE_BLOCK, self.n - 1)]
+        lo, hi = np.interp([t0, t1], at, count, left=0, right=self.n - 1)
+        return max(int(hi - lo), 0) if t1 > t0 else 0
 
 
 #: intervals per block of a TeammateView's level curve
@@ -394,7 +408,7 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
     one that the machine took the CPU from uses as much as usual, and is not busy-waiting."""
     if tb.n < 3 or not np.isfinite(tb.ref):
         return []
-    if tb.construct is not None and len(tb.construct) and (tb.construct != "").mean() > 0.5:
+    if tb.construct is not None and len(tb.construct) and np.mean(np.asarray(tb.construct != "")) > 0.5:
         # automatic beats mark units of unlike kinds (a loop chunk, a region's end): their rate
         # is no measure of progress, so a slower stretch says nothing; busy-waiting in such a
         # thread is a gap it spun through (its CPU time, thread_timeline)
@@ -467,39 +481,82 @@ def _online_saw(reports, t0: int, t1: int, tb: ThreadBeats, s: BehaviorSettings)
     return bool(((on >= t0 - slack) & (on <= t1)).any())
 
 
-def _thread_waits(trace: HeartbeatTrace, tb: ThreadBeats) -> pd.DataFrame:
-    """The thread's recorded waits (tracer `wait` records): start_ns, end_ns, sync."""
+@dataclass
+class ThreadWaits:
+    """A thread's recorded waits (tracer `wait` records), sorted by end: start and end (ns),
+    the kind of each as a code into `names` (sorted)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    sync: np.ndarray
+    names: np.ndarray
+    longest: int = 0
+
+    def __len__(self) -> int:
+        return int(self.end.size)
+
+
+def _thread_waits(trace: HeartbeatTrace, tb, cache: dict | None = None) -> ThreadWaits:
+    """The thread's recorded waits (ThreadWaits), kept in `cache` (at most WAITS_HELD of them
+    in all, the oldest dropped first) for the next time they are asked for."""
+    key = (tb.run, tb.process, tb.thread)
+    if cache is not None and key in cache:
+        cache[key] = cache.pop(key)   # used last
+        return cache[key]
     if isinstance(trace, StreamedTrace):
         ws = trace.wait_stats
         mine = (ws["run"].astype(str) == tb.run) & (ws["process"] == tb.process) & (ws["thread"] == tb.thread)
-        w = (trace.thread_waits((tb.run, tb.process, tb.thread)) if mine.any()
-             else pd.DataFrame(columns=["t_ns", "wait_ns", "sync"]))
+        w = trace.thread_waits(key) if mine.any() else pd.DataFrame(columns=["t_ns", "wait_ns", "sync"])
     else:
         w = trace.waits
         if len(w):
             w = w[(w["run"] == tb.run) & (w["process"] == tb.process) & (w["thread"] == tb.thread)]
     if not len(w):
-        return pd.DataFrame(columns=["start_ns", "end_ns", "sync"])
-    if tb.thread == 0:   # the master's time outside the regions: the serial part, its work (split_waits)
-        w = w.assign(sync=w["sync"].astype(str).replace({"outside": "serial"}))
-    return pd.DataFrame({"start_ns": (w["t_ns"] - w["wait_ns"]).to_numpy(), "end_ns": w["t_ns"].to_numpy(),
-                         "sync": w["sync"].astype(str).to_numpy()})
+        out = ThreadWaits(*(np.empty(0, np.int64),) * 3, np.empty(0, dtype=object))
+    else:
+        end = w["t_ns"].to_numpy(np.int64)
+        start = end - w["wait_ns"].to_numpy(np.int64)
+        sync = w["sync"]
+        if isinstance(sync.dtype, pd.CategoricalDtype):   # its codes, not a string per wait
+            names = np.array([str(c) for c in sync.cat.categories] + ["nan"], dtype=object)
+            code = sync.cat.codes.to_numpy().astype(np.int64)
+            code[code < 0] = len(names) - 1
+        else:
+            names, code = np.unique(np.asarray(sync.astype(str), dtype=object), return_inverse=True)
+        if tb.thread == 0:   # the master's time outside the regions: the serial part, its work (split_waits)
+            names = np.array(["serial" if n == "outside" else n for n in names], dtype=object)
+        names, again = np.unique(names, return_inverse=True)   # in name order (ties go to the first)
+        code = again[code]
+        o = np.argsort(end, kind="stable")
+        out = ThreadWaits(start[o], end[o], code.astype(np.int64)[o], names, int((end - start).max()))
+    if cache is not None:
+        cache[key] = out
+        while sum(len(v) for v in cache.values()) > WAITS_HELD and len(cache) > 1:
+            del cache[next(iter(cache))]
+    return out
 
 
-def _waited_in(waits: pd.DataFrame, t0: int, t1: int) -> tuple[float, str]:
+#: behavior: recorded waits of threads kept at once for the timelines (about 24 bytes each)
+WAITS_HELD = 8_000_000
+
+SYNC_WORDS = {"barrier": "a barrier", "critical": "a critical section", "taskwait": "a taskwait",
+              "ordered": "an ordered region", "collective": "an MPI collective",
+              "outside": "the runtime's pool, outside any parallel region", "serial": "the program's serial part"}
+
+
+def _waited_in(waits: ThreadWaits, t0: int, t1: int) -> tuple[float, str]:
     """Seconds of [t0, t1] the thread spent in recorded waits, and the kind that took most."""
     if not len(waits):
         return 0.0, ""
-    over = np.clip(np.minimum(waits["end_ns"].to_numpy(), t1) - np.maximum(waits["start_ns"].to_numpy(), t0), 0, None)
+    # the waits that may overlap [t0, t1]: ending after t0, and not starting after t1
+    j0 = int(np.searchsorted(waits.end, t0, side="right"))
+    j1 = int(np.searchsorted(waits.end, t1 + waits.longest, side="right"))
+    over = np.clip(np.minimum(waits.end[j0:j1], t1) - np.maximum(waits.start[j0:j1], t0), 0, None)
     if not over.any():
         return 0.0, ""
-    by = pd.Series(over, index=waits["sync"].to_numpy()).groupby(level=0).sum()
-    sync = str(by.idxmax())
-    return float(over.sum()) / 1e9, {"barrier": "a barrier", "critical": "a critical section",
-                                     "taskwait": "a taskwait", "ordered": "an ordered region",
-                                     "collective": "an MPI collective",
-                                     "outside": "the runtime's pool, outside any parallel region",
-                                     "serial": "the program's serial part"}.get(sync, sync)
+    by = np.bincount(waits.sync[j0:j1], weights=over, minlength=len(waits.names))
+    sync = str(waits.names[int(np.argmax(by))])
+    return float(over.sum()) / 1e9, SYNC_WORDS.get(sync, sync)
 
 
 def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
@@ -523,18 +580,30 @@ def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> floa
 def _where(tb: ThreadBeats, a: int, b: int) -> str:
     """' in loop resid._omp_fn.3': the construct most of beats a..b-1 belong to (automatic
     beats), or ""."""
-    if tb.construct is None:
+    c = tb.construct
+    if c is None:
         return ""
-    names, counts = np.unique(tb.construct[a:b], return_counts=True)
+    if isinstance(c, pd.Categorical):   # counted by code; a tie goes to the first name, as np.unique's
+        codes = c.codes[a:b]
+        codes = codes[codes >= 0]
+        if not codes.size:
+            return ""
+        counts = np.bincount(codes, minlength=len(c.categories))
+        top = min(str(c.categories[i]) for i in np.flatnonzero(counts == counts.max()))
+        return f" (in {top})" if top else ""
+    names, counts = np.unique(c[a:b], return_counts=True)
     top = names[np.argmax(counts)] if len(names) else ""
     return f" (in {top})" if top else ""
 
 
 def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBeats], s: BehaviorSettings,
-                    lifecycle: bool, reports: pd.DataFrame, monitored: bool, run_end: int, pend: dict) -> dict:
+                    lifecycle: bool, reports: pd.DataFrame, monitored: bool, run_end: int, pend: dict,
+                    waits_cache: dict | None = None) -> dict:
     """One thread's intervals. `reports`: the online monitor's reports for it; `monitored`:
-    its process ran the monitor; `run_end`, `pend`: its process's end (_run_end, _process_fate)."""
+    its process ran the monitor; `run_end`, `pend`: its process's end (_run_end, _process_fate);
+    `waits_cache`: threads' waits read already (_thread_waits)."""
     notes: list[str] = []
+    waits_cache = {} if waits_cache is None else waits_cache
     t = tb.t_ns
     usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
     # episodes inside the beats: (first interval index, end index, behavior, detail, start, end)
@@ -542,7 +611,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None, trace):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual{_where(tb, a, b + 1)}",
                          int(t[a]), int(t[b])))
-    waits = _thread_waits(trace, tb)
+    waits = _thread_waits(trace, tb, waits_cache)
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
         end = int(t[i + 1] - local * 1e9)
@@ -555,7 +624,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             # it used a CPU all through the gap, with no beat: spinning, or one long unit of work.
             # It spun if its team waited for it meanwhile; otherwise they all worked (a long
             # static loop, say): running
-            team_waited = max((_waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0]
+            team_waited = max((_waited_in(_thread_waits(trace, o, waits_cache), int(t[i]), int(t[i + 1]))[0]
                                for o in team if o.thread != tb.thread), default=0.0)
             if team_waited >= s.explained_share * gap_s:
                 episodes.append((i, i + 1, "busy-waiting",
@@ -575,7 +644,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             # starved by the machine, or spinning for a teammate. Its teammates' shares of the
             # same span tell (those silent through most of it, not in a recorded wait): a
             # teammate with less than half its share was blocked, and this one waited for it
-            team_waited = {o.thread: _waited_in(_thread_waits(trace, o), int(t[i]), int(t[i + 1]))[0]
+            team_waited = {o.thread: _waited_in(_thread_waits(trace, o, waits_cache), int(t[i]), int(t[i + 1]))[0]
                            for o in team if o.thread != tb.thread}
             if team_waited and max(team_waited.values()) >= s.explained_share * gap_s:
                 # its team waited for it in the runtime: it held them up, on a CPU it got a
@@ -593,7 +662,7 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             # and then with no beat, waited for the team in the program's own code (LU's
             # pipeline flags) on a starved CPU; a blocked thread uses next to none
             worked = [(o.thread, n) for o in team if o.thread != tb.thread
-                      and (n := int(np.searchsorted(o.t_ns, t[i + 1]) - np.searchsorted(o.t_ns, t[i], side="right"))) >= 2]
+                      and (n := o.beats_between(int(t[i]), int(t[i + 1]))) >= 2]
             if not shares and worked:
                 k, n = max(worked, key=lambda kn: kn[1])
                 episodes.append((i, i + 1, "idle",
@@ -823,7 +892,7 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     ends = {key: (_run_end(trace, *key, max(int(tb.t_ns[-1]) for tb in team)), _process_fate(trace, *key),
                   _monitor_ran(trace, team[0]))
             for key, team in teams.items()}
-    rows = []
+    rows, waits_cache = [], {}
     for tb in prepared:
         key = (tb.run, tb.process)
         if isinstance(tb, TeammateView):   # read again, for its own timeline only
@@ -833,7 +902,7 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
         lifecycle = bool(trace.runs.get(tb.run, {}).get("lifecycle"))
         run_end, pend, monitored = ends[key]
         reports = _monitor_reports(trace, tb)
-        row = thread_timeline(tb, trace, teams[key], s, lifecycle, reports, monitored, run_end, pend)
+        row = thread_timeline(tb, trace, teams[key], s, lifecycle, reports, monitored, run_end, pend, waits_cache)
         _attach_online(row, reports, s)
         rows.append(row)
     if beatless:

@@ -491,19 +491,24 @@ class StreamedTrace(HeartbeatTrace):
                         lambda r=run, p=process, t=thread, s=sources: self._source.load_times(r, p, t, s)))
         return out
 
-    def thread_beats(self, key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def thread_beats(self, key: tuple) -> tuple[np.ndarray, pd.Categorical]:
         """One thread's beats read from the trace: their times (ns, beats-table order) and
-        each one's construct name ("" for the program's own beats)."""
+        each one's construct name ("" for the program's own beats), as a Categorical (a code
+        per beat, not a string)."""
         run, process, thread = key
         sources = self._thread_sources(key)
         t, loops = self._source.load_times(run, process, thread, sources, loops=True)
         t_ns = np.rint(t * 1e9).astype(np.int64)
+        del t
         if sources == ["api"]:
-            return t_ns, np.full(t_ns.size, "", dtype=object)
+            return t_ns, pd.Categorical.from_codes(np.zeros(t_ns.size, dtype=np.int8), categories=[""])
         names = self._source.construct_names(run, process)
         u, inv = np.unique(loops, return_inverse=True)
+        del loops
         labels = np.array([names.get(int(c), f"construct {int(c)}") if c else "" for c in u], dtype=object)
-        return t_ns, labels[inv]
+        labels, again = np.unique(labels, return_inverse=True)   # two ids of one name: one category
+        codes = again[inv].astype(np.int8 if labels.size < 127 else np.int32)
+        return t_ns, pd.Categorical.from_codes(codes, categories=labels)
 
     def thread_waits(self, key: tuple) -> pd.DataFrame:
         """One thread's waits read from the trace: t_ns (the end), wait_ns, sync."""
