@@ -1,9 +1,13 @@
 """Time and peak memory of hbtool's commands on big tracer traces.
 
-    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--commands info,diagnose,...] [--dir DIR] [--keep]
+    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--program burst|regions]
+                                         [--commands info,diagnose,...] [--dir DIR] [--keep]
 
 For each size (millions of beats), 16 threads (--threads) beat as fast as they can under the real
-tracer (benchmarks/beat_burst.c, built here against native_tracer/lib), then each command
+tracer (benchmarks/beat_burst.c, built here against native_tracer/lib; `--program regions`: an
+OpenMP team, tests/programs/omp_regions.c with no work, entering a parallel region again and
+again under `hbtool record --beats openmp`, each thread beating and waiting once per region:
+about 80 bytes a beat, its waits included), then each command
 runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
 `convert` to csv, to parquet and to the binary format (`--commands` picks some; default all); each command's
 wall time and peak resident memory (its own rusage, from wait4) are printed, one row per
@@ -39,8 +43,12 @@ COMMANDS = {
 }
 
 
-def build(exe: Path) -> None:
+def build(exe: Path, program: str = "burst") -> None:
     subprocess.run(["make", "-C", str(TRACER), "-j2"], check=True, capture_output=True)
+    if program == "regions":
+        subprocess.run(["gcc", "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_regions.c"), "-o", str(exe)],
+                       check=True)
+        return
     lib = TRACER / "lib"
     subprocess.run(["gcc", "-O2", "-pthread", f"-I{TRACER / 'include'}", str(ROOT / "benchmarks" / "beat_burst.c"),
                     f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhbtrace", "-o", str(exe)], check=True)
@@ -63,6 +71,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the traces")
     ap.add_argument("--threads", type=int, default=THREADS, help=f"threads that share the beats (default {THREADS})")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
+    ap.add_argument("--program", choices=("burst", "regions"), default="burst",
+                    help="what writes the trace: threads beating (burst), or an OpenMP team's regions")
     ap.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     args = ap.parse_args()
     commands = args.commands.split(",")
@@ -71,8 +81,8 @@ def main() -> None:
         sys.exit(f"bench_big_trace: unknown command {unknown[0]} (known: {', '.join(COMMANDS)})")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hbtool-big-"))
     base.mkdir(parents=True, exist_ok=True)
-    exe = base / "beat_burst"
-    build(exe)
+    exe = base / ("beat_burst" if args.program == "burst" else "omp_regions")
+    build(exe, args.program)
     hbtool = [sys.executable, "-m", "hbtool"]
     print(f"{'beats':>6} {'file MB':>8} {'write s':>8}  {'command':<16} {'time s':>8} {'s per M beats':>14} "
           f"{'peak MB':>8}", flush=True)
@@ -84,7 +94,11 @@ def main() -> None:
             env = dict(os.environ, HBTRACE_DIR=str(d))
             env.pop("LD_PRELOAD", None)
             t0 = time.perf_counter()
-            subprocess.run([str(exe), str(args.threads), str(per)], env=env, check=True)
+            if args.program == "regions":
+                subprocess.run(hbtool + ["record", "-q", "-o", str(d), "--beats", "openmp", "--", str(exe), str(per), "0"],
+                               env=dict(env, OMP_NUM_THREADS=str(args.threads)), check=True, stdout=subprocess.DEVNULL)
+            else:
+                subprocess.run([str(exe), str(args.threads), str(per)], env=env, check=True)
             wrote = time.perf_counter() - t0
             (f,) = d.glob("*.hbt")
             out = base / f"out-{m:g}M"

@@ -1,10 +1,11 @@
 /*
  * omp_regions.c -- many small OpenMP parallel regions, each thread beating and
  * waiting at each one, for tests of the readers on a thread of many beats and
- * waits (tests/test_hbt_stream.py). From region N/2 on, thread 1 does about
- * four times the work of the others: a shift in its own work.
+ * waits (tests/test_hbt_stream.py, benchmarks/bench_big_trace.py --program
+ * regions). Each thread does UNITS of work per region (default 2000); from
+ * region N/2 on, thread 1 does four times as much: a shift in its own work.
  *
- *   omp_regions N
+ *   omp_regions N [UNITS]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -21,11 +22,12 @@ static double work(long units)
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 1000;
+    long base = argc > 2 ? atol(argv[2]) : 2000;
     double total = 0;
     for (long r = 0; r < n; r++) {
 #pragma omp parallel reduction(+ : total)
         {
-            long units = 2000;
+            long units = base;
             if (omp_get_thread_num() == 1 && r >= n / 2)
                 units *= 4;
             total += work(units);
