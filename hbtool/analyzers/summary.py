@@ -350,13 +350,12 @@ def memory_retained(trace: HeartbeatTrace) -> pd.DataFrame:
     return out[cols]
 
 
-def _waits_by_thread(trace: HeartbeatTrace, team: list[tuple], grouped: dict | None) -> dict[tuple, tuple]:
-    """(start_ns, end_ns) of the recorded waits of each thread of `team`, sorted by end; a
-    trace whose waits stay in the file (StreamedTrace) read one thread at a time, else from
+def _waits_by_thread(team: list[tuple], grouped: dict) -> dict[tuple, tuple]:
+    """(start_ns, end_ns) of the recorded waits of each thread of `team`, sorted by end, from
     `grouped` (the waits table's rows per thread, _grouped)."""
     out = {}
     for key in team:
-        w = trace.thread_waits(key) if isinstance(trace, StreamedTrace) else grouped.get(key)
+        w = grouped.get(key)
         if w is None or not len(w):
             out[key] = (np.empty(0, np.int64), np.empty(0, np.int64))
             continue
@@ -480,8 +479,8 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         if streamed:   # a few beats of each thread, its waits summed: none held whole
             work, at_beat = _window_work_streamed(trace, {k: counts[k] for k in team if counts.get(k)})
         else:
-            waits = _waits_by_thread(trace, team, waits_of)
-            beats = {k: t for k, t in _beat_times(trace, team, beats_of).items() if len(t)}
+            waits = _waits_by_thread(team, waits_of)
+            beats = {k: t for k, t in _beat_times(team, beats_of).items() if len(t)}
             if len(beats) < 2:
                 continue
             work, at_beat = _window_work(beats, waits)
@@ -506,10 +505,8 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _beat_times(trace: HeartbeatTrace, team: list[tuple], grouped: dict | None) -> dict[tuple, np.ndarray]:
-    """Each thread of `team`'s beat times (ns, sorted); a trace whose beats stay in the file
-    (StreamedTrace) read one thread at a time, else from `grouped` (_grouped)."""
-    if isinstance(trace, StreamedTrace):
-        return {k: np.sort(trace.thread_beats(k)[0], kind="stable") for k in team}
+def _beat_times(team: list[tuple], grouped: dict) -> dict[tuple, np.ndarray]:
+    """Each thread of `team`'s beat times (ns, sorted), from `grouped` (_grouped; a streamed
+    trace's team goes through _window_work_streamed)."""
     return {k: np.sort(grouped[k]["t_ns"].to_numpy(np.int64), kind="stable") if k in grouped else np.empty(0, np.int64)
             for k in team}
