@@ -208,10 +208,14 @@ def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
         ok = is_chunk[1:] & is_chunk[:-1] & ((t[:-1] > t0) if after else (t[1:] <= t0))
         return np.diff(t)[ok]
 
-    # against the other thread's chunks over the same stretch of the run (the same load on the machine)
+    # against the other thread's chunks over the same stretch of the run (the same load on the
+    # machine), by their lower quartiles: a chunk the machine preempts (or a VM stall charges)
+    # only grows, and it can be the other thread's; the victim's delay is 3 times its chunk's
+    # work as the injector timed it, so its chunks stay 4 times as long whatever the load
     other, after = chunk_gaps(0, True), chunk_gaps(1, True)
     assert len(other) >= 5 and len(after) >= 5
-    assert np.median(after) >= 0.6 * 4 * np.median(other), (np.median(other), np.median(after))
+    low, low_other = np.percentile(after, 25), np.percentile(other, 25)
+    assert low >= 0.6 * 4 * low_other, (low_other, low)
 
 
 def _gap_at_fire(b, thread, k):

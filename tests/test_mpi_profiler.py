@@ -361,7 +361,10 @@ def test_heavy_iterations_have_three_times_the_computation(stencil_posix):
     normal[0] = False  # segment 0 holds the set-up too
     for r, (_, v) in per_rank(run).items():
         comp = v[:-1, M["computation"]]
-        ratio = np.median(comp[heavy]) / np.median(comp[normal])
+        # lower quartiles, not medians: this VM now and then charges a thread CPU time it did not
+        # use (a stall of tens of ms, docs/progress.md), which only inflates a segment, and hits a
+        # heavy segment three times as often as a normal one (a median ratio of 3.76 was seen)
+        ratio = np.percentile(comp[heavy], 25) / np.percentile(comp[normal], 25)
         assert 2.4 < ratio < 3.6, (r, ratio)
 
 
