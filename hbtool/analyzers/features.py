@@ -224,6 +224,11 @@ class PiecewiseSeries(Series):
                     at_times.append(t[mine - at])
                 ok = np.isfinite(hr)
                 tt, hh = t[ok], hr[ok]
+                if seen + hh.size > count:   # not the rates the first pass counted
+                    from ..errors import TraceFormatError
+
+                    raise TraceFormatError("a thread's beats changed while they were read: the trace is being "
+                                           "written; read it again when the program ends")
                 if count > cap:
                     b = np.searchsorted(edges, np.arange(seen, seen + hh.size), side="right") - 1
                     sum_t += np.bincount(b, tt, minlength=cap)

@@ -566,7 +566,10 @@ class StreamedTrace(HeartbeatTrace):
             at += t.size
             last = t[-1] if t.size else last
         if idx.size and (idx.min() < 0 or idx.max() >= at):
-            raise IndexError(f"beat index out of range: the thread has {at} beats")
+            from ..errors import TraceFormatError
+
+            raise TraceFormatError(f"thread {thread} of process {process} has {at} beats in its records, fewer than "
+                                   f"its summary counted: the trace changed while it was read")
         return out
 
     def thread_wait_pieces(self, key: tuple):
