@@ -398,7 +398,7 @@ def _interval(behavior, start, end, first_beat=None, last_beat=None, detail=""):
 
 
 def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, notes: list[str],
-               watched=None, trace: HeartbeatTrace | None = None):
+               watched=None, trace: HeartbeatTrace | None = None, team_slow: list | None = None):
     """Busy-waiting stretches as (first interval, last interval + 1, slowdown factor).
 
     `watched`: the online monitor's reports for this thread when a monitor ran in its
@@ -415,7 +415,8 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         return []
     slow = (tb.level - tb.ref >= np.log(s.slow_factor)) & ~tb.gap
     out = []
-    team_slow = []
+    own_note = team_slow is None   # else the caller words the stretches its team shared
+    team_slow = [] if team_slow is None else team_slow
     for a, b in _runs(slow):
         # the window blurs the edges: put each where the intervals themselves step
         a = _refine_step(tb.x, a, *_near(tb, a, s, 0, b), up=True)
@@ -451,6 +452,13 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
                 f"the hypervisor), it did not busy-wait (not labelled busy-waiting)")
             continue
         out.append((a, b, float(np.exp(excess))))
+    if own_note:
+        _team_slow_note(team_slow, notes)
+    return out
+
+
+def _team_slow_note(team_slow: list, notes: list[str]) -> None:
+    """The note on a thread's stretches slower than usual that its team shared (_busy_runs)."""
     if len(team_slow) == 1:
         t0, t1, f = team_slow[0]
         notes.append(f"slower by {f:.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but so was the rest "
@@ -459,7 +467,6 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         notes.append(f"{len(team_slow)} stretches slower than usual (up to {max(f for *_, f in team_slow):.1f}x, "
                      f"{sum(t1 - t0 for t0, t1, _ in team_slow) / 1e9:.3f} s in all), but so was the rest of the "
                      f"team each time: the machine or the program, not this thread (not labelled busy-waiting)")
-    return out
 
 
 def _cpu_per_beat(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, excess: float) -> float | None:
@@ -603,12 +610,22 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
     its process ran the monitor; `run_end`, `pend`: its process's end (_run_end, _process_fate);
     `waits_cache`: threads' waits read already (_thread_waits)."""
     notes: list[str] = []
+    episodes, team_slow = thread_episodes(tb, trace, team, s, reports, monitored, waits_cache, notes)
+    _team_slow_note(team_slow, notes)
+    return _timeline_of(tb, int(tb.t_ns[0]), int(tb.t_ns[-1]), episodes, notes, trace, team, s, lifecycle, reports,
+                        run_end, pend)
+
+
+def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: BehaviorSettings, reports: pd.DataFrame,
+                    monitored: bool, waits_cache: dict | None, notes: list[str]) -> tuple[list, list]:
+    """What happened inside a thread's beats: episodes (first interval index, end index,
+    behavior, detail, start ns, end ns), and its stretches slower than usual that its team
+    shared (_busy_runs)."""
     waits_cache = {} if waits_cache is None else waits_cache
     t = tb.t_ns
-    usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
-    # episodes inside the beats: (first interval index, end index, behavior, detail, start, end)
+    team_slow: list = []
     episodes = []
-    for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None, trace):
+    for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None, trace, team_slow):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual{_where(tb, a, b + 1)}",
                          int(t[a]), int(t[b])))
     waits = _thread_waits(trace, tb, waits_cache)
@@ -691,9 +708,17 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
         episodes.append((i, i + 1, "conditional-waiting",
                          f"no beats for {gap_s:.3f} s{cpu_text}, then beats resumed{_where(tb, i + 1, i + 2)}",
                          int(t[i]), max(end, int(t[i]))))
+    return episodes, team_slow
+
+
+def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], trace: HeartbeatTrace, team: list,
+                 s: BehaviorSettings, lifecycle: bool, reports: pd.DataFrame, run_end: int, pend: dict) -> dict:
+    """A thread's timeline from its episodes (thread_episodes) and how it ended; `first`,
+    `last`: its first and last beat's time."""
+    usual_s = float(np.exp(tb.ref)) if np.isfinite(tb.ref) else float("nan")
     episodes.sort(key=lambda e: e[4])
     intervals = []
-    cursor, cursor_beat = int(t[0]), 0
+    cursor, cursor_beat = first, 0
     for a, b, name, detail, start, end in episodes:
         if start < cursor:  # overlaps the previous episode: keep the earlier one
             continue
@@ -701,7 +726,6 @@ def thread_timeline(tb: ThreadBeats, trace: HeartbeatTrace, team: list[ThreadBea
             intervals.append(_interval("running", cursor, start, cursor_beat, a, ""))
         intervals.append(_interval(name, start, end, a, b, detail))
         cursor, cursor_beat = end, b
-    last = int(t[-1])
     if last > cursor or not intervals:
         intervals.append(_interval("running", cursor, last, cursor_beat, tb.n - 1, ""))
 
