@@ -187,3 +187,36 @@ def test_a_big_trace_read_thread_by_thread_twice_gives_the_same_timelines(tmp_pa
     assert json.dumps(again, default=str, sort_keys=True) == json.dumps(held, default=str, sort_keys=True)
     victim = next(t for t in again if t["thread"] == VICTIM)
     assert [iv["behavior"] for iv in victim["intervals"]].count("busy-waiting") == 1
+
+
+@pytest.mark.parametrize("kind", ["busy", "cond"])
+def test_a_long_thread_made_a_segment_at_a_time_has_the_timeline_of_the_whole(tmp_path, monkeypatch, kind):
+    """A streamed trace's thread of more than LONG_BEATS beats is never held whole: its
+    timeline is made a segment at a time (each read with margins), its usual level from a
+    histogram of all of them (issue 20). Made so with segments of 512 beats, a real OpenMP
+    team whose worker busy-waited or blocked gets the timelines of the whole threads: the same
+    intervals, their times within a millisecond, and the fault on its victim."""
+    import hbtool.analyzers.behavior as beh
+    from hbtool import config
+    from hbtool.io import read_heartbeats
+
+    r, out, truth = record(tmp_path, kind, "--inject", kind, "--thread", str(VICTIM), "--beat", "300",
+                           "--inject-wait-ms", str(WAIT_MS))
+    assert r.returncode == 0 and truth["fired"], r.stderr
+    whole = beh.behavior_timelines(read_heartbeats(out, stream=True))
+    monkeypatch.setattr(beh, "LONG_BEATS", 200)
+    monkeypatch.setattr(beh, "SEGMENT_BEATS", 512)
+    monkeypatch.setattr(beh, "SEGMENT_MARGIN", 256)
+    monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 100)
+    trace = read_heartbeats(out, stream=True)
+    views = beh.prepare(trace, beh.BehaviorSettings())
+    assert all(getattr(v, "long", False) for v in views) and min(v.n for v in views) > 3 * 512
+    long = beh.behavior_timelines(trace)
+    assert [(t["thread"], [i["behavior"] for i in t["intervals"]]) for t in long] == \
+        [(t["thread"], [i["behavior"] for i in t["intervals"]]) for t in whole]
+    for a, b in zip(whole, long):
+        for x, y in zip(a["intervals"], b["intervals"]):
+            assert abs(x["start_ns"] - y["start_ns"]) < 1e6 and abs(x["end_ns"] - y["end_ns"]) < 1e6, (x, y)
+    victim = next(t for t in long if t["thread"] == VICTIM)
+    want = "busy-waiting" if kind == "busy" else "conditional-waiting"
+    assert [i["behavior"] for i in victim["intervals"]].count(want) == 1, victim["intervals"]

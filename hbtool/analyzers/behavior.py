@@ -146,21 +146,21 @@ def _calls_per_beat(trace: HeartbeatTrace, run: str, process: int, t_ns: np.ndar
 
 
 def _thread_beats(trace: HeartbeatTrace):
-    """Per thread with beats: (key, beat times in ns, OS threads, constructs). A trace whose
-    beats stay in the file (StreamedTrace) is read one thread at a time."""
+    """Per thread with beats: (key, beats, OS threads, load) where load() gives its beat times
+    in ns and constructs. A trace whose beats stay in the file (StreamedTrace) is read one
+    thread at a time."""
     if isinstance(trace, StreamedTrace):
         st = trace.stats
         tids: dict[tuple, list[int]] = {}
         for r, p, th, tid in zip(st["run"].astype(str), st["process"], st["thread"], st["os_tid"]):
             if tid > 0 and int(tid) not in tids.setdefault((r, int(p), int(th)), []):
                 tids[(r, int(p), int(th))].append(int(tid))
-        for key in trace.thread_keys():
-            t, construct = trace.thread_beats(key)
-            yield key, t, tids.get((str(key[0]), int(key[1]), int(key[2])), []), construct
+        for key, n, _ in trace.thread_loaders():
+            yield key, n, tids.get((str(key[0]), int(key[1]), int(key[2])), []), lambda k=key: trace.thread_beats(k)
         return
     for key, g in trace.threads():
-        yield (key, g["t_ns"].to_numpy().astype(np.int64), [int(v) for v in pd.unique(g["os_tid"]) if v > 0],
-               g["construct"].astype(str).to_numpy())
+        yield (key, len(g), [int(v) for v in pd.unique(g["os_tid"]) if v > 0],
+               lambda g=g: (g["t_ns"].to_numpy().astype(np.int64), g["construct"].astype(str).to_numpy()))
 
 
 def _prepared(trace: HeartbeatTrace, s: BehaviorSettings, key: tuple, t: np.ndarray, tids: list[int],
@@ -186,8 +186,15 @@ def prepare(trace: HeartbeatTrace, s: BehaviorSettings, budget: int | None = Non
     timelines ask of them) and read again when their own timeline is made, so that memory
     follows the largest thread, not the trace (a trace whose beats stay in the file only)."""
     out, held = [], 0
-    for key, t, tids, construct in _thread_beats(trace):
+    for key, n, tids, load in _thread_beats(trace):
+        if isinstance(trace, StreamedTrace) and n > LONG_BEATS:
+            view = _long_view(trace, s, key, n, tids)
+            if view is not None:   # (None: its beats are not in time order in the file: read whole)
+                out.append(view)
+                continue
+        t, construct = load()
         tb = _prepared(trace, s, key, t, tids, construct)
+        del t, construct
         if budget is not None and held + tb.n > budget:
             out.append(TeammateView.of(tb))
         else:
@@ -211,6 +218,7 @@ class TeammateView:
     t_ns: np.ndarray          # its first and last beat
     block_end: np.ndarray     # each block's last interval's end
     block_level: np.ndarray   # each block's median level (NaN: all gaps)
+    long: bool = False        # made a window at a time (_long_view), never held whole
 
     @classmethod
     def of(cls, tb: ThreadBeats) -> "TeammateView":
@@ -245,6 +253,132 @@ TEAMMATE_BLOCK = 256
 #: behavior_timelines keeps this many prepared beats of a streamed trace (about 40 bytes
 #: each); past it, threads are read again for their own timeline (bounded memory)
 PREPARED_BEATS_HELD = 4_000_000
+
+
+#: a streamed trace's thread of more beats than this is never held whole: its timeline is
+#: made a segment at a time (_long_view, _long_timeline)
+LONG_BEATS = 1 << 22
+#: beats of a long thread judged per segment, and the beats read on each side of it (the
+#: running medians' and a stretch's edges' context); both multiples of TEAMMATE_BLOCK
+SEGMENT_BEATS = 1 << 21
+SEGMENT_MARGIN = 1 << 16
+#: the usual level (BEHAVIOR_REF_QUANTILE of the smoothed level) of a long thread is taken
+#: from a histogram of its levels (log seconds) in bins of this width
+LEVEL_BIN = 1e-4
+LEVEL_RANGE = (-40.0, 15.0)
+
+
+class _NotInOrder(Exception):
+    """A thread's beats in the file are not in time order (several OS threads or sources)."""
+
+
+def _segments(trace: StreamedTrace, key: tuple, core: int | None = None, margin: int | None = None):
+    """A long thread's beats a segment at a time: (index of its first core beat, beat times
+    ns, constructs, lo, hi) where beats [lo, hi) of the arrays are the core and the rest the
+    margins read on each side. Raises _NotInOrder when the pieces are not in time order."""
+    core, margin = core or SEGMENT_BEATS, margin or SEGMENT_MARGIN
+    run, process, thread = key
+    sources = trace._thread_sources(key)
+    names = trace.construct_names(run, process) if sources != ["api"] else {}
+    buf_t, buf_c = np.empty(0, np.int64), np.empty(0, np.int64)
+    base, start, last = 0, 0, None   # base: index of buf[0]; start: the next core's first beat
+
+    def cut(end):
+        lo = max(start - margin, 0) - base
+        t, c = buf_t[lo:end - base], buf_c[lo:end - base]
+        ids, inv = np.unique(c, return_inverse=True)
+        labels = np.array([names.get(int(i), f"construct {int(i)}") if i else "" for i in ids], dtype=object)
+        labels, again = np.unique(labels, return_inverse=True)
+        construct = pd.Categorical.from_codes(again[inv].astype(np.int32), categories=labels)
+        return start, t, construct, start - (lo + base), min(start + core, end) - (lo + base)
+
+    for b in trace._source.beat_pieces(run, process, thread, sources, config.STREAM_PIECE_ROWS):
+        t = b["t_ns"]
+        if not t.size:
+            continue
+        if (last is not None and t[0] < last) or (t.size > 1 and (np.diff(t) < 0).any()):
+            raise _NotInOrder
+        last = t[-1]
+        buf_t = np.concatenate([buf_t, t])
+        buf_c = np.concatenate([buf_c, np.where(b["source"] != 0, b["loop"], 0)])
+        while base + buf_t.size >= start + core + margin:
+            yield cut(start + core + margin)
+            start += core
+            drop = max(start - margin, 0) - base
+            buf_t, buf_c, base = buf_t[drop:], buf_c[drop:], base + drop
+    end = base + buf_t.size
+    while start < end:
+        yield cut(end)
+        start += core
+
+
+def _level_quantile(hist: np.ndarray, q: float) -> float:
+    """The q-quantile of the values a histogram (LEVEL_BIN wide bins over LEVEL_RANGE) counts."""
+    total = int(hist.sum())
+    if not total:
+        return float("nan")
+    k = q * (total - 1)
+    i = int(np.searchsorted(np.cumsum(hist), np.floor(k) + 1))
+    return LEVEL_RANGE[0] + (i + 0.5) * LEVEL_BIN
+
+
+def _core_intervals(t: np.ndarray, lo: int, hi: int) -> slice:
+    """The intervals of a segment that its core's beats begin (interval i: beats i to i + 1)."""
+    return slice(lo, min(hi, t.size - 1))
+
+
+def _long_view(trace: StreamedTrace, s: BehaviorSettings, key: tuple, n: int, tids: list[int]):
+    """A long thread read a segment at a time (each prepared with its margins): its
+    TeammateView, with its usual level from all of them; None when its beats are not in time
+    order in the file (it is then read whole)."""
+    nbins = int(round((LEVEL_RANGE[1] - LEVEL_RANGE[0]) / LEVEL_BIN))
+    hist = np.zeros(nbins, dtype=np.int64)
+    ends, levels, first, last = [], [], None, None
+    try:
+        for start, t, construct, lo, hi in _segments(trace, key):
+            tb = _prepared(trace, s, key, t, tids, construct)
+            first = int(t[lo]) if first is None else first
+            last = int(t[hi - 1])
+            ci = _core_intervals(t, lo, hi)
+            lev, gap = tb.level[ci], tb.gap[ci]
+            bins = np.clip(((lev[~gap] - LEVEL_RANGE[0]) / LEVEL_BIN).astype(np.int64), 0, nbins - 1)
+            hist += np.bincount(bins, minlength=nbins)
+            keep = np.where(~gap, lev, np.nan)
+            b = TEAMMATE_BLOCK
+            at = np.arange(0, keep.size, b)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)   # a block of nothing but gaps: NaN
+                levels.append(np.array([np.nanmedian(keep[i:i + b]) for i in at]))
+            ends.append(t[1:][ci][np.minimum(at + b, keep.size) - 1])
+    except _NotInOrder:
+        return None
+    run, process, thread = key
+    return TeammateView(str(run), int(process), int(thread), tids, int(n), _level_quantile(hist, s.ref_quantile),
+                        np.array([first, last], dtype=np.int64), np.concatenate(ends) if ends else np.empty(0, np.int64),
+                        np.concatenate(levels) if levels else np.empty(0), long=True)
+
+
+def _long_timeline(view: TeammateView, trace: StreamedTrace, team: list, s: BehaviorSettings, lifecycle: bool,
+                   reports: pd.DataFrame, monitored: bool, run_end: int, pend: dict) -> dict:
+    """A long thread's timeline, a segment at a time (the view's usual level for all): the
+    episodes that begin in each segment's core, then its intervals and end as a whole
+    thread's."""
+    key = (view.run, view.process, view.thread)
+    notes, episodes, team_slow = [], [], []
+    for start, t, construct, lo, hi in _segments(trace, key):
+        tb = _prepared(trace, s, key, t, view.os_tids, construct)
+        tb.ref = view.ref
+        tb.span = (int(t[0]), int(t[-1]))
+        seg_notes, seg_slow = [], []
+        eps, seg_slow = thread_episodes(tb, trace, team, s, reports, monitored, {}, seg_notes)
+        shift = start - lo
+        episodes += [(a + shift, b + shift, *rest) for a, b, *rest in eps if lo <= a < hi]
+        c0, c1 = int(t[lo]), int(t[hi - 1])
+        team_slow += [x for x in seg_slow if c0 <= x[0] <= c1]
+        notes += [n for n in seg_notes if n not in notes]
+    _team_slow_note(team_slow, notes)
+    return _timeline_of(view, int(view.t_ns[0]), int(view.t_ns[-1]), episodes, notes, trace, team, s, lifecycle,
+                        reports, run_end, pend)
 
 
 def _find_gaps(tb: ThreadBeats, s: BehaviorSettings) -> None:
@@ -503,17 +637,58 @@ class ThreadWaits:
         return int(self.end.size)
 
 
-def _thread_waits(trace: HeartbeatTrace, tb, cache: dict | None = None) -> ThreadWaits:
+def _thread_waits(trace: HeartbeatTrace, tb, cache: dict | None = None, span: tuple | None = None) -> ThreadWaits:
     """The thread's recorded waits (ThreadWaits), kept in `cache` (at most WAITS_HELD of them
-    in all, the oldest dropped first) for the next time they are asked for."""
-    key = (tb.run, tb.process, tb.thread)
+    in all, the oldest dropped first) for the next time they are asked for. span: only those
+    that overlap (t0, t1) ns, read a window at a time (a segment of a long thread's timeline)."""
+    key = (tb.run, tb.process, tb.thread, span)
     if cache is not None and key in cache:
         cache[key] = cache.pop(key)   # used last
         return cache[key]
+    if span is not None and isinstance(trace, StreamedTrace):
+        out = _span_waits(trace, tb, span)
+    else:
+        out = _all_waits(trace, tb)
+    if cache is not None:
+        cache[key] = out
+        while sum(len(v) for v in cache.values()) > WAITS_HELD and len(cache) > 1:
+            del cache[next(iter(cache))]
+    return out
+
+
+def _span_waits(trace: StreamedTrace, tb, span: tuple) -> ThreadWaits:
+    """The thread's waits that overlap span, from its waits read a window at a time."""
+    from ..io.hbt import SYNC_KINDS
+
+    ws = trace.wait_stats
+    mine = (ws["run"].astype(str) == tb.run) & (ws["process"] == tb.process) & (ws["thread"] == tb.thread)
+    ends, starts, kinds = [], [], []
+    if mine.any():
+        for end, length, sync in trace.thread_wait_pieces((tb.run, tb.process, tb.thread)):
+            keep = (end > span[0]) & (end - length < span[1])
+            ends.append(end[keep])
+            starts.append(end[keep] - length[keep])
+            kinds.append(sync[keep])
+    end = np.concatenate(ends) if ends else np.empty(0, np.int64)
+    if not end.size:
+        return ThreadWaits(*(np.empty(0, np.int64),) * 3, np.empty(0, dtype=object))
+    start, kind = np.concatenate(starts), np.concatenate(kinds).astype(np.int64)
+    u, code = np.unique(kind, return_inverse=True)
+    names = [SYNC_KINDS.get(int(c), f"sync {int(c)}") for c in u]
+    if tb.thread == 0:   # the master's time outside the regions: the serial part (as _all_waits)
+        names = ["serial" if n == "outside" else n for n in names]
+    names, again = np.unique(np.array(names, dtype=object), return_inverse=True)
+    o = np.argsort(end, kind="stable")
+    return ThreadWaits(start[o], end[o], again[code][o].astype(np.int64), names, int((end - start).max()))
+
+
+def _all_waits(trace: HeartbeatTrace, tb) -> ThreadWaits:
+    """All the thread's recorded waits."""
     if isinstance(trace, StreamedTrace):
         ws = trace.wait_stats
         mine = (ws["run"].astype(str) == tb.run) & (ws["process"] == tb.process) & (ws["thread"] == tb.thread)
-        w = trace.thread_waits(key) if mine.any() else pd.DataFrame(columns=["t_ns", "wait_ns", "sync"])
+        w = (trace.thread_waits((tb.run, tb.process, tb.thread)) if mine.any()
+             else pd.DataFrame(columns=["t_ns", "wait_ns", "sync"]))
     else:
         w = trace.waits
         if len(w):
@@ -536,10 +711,6 @@ def _thread_waits(trace: HeartbeatTrace, tb, cache: dict | None = None) -> Threa
         code = again[code]
         o = np.argsort(end, kind="stable")
         out = ThreadWaits(start[o], end[o], code.astype(np.int64)[o], names, int((end - start).max()))
-    if cache is not None:
-        cache[key] = out
-        while sum(len(v) for v in cache.values()) > WAITS_HELD and len(cache) > 1:
-            del cache[next(iter(cache))]
     return out
 
 
@@ -628,7 +799,8 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
     for a, b, f in _busy_runs(tb, team, s, notes, reports if monitored else None, trace, team_slow):
         episodes.append((a, b, "busy-waiting", f"beats {f:.1f}x slower than usual{_where(tb, a, b + 1)}",
                          int(t[a]), int(t[b])))
-    waits = _thread_waits(trace, tb, waits_cache)
+    span = getattr(tb, "span", None)   # a segment of a long thread: the waits of its time only
+    waits = _thread_waits(trace, tb, waits_cache, span)
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
         end = int(t[i + 1] - local * 1e9)
@@ -641,7 +813,7 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
             # it used a CPU all through the gap, with no beat: spinning, or one long unit of work.
             # It spun if its team waited for it meanwhile; otherwise they all worked (a long
             # static loop, say): running
-            team_waited = max((_waited_in(_thread_waits(trace, o, waits_cache), int(t[i]), int(t[i + 1]))[0]
+            team_waited = max((_waited_in(_thread_waits(trace, o, waits_cache, span), int(t[i]), int(t[i + 1]))[0]
                                for o in team if o.thread != tb.thread), default=0.0)
             if team_waited >= s.explained_share * gap_s:
                 episodes.append((i, i + 1, "busy-waiting",
@@ -661,7 +833,7 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
             # starved by the machine, or spinning for a teammate. Its teammates' shares of the
             # same span tell (those silent through most of it, not in a recorded wait): a
             # teammate with less than half its share was blocked, and this one waited for it
-            team_waited = {o.thread: _waited_in(_thread_waits(trace, o, waits_cache), int(t[i]), int(t[i + 1]))[0]
+            team_waited = {o.thread: _waited_in(_thread_waits(trace, o, waits_cache, span), int(t[i]), int(t[i + 1]))[0]
                            for o in team if o.thread != tb.thread}
             if team_waited and max(team_waited.values()) >= s.explained_share * gap_s:
                 # its team waited for it in the runtime: it held them up, on a CPU it got a
@@ -919,13 +1091,18 @@ def behavior_timelines(trace: HeartbeatTrace, settings: BehaviorSettings | None 
     rows, waits_cache = [], {}
     for tb in prepared:
         key = (tb.run, tb.process)
+        lifecycle = bool(trace.runs.get(tb.run, {}).get("lifecycle"))
+        run_end, pend, monitored = ends[key]
+        reports = _monitor_reports(trace, tb)
+        if isinstance(tb, TeammateView) and tb.long:   # made a segment at a time, never whole
+            row = _long_timeline(tb, trace, teams[key], s, lifecycle, reports, monitored, run_end, pend)
+            _attach_online(row, reports, s)
+            rows.append(row)
+            continue
         if isinstance(tb, TeammateView):   # read again, for its own timeline only
             k = (tb.run, tb.process, tb.thread)
             t, construct = trace.thread_beats(k)
             tb = _prepared(trace, s, k, t, tb.os_tids, construct)
-        lifecycle = bool(trace.runs.get(tb.run, {}).get("lifecycle"))
-        run_end, pend, monitored = ends[key]
-        reports = _monitor_reports(trace, tb)
         row = thread_timeline(tb, trace, teams[key], s, lifecycle, reports, monitored, run_end, pend, waits_cache)
         _attach_online(row, reports, s)
         rows.append(row)

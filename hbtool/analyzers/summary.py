@@ -429,7 +429,7 @@ def _window_work_streamed(trace: StreamedTrace, counts: dict[tuple, int]) -> tup
     for k in counts:
         at = trace.thread_times_at(k, edges[k])
         waited = np.zeros(at.size, dtype=np.int64)
-        for end, length in trace.thread_wait_pieces(k):
+        for end, length, _ in trace.thread_wait_pieces(k):
             o = np.argsort(end, kind="stable")
             waited += at - work_clock(at, (end - length)[o], end[o])
         work[k] = np.diff((at - waited).astype(np.float64))
