@@ -372,7 +372,17 @@ def _long_timeline(view: TeammateView, trace: StreamedTrace, team: list, s: Beha
         seg_notes, seg_slow = [], []
         eps, seg_slow = thread_episodes(tb, trace, team, s, reports, monitored, {}, seg_notes)
         shift = start - lo
-        episodes += [(a + shift, b + shift, *rest) for a, b, *rest in eps if lo <= a < hi]
+        for a, b, name, detail, t0, t1 in sorted(eps, key=lambda e: e[0]):
+            if lo <= a < hi:
+                episodes.append((a + shift, b + shift, name, detail, t0, t1))
+            elif a < lo < b and name == "busy-waiting":
+                # a stretch that began in the margin before this core and runs into it: the
+                # rest of one the segment before cut at its end, or one it did not see whole
+                prev = episodes[-1] if episodes and episodes[-1][2] == "busy-waiting" else None
+                if prev is not None and prev[1] >= a + shift:
+                    episodes[-1] = (prev[0], max(prev[1], b + shift), name, prev[3], prev[4], max(prev[5], t1))
+                else:
+                    episodes.append((a + shift, b + shift, name, detail, t0, t1))
         c0, c1 = int(t[lo]), int(t[hi - 1])
         team_slow += [x for x in seg_slow if c0 <= x[0] <= c1]
         notes += [n for n in seg_notes if n not in notes]
