@@ -668,8 +668,6 @@ def _thread_waits(trace: HeartbeatTrace, tb, cache: dict | None = None, span: tu
 
 def _span_waits(trace: StreamedTrace, tb, span: tuple) -> ThreadWaits:
     """The thread's waits that overlap span, from its waits read a window at a time."""
-    from ..io.hbt import SYNC_KINDS
-
     ws = trace.wait_stats
     mine = (ws["run"].astype(str) == tb.run) & (ws["process"] == tb.process) & (ws["thread"] == tb.thread)
     ends, starts, kinds = [], [], []
@@ -678,18 +676,16 @@ def _span_waits(trace: StreamedTrace, tb, span: tuple) -> ThreadWaits:
             keep = (end > span[0]) & (end - length < span[1])
             ends.append(end[keep])
             starts.append(end[keep] - length[keep])
-            kinds.append(sync[keep])
+            kinds.append(np.asarray(sync, dtype=object)[keep])   # the kinds' names (few: span only)
     end = np.concatenate(ends) if ends else np.empty(0, np.int64)
     if not end.size:
         return ThreadWaits(*(np.empty(0, np.int64),) * 3, np.empty(0, dtype=object))
-    start, kind = np.concatenate(starts), np.concatenate(kinds).astype(np.int64)
-    u, code = np.unique(kind, return_inverse=True)
-    names = [SYNC_KINDS.get(int(c), f"sync {int(c)}") for c in u]
+    start, kind = np.concatenate(starts), np.concatenate(kinds)
     if tb.thread == 0:   # the master's time outside the regions: the serial part (as _all_waits)
-        names = ["serial" if n == "outside" else n for n in names]
-    names, again = np.unique(np.array(names, dtype=object), return_inverse=True)
+        kind = np.where(kind == "outside", "serial", kind).astype(object)
+    names, code = np.unique(kind.astype(str), return_inverse=True)
     o = np.argsort(end, kind="stable")
-    return ThreadWaits(start[o], end[o], again[code][o].astype(np.int64), names, int((end - start).max()))
+    return ThreadWaits(start[o], end[o], code[o].astype(np.int64), names.astype(object), int((end - start).max()))
 
 
 def _all_waits(trace: HeartbeatTrace, tb) -> ThreadWaits:

@@ -627,8 +627,8 @@ class HbtStream:
 
     def wait_pieces(self, run: str, process: int, thread: int):
         """One thread's waits read from the file again a batch of chunks at a time: (end t_ns
-        on the run's clock, wait_ns, sync kind code) per batch, in file order (memory follows
-        the read window, not the thread)."""
+        on the run's clock, wait_ns, sync kind as a Categorical of names) per batch, in file
+        order (memory follows the read window, not the thread)."""
         i = self.proc_index[process]
         s = self.scans[i]
         w = s.waits
@@ -636,7 +636,7 @@ class HbtStream:
         shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])
         for w in _wait_records(s, chunks):
             keep = w["thread"] == thread
-            yield w["t_ns"][keep] + shift, w["wait_ns"][keep], w["sync"][keep]
+            yield w["t_ns"][keep] + shift, w["wait_ns"][keep], _coded(w["sync"][keep], SYNC_KINDS, "sync")
 
     def load_waits(self, run: str, process: int, thread: int) -> pd.DataFrame:
         """One thread's waits (wait records), read from the file again: t_ns (its end, on the

@@ -573,8 +573,8 @@ class StreamedTrace(HeartbeatTrace):
         return out
 
     def thread_wait_pieces(self, key: tuple):
-        """One thread's waits read in pieces: (end t_ns, wait_ns, sync kind code) arrays, in
-        file order."""
+        """One thread's waits read in pieces: (end t_ns, wait_ns, sync kind names as a
+        Categorical), in file order."""
         return self._source.wait_pieces(*key)
 
     def _thread_sources(self, key: tuple) -> list[str]:
