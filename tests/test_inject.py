@@ -193,10 +193,13 @@ def test_slow_pthread_spaces_the_victims_beats_by_the_factor(tmp_path):
 def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
     # chunks of some size, so that a chunk's own time is more than the clock's noise
     program = [str(EXAMPLES / "heat_omp"), "--threads", "2", "--size", "512", "--steps", "20", "--chunk", "16"]
-    r, out, truth = record(tmp_path, "slow", program, "--inject", "slow", "--thread", "1", "--beat", "10",
+    r, out, truth = record(tmp_path, "slow", program, "--inject", "slow", "--thread", "1", "--beat", "100",
                            "--inject-slow", "4")
     assert r.returncode == 0, r.stderr
     fired_ok(truth, "slow", 1)
+    # the injector's own account: after each unit of work it spun 3 times that unit's time
+    units = truth["effect"]["units"]
+    assert units > 50 and truth["effect"]["delay_ns"] >= 0.95 * 3 * truth["effect"]["work_ns"], truth["effect"]
     b, _ = beats(out)
     t0 = truth["fired_at"]["trace_ns"]
 
@@ -208,14 +211,14 @@ def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
         ok = is_chunk[1:] & is_chunk[:-1] & ((t[:-1] > t0) if after else (t[1:] <= t0))
         return np.diff(t)[ok]
 
-    # against the other thread's chunks over the same stretch of the run (the same load on the
-    # machine), by their lower quartiles: a chunk the machine preempts (or a VM stall charges)
-    # only grows, and it can be the other thread's; the victim's delay is 3 times its chunk's
-    # work as the injector timed it, so its chunks stay 4 times as long whatever the load
-    other, after = chunk_gaps(0, True), chunk_gaps(1, True)
-    assert len(other) >= 5 and len(after) >= 5
-    low, low_other = np.percentile(after, 25), np.percentile(other, 25)
-    assert low >= 0.6 * 4 * low_other, (low_other, low)
+    # the victim's chunks after the fault against its own before it, by their lower quartiles:
+    # a chunk the machine preempts (or a VM stall charges) only grows. Not against the other
+    # thread's over the same stretch: the victim spins, and a spinning thread on the other
+    # hyperthread of a core slows its sibling's work (2x was seen: a ratio of 2.36)
+    before, after = chunk_gaps(1, False), chunk_gaps(1, True)
+    assert len(before) >= 20 and len(after) >= 20, (len(before), len(after))
+    low, low_before = np.percentile(after, 25), np.percentile(before, 25)
+    assert low >= 0.6 * 4 * low_before, (low_before, low)
 
 
 def _gap_at_fire(b, thread, k):
