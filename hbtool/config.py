@@ -28,9 +28,10 @@ STREAM_PIECE_ROWS = 1 << 18
 #: diagnose: bytes of beat times and heart rates of a streamed trace's threads kept in
 #: memory at once (threads read from the file again when needed; at least two are kept)
 SERIES_CACHE_BYTES = 256 << 20
-#: diagnose, features, train: a streamed trace's thread of more beats than this is never held
-#: whole: its features are gathered from its beat times read in pieces (two passes over it)
-SERIES_WHOLE_BEATS = 1 << 22
+#: a streamed trace's thread of more beats than this is never held whole: diagnose, features
+#: and train gather its features from its beat times read in pieces (two passes over it),
+#: behavior makes its timeline a segment at a time
+WHOLE_THREAD_BEATS = 1 << 22
 #: readers: warnings of one kind printed before they are summarised
 MAX_WARNINGS_SHOWN = 10
 

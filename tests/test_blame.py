@@ -191,7 +191,7 @@ def test_a_big_trace_read_thread_by_thread_twice_gives_the_same_timelines(tmp_pa
 
 @pytest.mark.parametrize("kind", ["busy", "cond"])
 def test_a_long_thread_made_a_segment_at_a_time_has_the_timeline_of_the_whole(tmp_path, monkeypatch, kind):
-    """A streamed trace's thread of more than LONG_BEATS beats is never held whole: its
+    """A streamed trace's thread of more than config.WHOLE_THREAD_BEATS beats is never held whole: its
     timeline is made a segment at a time (each read with margins), its usual level from a
     histogram of all of them (issue 20). Made so with segments of 512 beats, a real OpenMP
     team whose worker busy-waited or blocked gets the timelines of the whole threads: the same
@@ -204,7 +204,7 @@ def test_a_long_thread_made_a_segment_at_a_time_has_the_timeline_of_the_whole(tm
                            "--inject-wait-ms", str(WAIT_MS))
     assert r.returncode == 0 and truth["fired"], r.stderr
     whole = beh.behavior_timelines(read_heartbeats(out, stream=True))
-    monkeypatch.setattr(beh, "LONG_BEATS", 200)
+    monkeypatch.setattr(config, "WHOLE_THREAD_BEATS", 200)
     monkeypatch.setattr(beh, "SEGMENT_BEATS", 512)
     monkeypatch.setattr(beh, "SEGMENT_MARGIN", 256)
     monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 100)

@@ -350,7 +350,7 @@ def test_diagnose_keeps_no_beat_times_once_done(burst, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["burst", "pi-shutdown", "matmul-earlyexit"])
 def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burst, tmp_path, monkeypatch):
-    """Threads of more than SERIES_WHOLE_BEATS beats are never held whole: their features
+    """Threads of more than WHOLE_THREAD_BEATS beats are never held whole: their features
     come from pieces of beat times, two passes and more (threads of different lengths, whose
     LTRmax asks for beat indices of another count, a reference trace), the same values as
     from the whole threads."""
@@ -363,7 +363,7 @@ def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.RankWarning)
         want = [features_table(eager), features_table(eager, reference=eager_ref)]
-        monkeypatch.setattr(config, "SERIES_WHOLE_BEATS", 100)
+        monkeypatch.setattr(config, "WHOLE_THREAD_BEATS", 100)
         monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 97)
         if name != "burst":   # the times LTR compares read again for each comparison, not held
             monkeypatch.setattr(features, "EVERY_HELD", 3)

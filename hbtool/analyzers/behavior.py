@@ -187,7 +187,7 @@ def prepare(trace: HeartbeatTrace, s: BehaviorSettings, budget: int | None = Non
     follows the largest thread, not the trace (a trace whose beats stay in the file only)."""
     out, held = [], 0
     for key, n, tids, load in _thread_beats(trace):
-        if isinstance(trace, StreamedTrace) and n > LONG_BEATS:
+        if isinstance(trace, StreamedTrace) and n > config.WHOLE_THREAD_BEATS:
             view = _long_view(trace, s, key, n, tids)
             if view is not None:   # (None: its beats are not in time order in the file: read whole)
                 out.append(view)
@@ -255,9 +255,6 @@ TEAMMATE_BLOCK = 256
 PREPARED_BEATS_HELD = 4_000_000
 
 
-#: a streamed trace's thread of more beats than this is never held whole: its timeline is
-#: made a segment at a time (_long_view, _long_timeline)
-LONG_BEATS = 1 << 22
 #: beats of a long thread judged per segment, and the beats read on each side of it (the
 #: running medians' and a stretch's edges' context); both multiples of TEAMMATE_BLOCK
 SEGMENT_BEATS = 1 << 21

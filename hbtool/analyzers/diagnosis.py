@@ -22,7 +22,7 @@ BEAT_BY_BEAT = ["LTR", "LHR", "DTW", "LB", "LTRmax"]
 def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tuple, Series]:
     loaders = getattr(trace, "thread_loaders", None)
     if loaders is not None:  # a StreamedTrace: each thread's beats read from the file when needed
-        return {k: (LazySeries(load, n, settings.window) if n <= config.SERIES_WHOLE_BEATS else
+        return {k: (LazySeries(load, n, settings.window) if n <= config.WHOLE_THREAD_BEATS else
                     PiecewiseSeries(lambda k=k: trace.thread_time_pieces(k), n, settings))
                 for k, n, load in loaders()}
     return {k: make_series(g["t"].to_numpy(), settings.window) for k, g in trace.threads()}

@@ -141,7 +141,7 @@ EVERY_HELD = 1 << 22
 
 
 class PiecewiseSeries(Series):
-    """A thread too long to hold (a StreamedTrace's, over config.SERIES_WHOLE_BEATS beats):
+    """A thread too long to hold (a StreamedTrace's, over config.WHOLE_THREAD_BEATS beats):
     what the features ask of it is gathered from its beat times read in consecutive pieces
     (`pieces()`: arrays of times, s, in order), so memory follows the pieces, not the
     thread. A first pass gives its last time, time span, mean heart rate and the times of
