@@ -21,7 +21,7 @@ from hbtool.io import read_heartbeats
 from hbtool.io.hbt import record_dtype
 from hbtool.model.heartbeats import StreamedTrace
 
-from conftest import ROOT, SAMPLES, build_traced, run_hbtool
+from conftest import ROOT, SAMPLES, build_traced, run_cli, run_hbtool
 
 HBT_SAMPLES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and list(p.glob("*.hbt")))
 
@@ -450,3 +450,55 @@ def test_version_2_chunks_in_units_given_back_and_taken_again_read_alike(tracer_
         eager, streamed = _both(trace)
         _same_trace(eager, streamed)
         assert streamed.beat_count() == 36 * 2100
+
+
+def test_mutated_long_threads_give_answers_or_one_line_never_a_traceback(capsys, tmp_path, tracer_built,
+                                                                         monkeypatch):
+    """The paths that never hold a thread whole (diagnose's pieces, behavior's segments, the
+    work shift's edge beats and waits read in pieces), made to run on an OpenMP trace of 3,000
+    beats a thread by small thresholds, meet seeded mutations of it (bit flips, zeroed ranges,
+    truncations, repeated records): an answer, or one line and exit status 2."""
+    from hbtool.analyzers import behavior
+    from hbtool.io import hbt_stream
+
+    exe = tmp_path / "omp_regions"
+    subprocess.run(["gcc", "-fopenmp", "-O2", str(ROOT / "tests" / "programs" / "omp_regions.c"), "-o", str(exe)],
+                   check=True)
+    run_hbtool("record", "-q", "-o", tmp_path / "trace", "--beats", "openmp", "--", exe, "3000",
+               env=dict(os.environ, OMP_NUM_THREADS="2"))
+    (src,) = (tmp_path / "trace").glob("*.hbt")
+    data = src.read_bytes()
+    monkeypatch.setattr(config, "WHOLE_THREAD_BEATS", 100)
+    monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 97)
+    monkeypatch.setattr(behavior, "SEGMENT_BEATS", 512)
+    monkeypatch.setattr(behavior, "SEGMENT_MARGIN", 256)
+    monkeypatch.setattr(hbt_stream, "MIXED_RECORDS", 100)
+    rng = np.random.default_rng(11)
+    codes = []
+    for case in range(24):
+        b = bytearray(data)
+        kind = case % 4
+        if kind == 0:
+            for _ in range(20):
+                i = int(rng.integers(4096, len(b)))
+                b[i] ^= 1 << int(rng.integers(0, 8))
+        elif kind == 1:
+            i = int(rng.integers(4096, len(b)))
+            b[i:i + 4096] = bytes(len(b[i:i + 4096]))
+        elif kind == 2:
+            b = b[:int(rng.integers(4096, len(b)))]
+        else:
+            i, j = (int(x) for x in rng.integers(4096, len(b) - 64, 2))
+            b[j:j + 64] = b[i:i + 64]
+        d = tmp_path / f"m{case}"
+        d.mkdir()
+        (d / src.name).write_bytes(bytes(b))
+        for cmd in ("diagnose", "behavior"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                code, _, err = run_cli(capsys, cmd, d)
+            assert code in (0, 2) and "Traceback" not in err, (case, cmd, code, err)
+            if code == 2:
+                assert len(err.strip().splitlines()) == 1, (case, cmd, err)
+            codes.append(code)
+    assert codes.count(0) > 20
