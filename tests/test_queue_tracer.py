@@ -376,9 +376,11 @@ def test_stage_blocked_on_its_output_flags_its_input_end(tmp_path, traced_env):
     # a dot stage that waits on its output queue gets stage-blocked samples on its input
     # end, which itself did not wait in those periods (a fixed 1 ms period: longer ones
     # all hold a wait of the input end too)
+    # 1.5 s, not 0.6: under load such a period (output waited, input did not) came in none of
+    # the 600 periods of a 0.6 s run in two CI runs; the chance of none falls with the run's length
     truth = tmp_path / "truth.json"
     env = env_with(traced_env, HBTRACE_QUEUE_PERIOD_US=1000, HBTRACE_QUEUE_PERIOD_MAX_US=1000)
-    r = run(MATMUL, env, "--size", 128, "--workers", 2, "--duration", 0.6, "--truth", truth)
+    r = run(MATMUL, env, "--size", 128, "--workers", 2, "--duration", 1.5, "--truth", truth)
     assert r.returncode == 0, r.stderr
     t = json.loads(truth.read_text())
     tr = read_trace(trace_file(tmp_path))
