@@ -6,6 +6,7 @@ thread fault injector, on a quiet machine and beside a CPU hog.
                                       [--programs examples,npb] [--kernels MG,LU,FT,EP]
                                       [--compilers gcc,clang] [--threads 2,4] [--class W]
                                       [--hog both|off|on] [--wait-ms 300] [--skip LU:4] [--json FILE]
+                                      [--keep DIR]
 
 Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
   pi_pthread  pthreads, API beats (~1 ms of work each), no synchronisation between threads;
@@ -145,7 +146,13 @@ def evaluate(name: str, cmd: list[str], beats_src: str, threads: int, a, work: P
                 print(f"  {name} {threads}t {mode} {'hog' if hog else 'alone'} {kind}{i}: reports {r['reports']} "
                       f"true {r['true']}" + (f" latency {r['latency_ms']:.1f} ms" if r.get("found") else "")
                       + f" ({time.monotonic() - t:.1f} s)", file=sys.stderr, flush=True)
-                shutil.rmtree(out, ignore_errors=True)
+                if a.keep:
+                    dest = a.keep / out.relative_to(work)
+                    shutil.rmtree(dest, ignore_errors=True)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(out), dest)
+                else:
+                    shutil.rmtree(out, ignore_errors=True)
         if per_thread is None:
             print(f"  {name} {threads}t {mode}: no normal run, skipped", file=sys.stderr)
     return rows
@@ -187,6 +194,7 @@ def main(argv=None) -> None:
                     help="beside one busy-loop process per CPU: both (default), off, on")
     ap.add_argument("--wait-ms", type=int, default=300, help="busy and cond: how long (default 300)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    ap.add_argument("--keep", type=Path, help="keep every run's trace (and its truth) under this folder")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # the hogs and the work folder go too
     progs = a.programs.split(",")

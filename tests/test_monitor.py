@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hbt_chunks import walk_chunks
-from conftest import EXAMPLES, build_traced
+from conftest import EXAMPLES, ROOT, build_traced
 
 from hbtool.io.hbt import chunk_header_dtype, header_dtype, record_dtype
 
@@ -627,3 +627,44 @@ def test_team_at_work_is_not_reported(heat, tmp_path, cc, mode):
     tr, _ = record_team(heat, cc, tmp_path, mode)
     assert (tr["rec"]["kind"] == BEAT).sum() > 2000
     assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+
+
+# --------------------------------------------------------------------------- waiting in the program's own code
+
+PIPELINE_ARGS = [60, 0.1, 4, 0.2, 30]   # steps, unit, long, tail, spike (ms of CPU)
+
+
+@pytest.fixture(scope="module")
+def flag_pipeline(tracer_built, tmp_path_factory):
+    """tests/programs/omp_flag_pipeline.c built with gcc (libgomp) and, where installed,
+    clang (libomp)."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("pipeline")
+    progs = {}
+    for cc in ("gcc", "clang"):
+        if shutil.which(cc):
+            exe = d / f"omp_flag_pipeline_{cc}"
+            subprocess.run([cc, "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_flag_pipeline.c"),
+                            "-o", str(exe)], check=True)
+            progs[cc] = exe
+    return progs
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_thread_waiting_in_its_own_code_is_late_by_its_teams_wait(flag_pipeline, tmp_path, cc):
+    """NPB LU's pattern: thread 1 spins on a flag (no runtime call) while thread 0 works a
+    long unit, then meets it at the barrier 0.2 ms after it. Thread 1 is silent and on a CPU
+    for the whole unit -- 30 ms every 4th step, far longer than any of its units took -- but
+    its team waited for it 0.2 ms: not busy-waiting. (Judged by its silence, the monitor
+    called it busy-waiting at each such step: 15 of 15.) And a real spin there is still
+    reported while its team waits for it."""
+    tr, _ = record_team(flag_pipeline, cc, tmp_path, "central", args=PIPELINE_ARGS)
+    assert (tr["rec"]["kind"] == BEAT).sum() > 2000
+    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+    tr, truth = record_team(flag_pipeline, cc, tmp_path / "fault", "central", "--inject", "busy", "--thread", 1,
+                            "--beat", 600, "--inject-wait-ms", 300, args=PIPELINE_ARGS)
+    assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
+    t0 = truth["fired_at"]["mono_ns"]
+    got = [d for d in behaviors(tr, 1) if d["bhv"] == BUSY]
+    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr), t0)

@@ -131,11 +131,14 @@ struct hbt_beatline {
     int32_t  thread;      /* thread number its beats record (as of its first
                              beat, hbt_set_thread, or its latest cold path) */
     uint64_t t_ns;        /* time of its latest beat (release store) */
-    uint32_t state;       /* HBT_HS_* (release store) */
-    uint16_t end_how;     /* HBT_END_* once ENDED */
+    uint8_t  state;       /* HBT_HS_* (release store) */
+    uint8_t  end_how;     /* HBT_END_* once ENDED */
     uint16_t waiting;     /* HBT_SYNC_* (autobeat.h) while it waits in the OpenMP runtime
                              (a barrier, a taskwait, outside any parallel region), 0 at
                              work: set by gomp.c and ompt.c (hbt_wait_mark) */
+    uint32_t wait_us;     /* when its current such wait began: the clock in us, mod
+                             2^32 (stored before `waiting`), so that a checker knows
+                             how long its team has waited for a thread */
     uint64_t end_ns;      /* time of its THREAD_END, once ENDED */
     int32_t  os_tid;
     uint32_t waited_us;   /* its time in those waits so far, us, mod 2^32 */
@@ -566,6 +569,7 @@ static inline __attribute__((always_inline)) void hbt_wait_mark(uint32_t sync)
     uint16_t was = b->waiting;
     if (sync && !was) {
         t->wait_from = hbt_now_ns();
+        __atomic_store_n(&b->wait_us, (uint32_t)(t->wait_from / 1000u), __ATOMIC_RELAXED);
     } else if (!sync && was) {
         /* the CPU time it spun away there is no work of its own */
         uint64_t d = t->wait_from ? hbt_now_ns() - t->wait_from : 0;

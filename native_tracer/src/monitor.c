@@ -253,6 +253,7 @@ void hbt_mon_register(struct hbt_tls *t)
     b->gap_ns = UINT32_MAX;   /* no gap until a checker knows its rate */
     b->gap_t = 0;
     b->waiting = 0;
+    b->wait_us = 0;
     b->waited_us = 0;
     /* the number its beats record; -1 (as in its lifecycle records) until
      * it beats or sets one */
@@ -275,7 +276,7 @@ void hbt_mon_thread_end(struct hbt_tls *t, uint32_t how)
     struct hbt_beatline *b = t->beat;
     if (!t->registered || !b)
         return;
-    b->end_how = (uint16_t)how;
+    b->end_how = (uint8_t)how;
     __atomic_store_n(&b->end_ns, hbt_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&b->state, HBT_HS_ENDED, __ATOMIC_RELEASE);
 }
