@@ -36,6 +36,7 @@ TRACER_ENV: dict[str, str] = {
     'HBTRACE_INJECT_BEAT': "moment of the fault: the victim's B-th beat (from 1, beats of every source), or LO-HI to draw it from the seed; unset: HBTRACE_INJECT_AT says it",
     'HBTRACE_INJECT_SEED': 'seed of the random choices of the thread injector (thread, moment); default 1',
     'HBTRACE_INJECT_BYTES': 'leak: bytes allocated, touched and never freed per unit of work of the victim; default 1048576',
+    'HBTRACE_INJECT_LEAK_MAX': 'leak: stop leaking once this many bytes are leaked (0: no limit), so that the leak does not bring the machine down; default: a quarter of its physical memory',
     'HBTRACE_INJECT_SLOW': 'slow: each unit of work of the victim takes this many times as long, above 1, at most 1000; default 3',
     'HBTRACE_INJECT_WAIT_MS': 'busy: milliseconds the victim spins; cond: milliseconds it waits on a condition nobody signals; default 1000',
     'HBTRACE_INJECT_TRUTH': 'file the injector writes its ground truth to (JSON, docs/inject.md); default inject-truth.json in the trace directory',
@@ -68,6 +69,7 @@ HBTRACE_INJECT_AT = 'HBTRACE_INJECT_AT'
 HBTRACE_INJECT_BEAT = 'HBTRACE_INJECT_BEAT'
 HBTRACE_INJECT_SEED = 'HBTRACE_INJECT_SEED'
 HBTRACE_INJECT_BYTES = 'HBTRACE_INJECT_BYTES'
+HBTRACE_INJECT_LEAK_MAX = 'HBTRACE_INJECT_LEAK_MAX'
 HBTRACE_INJECT_SLOW = 'HBTRACE_INJECT_SLOW'
 HBTRACE_INJECT_WAIT_MS = 'HBTRACE_INJECT_WAIT_MS'
 HBTRACE_INJECT_TRUTH = 'HBTRACE_INJECT_TRUTH'

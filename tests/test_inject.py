@@ -160,6 +160,30 @@ def test_leak_grows_the_resident_memory_by_what_the_truth_says(tmp_path, program
     assert int((b.thread == thread).sum()) - truth["fired_at"]["beat"] + 1 == eff["units"]
 
 
+def test_leak_stops_at_its_limit(tmp_path):
+    """A leak of a unit per beat of a program that beats fast would take the machine's memory
+    (1 MiB per beat of NPB LU built with clang: 35 GB asked of 24): it stops at --inject-leak-max,
+    by default a quarter of the machine's memory, which the truth states; the program's output
+    and status are untouched."""
+    plain = subprocess.run(PI, capture_output=True, text=True, timeout=120)
+    r, out, truth = record(tmp_path, "capped", PI, "--inject", "leak", "--thread", "1", "--beat", "10",
+                           "--inject-bytes", "65536", "--inject-leak-max", "1000000")
+    assert r.returncode == plain.returncode == 0, r.stderr
+    result = plain.stdout.split(" elapsed_s")[0]   # the checksum, not the time it took
+    assert result.startswith("pi_pthread checksum 3.14") and r.stdout.split(" elapsed_s")[0] == result
+    fired_ok(truth, "leak", 1)
+    eff = truth["effect"]
+    assert truth["params"]["leak_max"] == 1000000 and eff["units"] == PI_BEATS - 9
+    assert eff["leaked_bytes"] == (1000000 // 65536) * 65536   # 15 units' worth, then no more
+    r, out, truth = record(tmp_path, "default", PI, "--inject", "leak", "--thread", "1", "--beat", "10")
+    assert r.returncode == 0, r.stderr
+    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGESIZE")
+    assert truth["params"]["leak_max"] == phys // 4
+    assert truth["effect"]["leaked_bytes"] == truth["effect"]["units"] * 1048576   # far below it
+    r, _, _ = record(tmp_path, "wrong", PI, "--inject", "stop", "--beat", "3", "--inject-leak-max", "10")
+    assert r.returncode == 2 and "--inject-leak-max goes with --inject leak" in r.stderr
+
+
 # ----------------------------------------------------------------------------------------------
 # slow, busy, cond
 

@@ -274,30 +274,22 @@ def _segments(trace: StreamedTrace, key: tuple, core: int | None = None, margin:
     ns, constructs, lo, hi) where beats [lo, hi) of the arrays are the core and the rest the
     margins read on each side. Raises _NotInOrder when the pieces are not in time order."""
     core, margin = core or SEGMENT_BEATS, margin or SEGMENT_MARGIN
-    run, process, thread = key
-    sources = trace._thread_sources(key)
-    names = trace.construct_names(run, process) if sources != ["api"] else {}
     buf_t, buf_c = np.empty(0, np.int64), np.empty(0, np.int64)
     base, start, last = 0, 0, None   # base: index of buf[0]; start: the next core's first beat
 
     def cut(end):
         lo = max(start - margin, 0) - base
         t, c = buf_t[lo:end - base], buf_c[lo:end - base]
-        ids, inv = np.unique(c, return_inverse=True)
-        labels = np.array([names.get(int(i), f"construct {int(i)}") if i else "" for i in ids], dtype=object)
-        labels, again = np.unique(labels, return_inverse=True)
-        construct = pd.Categorical.from_codes(again[inv].astype(np.int32), categories=labels)
-        return start, t, construct, start - (lo + base), min(start + core, end) - (lo + base)
+        return start, t, trace.construct_labels(key, c), start - (lo + base), min(start + core, end) - (lo + base)
 
-    for b in trace._source.beat_pieces(run, process, thread, sources, config.STREAM_PIECE_ROWS):
-        t = b["t_ns"]
+    for t, ids in trace.thread_beat_pieces(key):
         if not t.size:
             continue
         if (last is not None and t[0] < last) or (t.size > 1 and (np.diff(t) < 0).any()):
             raise _NotInOrder
         last = t[-1]
         buf_t = np.concatenate([buf_t, t])
-        buf_c = np.concatenate([buf_c, np.where(b["source"] != 0, b["loop"], 0)])
+        buf_c = np.concatenate([buf_c, ids])
         while base + buf_t.size >= start + core + margin:
             yield cut(start + core + margin)
             start += core

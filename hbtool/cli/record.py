@@ -52,6 +52,9 @@ def _default_dir(program: str) -> str:
               help="Seed of the injector's random choices (default 1).")
 @click.option("--inject-bytes", type=click.IntRange(0), default=None, metavar="BYTES",
               help="leak: bytes allocated and never freed per unit of work of the victim (default 1048576).")
+@click.option("--inject-leak-max", type=click.IntRange(0), default=None, metavar="BYTES",
+              help="leak: stop leaking once BYTES are leaked, 0 for no limit (default: a quarter of the "
+                   "machine's memory, so that the leak does not bring the machine down).")
 @click.option("--inject-slow", type=click.FloatRange(1, 1000, min_open=True), default=None, metavar="FACTOR",
               help="slow: each unit of work of the victim takes FACTOR times as long (default 3).")
 @click.option("--inject-wait-ms", type=click.IntRange(0, 86400000), default=None, metavar="MS",
@@ -65,7 +68,7 @@ def _default_dir(program: str) -> str:
                    "for 'hbtool status'.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- PROGRAM [ARGS]...")
 def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, inject_at, inject_beat, inject_seed,
-           inject_bytes, inject_slow, inject_wait_ms, inject_calls, status_period, command):
+           inject_bytes, inject_leak_max, inject_slow, inject_wait_ms, inject_calls, status_period, command):
     """Run PROGRAM under the heartbeat tracer and say where the trace went.
 
     With no change to the program, every thread's start and end and the
@@ -83,8 +86,8 @@ def record(outdir, quiet, force, beat_sources, mpi, inject, inject_thread, injec
     from ..tracer import profiler_library, tracer_paths
 
     lib = tracer_paths().library
-    fault = _check_thread_fault(inject, inject_thread, inject_at, inject_beat, inject_bytes, inject_slow,
-                                inject_wait_ms, inject_calls)
+    fault = _check_thread_fault(inject, inject_thread, inject_at, inject_beat, inject_bytes, inject_leak_max,
+                                inject_slow, inject_wait_ms, inject_calls)
     if fault:
         thread_env, inject = fault, None
     else:
@@ -304,13 +307,13 @@ def _check_range(option: str, value: str, integer: bool) -> None:
         raise click.UsageError(f"{option} '{value}': expected {what} (LO <= HI)")
 
 
-def _check_thread_fault(inject, thread, at, beat, nbytes, slow, wait_ms, calls) -> dict[str, str]:
+def _check_thread_fault(inject, thread, at, beat, nbytes, leak_max, slow, wait_ms, calls) -> dict[str, str]:
     """The environment of a thread fault (--inject KIND), {} when --inject is not one; usage errors
     for the options that do not go together."""
     from .. import tracer_names as names
 
     thread_opts = {"--thread": thread, "--at": at, "--beat": beat, "--inject-bytes": nbytes,
-                   "--inject-slow": slow, "--inject-wait-ms": wait_ms}
+                   "--inject-leak-max": leak_max, "--inject-slow": slow, "--inject-wait-ms": wait_ms}
     if inject not in THREAD_FAULTS:
         if inject:
             _check_inject(inject)  # neither a fault nor three numbers: say what is expected
@@ -324,7 +327,8 @@ def _check_thread_fault(inject, thread, at, beat, nbytes, slow, wait_ms, calls) 
                                f"not with the thread fault '{inject}'")
     if (at is None) == (beat is None):
         raise click.UsageError(f"--inject {inject} needs exactly one of --at SECONDS and --beat B")
-    for option, value, kinds in (("--inject-bytes", nbytes, ("leak",)), ("--inject-slow", slow, ("slow",)),
+    for option, value, kinds in (("--inject-bytes", nbytes, ("leak",)), ("--inject-leak-max", leak_max, ("leak",)),
+                                 ("--inject-slow", slow, ("slow",)),
                                  ("--inject-wait-ms", wait_ms, ("busy", "cond"))):
         if value is not None and inject not in kinds:
             raise click.UsageError(f"{option} goes with --inject {' or '.join(kinds)}, not {inject}")
@@ -339,6 +343,8 @@ def _check_thread_fault(inject, thread, at, beat, nbytes, slow, wait_ms, calls) 
         env[names.HBTRACE_INJECT_BEAT] = beat
     if nbytes is not None:
         env[names.HBTRACE_INJECT_BYTES] = str(nbytes)
+    if leak_max is not None:
+        env[names.HBTRACE_INJECT_LEAK_MAX] = str(leak_max)
     if slow is not None:
         env[names.HBTRACE_INJECT_SLOW] = f"{slow:g}"
     if wait_ms is not None:

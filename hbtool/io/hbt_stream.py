@@ -458,15 +458,18 @@ class HbtStream:
 
     def load_times(self, run: str, process: int, thread: int, sources: list[str], loops: bool = False):
         """The beat times (s) of one thread's beats of the given sources, in the order the
-        trace's beats table has them (by seq, then time); loops: also each beat's loop field
-        (the construct id of an automatic beat), as (times, loops)."""
+        trace's beats table has them (by seq, then time); loops: also each beat's construct id
+        (the loop field of an automatic beat, 0 for the program's own), as (times, ids)."""
         s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop",) if loops else ())
         _, order = _beat_order(seq, groups, t)
         out = (t if order is None else t[order]).astype(np.float64)
         out /= 1e9
         if not loops:
             return out
-        return out, fields["loop"] if order is None else fields["loop"][order]
+        ids = fields["loop"]
+        if "api" in sources:   # the program's own beats: their loop field is the program's, no construct
+            ids = np.where(np.mod(_group_column(groups), 16) != 0, ids, 0)
+        return out, ids if order is None else ids[order]
 
     def load_beats(self, run: str, process: int, thread: int, sources: list[str]) -> dict[str, np.ndarray]:
         """One thread's beats of the given sources with every field the whole reader gives

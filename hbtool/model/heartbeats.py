@@ -496,19 +496,33 @@ class StreamedTrace(HeartbeatTrace):
         each one's construct name ("" for the program's own beats), as a Categorical (a code
         per beat, not a string)."""
         run, process, thread = key
-        sources = self._thread_sources(key)
-        t, loops = self._source.load_times(run, process, thread, sources, loops=True)
+        t, ids = self._source.load_times(run, process, thread, self._thread_sources(key), loops=True)
         t_ns = np.rint(t * 1e9).astype(np.int64)
         del t
-        if sources == ["api"]:
-            return t_ns, pd.Categorical.from_codes(np.zeros(t_ns.size, dtype=np.int8), categories=[""])
+        return t_ns, self.construct_labels(key, ids)
+
+    def construct_labels(self, key: tuple, ids: np.ndarray) -> pd.Categorical:
+        """Construct ids of some of one thread's beats (0: the program's own beats) as their
+        names ("" for 0), a Categorical: a code per beat, not a string."""
+        run, process, _ = key
+        if self._thread_sources(key) == ["api"]:
+            return pd.Categorical.from_codes(np.zeros(ids.size, dtype=np.int8), categories=[""])
         names = self._source.construct_names(run, process)
-        u, inv = np.unique(loops, return_inverse=True)
-        del loops
+        u, inv = np.unique(ids, return_inverse=True)
         labels = np.array([names.get(int(c), f"construct {int(c)}") if c else "" for c in u], dtype=object)
         labels, again = np.unique(labels, return_inverse=True)   # two ids of one name: one category
         codes = again[inv].astype(np.int8 if labels.size < 127 else np.int32)
-        return t_ns, pd.Categorical.from_codes(codes, categories=labels)
+        return pd.Categorical.from_codes(codes, categories=labels)
+
+    def thread_beat_pieces(self, key: tuple, rows: int | None = None):
+        """One thread's beats in consecutive pieces, as thread_row_pieces cuts its rows: (times
+        ns, construct ids: 0 for the program's own beats; construct_labels names them)."""
+        from .. import config
+
+        run, process, thread = key
+        for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key),
+                                          rows or config.STREAM_PIECE_ROWS):
+            yield b["t_ns"], np.where(b["source"] != 0, b["loop"], 0)
 
     def thread_waits(self, key: tuple) -> pd.DataFrame:
         """One thread's waits read from the trace: t_ns (the end), wait_ns, sync."""

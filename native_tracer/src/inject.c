@@ -63,6 +63,7 @@ static struct {
     uint64_t seed;
     uint64_t r_thread;        /* the draw that chooses the victim */
     uint64_t bytes;
+    uint64_t leak_max;      /* leak: no more than this in all (0: no limit) */
     double slow;
     uint64_t wait_ms;
     char spec_thread[64], spec_moment[64];
@@ -241,6 +242,16 @@ __attribute__((constructor)) static void inj_config(void)
         inj_refuse("%s=%.64s: expected a number of bytes", hbt_env_name(HBT_ENV_HBTRACE_INJECT_BYTES), v);
         return;
     }
+    /* a quarter of the machine's memory by default: 1 MiB per unit of a program that beats
+     * every 40 us (NPB LU built with clang) asked for 35 GB of a 24 GB machine, and the
+     * kernel's OOM killer then ends the program -- or another one */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    inj.leak_max = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : (1ull << 30);
+    v = hbt_getenv(HBT_ENV_HBTRACE_INJECT_LEAK_MAX);
+    if (v && *v && (!inj_u64(v, &inj.leak_max) || inj.leak_max > (1ull << 50))) {
+        inj_refuse("%s=%.64s: expected a number of bytes", hbt_env_name(HBT_ENV_HBTRACE_INJECT_LEAK_MAX), v);
+        return;
+    }
     v = hbt_getenv(HBT_ENV_HBTRACE_INJECT_SLOW);
     inj.slow = 3;
     if (v && *v && (!inj_double(v, &inj.slow) || inj.slow <= 1 || inj.slow > 1000)) {
@@ -371,8 +382,8 @@ static void inj_write_truth(int final, int status)
     } else {
         inj_put(&b, "  \"fired_at\": null,\n");
     }
-    inj_put(&b, "  \"params\": {\"bytes\": %" PRIu64 ", \"slow\": %.17g, \"wait_ms\": %" PRIu64 "},\n",
-            inj.bytes, inj.slow, inj.wait_ms);
+    inj_put(&b, "  \"params\": {\"bytes\": %" PRIu64 ", \"leak_max\": %" PRIu64 ", \"slow\": %.17g, "
+            "\"wait_ms\": %" PRIu64 "},\n", inj.bytes, inj.leak_max, inj.slow, inj.wait_ms);
     const char *how = inj.stop_how == S_OPENMP ? "\"openmp-chunks\""
                     : inj.stop_how == S_PTHREAD_EXIT ? "\"pthread_exit\"" : "null";
     inj_put(&b, "  \"effect\": {\"units\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
@@ -464,8 +475,9 @@ static void inj_spin_until(uint64_t until)
 
 static void inj_leak(void)
 {
-    if (!inj.bytes)
-        return;
+    uint64_t done = __atomic_load_n(&inj.leaked, __ATOMIC_RELAXED);
+    if (!inj.bytes || (inj.leak_max && done + inj.bytes > inj.leak_max))
+        return;   /* (only the victim leaks: no race on the sum) */
     char *p = malloc(inj.bytes);
     if (!p)
         return;
