@@ -47,7 +47,9 @@
  *     first. Else blocked (S, D, ...) -> COND_WAITING; running -> looked at
  *     again when it could have used that much. A thread of an OpenMP team
  *     (it has waited in the runtime) is blamed only while another thread of
- *     the team waits in the runtime (for it). Onset = the last beat, seq = its
+ *     the team waits in the runtime (for it), and is late by how long that
+ *     wait has lasted (beat line: wait_us), with only its CPU time over it
+ *     counted. Onset = the last beat, seq = its
  *     beat count;
  *   - a look that sees beats after a window of more CPU time than S*C_j per
  *     beat plus C_j (not for a team's thread): it spun through that gap,
