@@ -378,6 +378,8 @@ def test_at_seconds_fires_at_the_first_beat_after_it(tmp_path):
     (["--inject", "stop", "--beat", "3", "--inject-bytes", "10"], "--inject-bytes goes with --inject leak"),
     (["--inject", "leak", "--beat", "3", "--inject-wait-ms", "10"], "--inject-wait-ms goes with"),
     (["--inject", "leak", "--beat", "3", "--inject-calls", "mpi"], "--inject-calls goes with the MPI delay"),
+    (["--inject", "leak", "--beat", "3", "--inject-leak-max", "-1"], "--inject-leak-max"),
+    (["--inject", "leak", "--beat", "3", "--inject-leak-max", "lots"], "--inject-leak-max"),
     (["--thread", "1"], "--thread goes with a thread fault"),
     (["--inject", "500,100,0.1", "--beat", "3"], "--beat goes with a thread fault"),
     (["--inject", "crash", "--beat", "3"], "expected MEAN_US,SD_US,PROB"),
@@ -402,3 +404,12 @@ def test_the_library_refuses_bad_variables_and_injects_nothing(tmp_path):
     r = subprocess.run(PI, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "nothing is injected" in r.stderr
     assert not (tmp_path / "inject-truth.json").exists()
+
+
+def test_the_library_refuses_a_bad_leak_limit_and_injects_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBTRACE_INJECT")}
+    env.update(LD_PRELOAD=str(TRACER / "lib" / "libhbtrace.so"), HBTRACE_DIR=str(tmp_path),
+               HBTRACE_INJECT="leak", HBTRACE_INJECT_BEAT="3", HBTRACE_INJECT_LEAK_MAX="lots")
+    r = subprocess.run(PI, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "HBTRACE_INJECT_LEAK_MAX=lots: expected a number of bytes" in r.stderr
+    assert "nothing is injected" in r.stderr and not (tmp_path / "inject-truth.json").exists()
