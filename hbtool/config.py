@@ -215,5 +215,13 @@ SHIFT_MAX = 2.0
 SHIFT_SAME_BEATS = 1.02
 #: in a team of more threads than this, each is compared with the median of the whole team
 SHIFT_WHOLE_TEAM = 8
-#: windows of less work than this (ns) are noise to summary.work_shifts, not work
-SHIFT_FLOOR_NS = 10_000
+#: a construct whose units of work (median, ns) are shorter than this is noise to
+#: summary.work_shifts, not work (a flag's check, an empty single)
+SHIFT_UNIT_FLOOR_NS = 1_000
+#: summary.work_shifts compares the constructs found in at least this share of the windows
+SHIFT_CONSTRUCT_SHARE = 0.5
+#: windows of less work than this (ns) are noise to summary.work_shifts, not work (a run too
+#: short to compare its constructs: its windows' whole work is compared)
+SHIFT_WINDOW_FLOOR_NS = 10_000
+#: summary.work_shifts' unit-work histograms: bins to the octave (medians within 2.2 %)
+SHIFT_BINS_PER_OCTAVE = 16

@@ -220,3 +220,66 @@ def test_a_long_thread_made_a_segment_at_a_time_has_the_timeline_of_the_whole(tm
     victim = next(t for t in long if t["thread"] == VICTIM)
     want = "busy-waiting" if kind == "busy" else "conditional-waiting"
     assert [i["behavior"] for i in victim["intervals"]].count(want) == 1, victim["intervals"]
+
+
+@pytest.fixture(scope="module")
+def flag_sweep(tmp_path_factory):
+    """tests/programs/omp_flag_sweep.c built with gcc (libgomp) and clang (libomp, OMPT)."""
+    import shutil
+    import subprocess
+
+    d = tmp_path_factory.mktemp("flag_sweep")
+    progs = {}
+    for cc in ("gcc", "clang"):
+        if cc == "clang" and not shutil.which("clang"):
+            continue
+        exe = d / f"omp_flag_sweep_{cc}"
+        subprocess.run([cc, "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_flag_sweep.c"),
+                        "-o", str(exe)], check=True)
+        progs[cc] = exe
+    return progs
+
+
+@pytest.mark.parametrize("cc,victim", [("gcc", 0), ("gcc", 1), ("clang", 0), ("clang", 1)])
+def test_a_slowed_thread_is_named_though_its_teammate_waits_for_it_in_the_programs_own_code(
+        tmp_path, monkeypatch, flag_sweep, cc, victim):
+    """A team of two that waits for itself on flags, as NPB LU's pipelined sweeps do
+    (tests/programs/omp_flag_sweep.c: each step a sweep of 8 planes where each thread waits on
+    the other's flag, then three loops shared at barriers). One thread slowed down 3x from
+    beat 300: its teammate's sweep units grow as much as its own (the teammate spins on the
+    flags, which to the tracer is work), its shares do not. The work shift compares the two
+    construct by construct, so the slowed thread shifts by about 3 and is memoryleak, its
+    teammate shifts down and is normal; over whole windows the sweep, most of the work, hid it
+    (1.34 and 0.75 before). Both threads of a normal run are normal. A streamed read in small
+    pieces gives the same shifts."""
+    import os
+
+    import pandas as pd
+
+    from hbtool import config
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import read_heartbeats
+
+    if cc not in flag_sweep:
+        pytest.skip("clang is not installed")
+    env = dict(os.environ, OMP_NUM_THREADS="2", OMP_SCHEDULE="static")
+    program = [flag_sweep[cc], "100", "8", "0.5", "0.5"]
+    out = tmp_path / "slow"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "slow", "--thread", victim, "--beat", "300", "--",
+                   *program, env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == victim, truth
+    d = diagnose(out)
+    slowed, other = d[victim], d[1 - victim]
+    assert slowed["status"] == "memoryleak" and "work shift" in slowed["reason"], slowed
+    assert slowed["WS"] > 2.4 and abs(slowed["WS_beat"] - 300) < 100, slowed
+    assert other["status"] == "normal" and other["WS"] < 0.5, other
+    eager = work_shifts(read_heartbeats(out))
+    monkeypatch.setattr(config, "STREAM_PIECE_ROWS", 64)
+    pd.testing.assert_frame_equal(eager, work_shifts(read_heartbeats(out, stream=True)))
+    normal = tmp_path / "normal"
+    r = run_hbtool("record", "-q", "-o", normal, "--", *program, env=env)
+    assert r.returncode == 0, r.stderr
+    d = diagnose(normal)
+    assert all(t["status"] == "normal" and 0.67 < t["WS"] < 1.5 for t in d.values()), d

@@ -232,6 +232,25 @@ def test_stopping_short_inside_the_progress_range_is_not_called_normal():
     assert classify_row({**row, "beats": 100, "progress": 1.0}, m)[0] == "normal"  # it did all its work, sooner
 
 
+def test_a_thread_of_automatic_beats_that_made_as_many_as_its_team_did_not_end_early():
+    """Automatic OpenMP beats count no progress (progress n/a): a thread whose GTR is below a
+    model's range (a whole run a few per cent faster than the three runs the model learned
+    from) but that made as many beats as the most of its team is normal; one that made fewer
+    is a shutdown, as Algorithm 1 has it; a thread alone in its process has no team to go by."""
+    from hbtool.analyzers.hsa import HsaModel, classify_row, default_model
+
+    ranges = {**default_model().ranges, "GTR": (0.98, 1.02)}
+    m = HsaModel(ranges, level=0.95)
+    row = {"na_reason": "", "died": False, "ended": "", "beats": 4342, "GTR": 0.97, "LTR": float("nan"),
+           "GHR": 1.0, "LHR": float("nan"), "DTW": float("nan"), "LB": float("nan"), "LTRmax": float("nan"),
+           "progress": float("nan"), "progress_counts": False, "team_beats": 4342.0}
+    status, why = classify_row(row, m)
+    assert status == "normal" and "as many beats as the most of its team (4342)" in why, why
+    assert classify_row({**row, "beats": 4000}, m)[0] == "shutdown"
+    assert classify_row({**row, "team_beats": float("nan")}, m)[0] == "shutdown"
+    assert classify_row({**row, "progress_counts": True}, m)[0] == "shutdown"
+
+
 @pytest.fixture(scope="module")
 def tiny_dataset(tmp_path_factory, tracer_built):
     out = tmp_path_factory.mktemp("ds")

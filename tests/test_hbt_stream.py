@@ -382,7 +382,7 @@ def test_a_team_of_many_regions_is_judged_without_holding_its_threads(tracer_bui
     """An OpenMP run whose threads beat and wait at each of thousands of regions
     (tests/programs/omp_regions.c: thread 1 works four times as long from region 1,500 on):
     the scan sums waits per chunk, thread and kind (not per wait), and the work shift is
-    found from a few beat times read in pieces and the waits read in pieces, with small
+    found from the beats and the waits read in pieces (histograms of the units), with small
     windows and pieces: the same table as from the whole threads."""
     from hbtool.analyzers.summary import work_shifts
     from hbtool.io import hbt_stream

@@ -208,11 +208,11 @@ def test_slow_pthread_spaces_the_victims_beats_by_the_factor(tmp_path):
     k = truth["fired_at"]["beat"]
     after = intervals(v[k - 1:])
     # each unit after the fault: its own work W, then the injected delay D = 3 W (factor 4),
-    # spun at least that long (longer when the machine preempts it at the end); its beat
-    # intervals hold exactly the two, whatever the load (which changes W)
+    # spun at least that long (longer when the machine preempts it at the end), before its
+    # beat: its beat interval holds exactly the two, whatever the load (which changes W)
     units = truth["effect"]["units"]
-    assert units == len(after) + 1  # from the beat that fired it to the last, whose delay no interval shows
-    work, delay = truth["effect"]["work_ns"] / units, truth["effect"]["delay_ns"] / units
+    assert units == len(after) + 1  # from the beat that fired it (the unit it ended is not slowed)
+    work, delay = truth["effect"]["work_ns"] / len(after), truth["effect"]["delay_ns"] / len(after)
     assert delay >= 0.95 * 3 * work, (work, delay)
     assert 0.8 * (work + delay) <= after.mean() <= (work + delay) / 0.8, (after.mean(), work, delay)
     assert np.median(after) > 1.5 * np.median(intervals(v[:k])), (np.median(intervals(v[:k])), np.median(after))

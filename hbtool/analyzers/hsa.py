@@ -117,6 +117,15 @@ def _work_shift(row) -> str:
             f"down while its team waited for it at the barriers")
 
 
+def _as_many_as_its_team(row) -> bool:
+    """A thread whose beats do not count its progress (automatic OpenMP beats) that made as
+    many beats as the most of its process's threads (config.SHIFT_SAME_BEATS: a static loop's
+    uneven split): it did its share of the work to the end."""
+    team = row.get("team_beats", float("nan"))
+    return (not row.get("progress_counts", True) and team is not None and np.isfinite(team)
+            and row["beats"] * config.SHIFT_SAME_BEATS >= team)
+
+
 def classify_row(row, model: HsaModel) -> tuple[str, str]:
     """(status, reason) of one sequence: Algorithm 1 with hbtool's documented additions."""
     rg = model.ranges
@@ -164,10 +173,15 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
     # it did all its work: as many beats as the reference (or the model's count), not merely
     # enough to stay inside the progress range (that would override Algorithm 1's
     # GTR-below-minimum -> shutdown rule for a thread that stopped a few beats short)
-    done = np.isfinite(prog) and prog >= 1.0
-    if done and mintime is not None and np.isfinite(gtr) and gtr < mintime and not (row["GHR"] < (rg["GHR"][0] or 0)):
+    all_done = np.isfinite(prog) and prog >= 1.0
+    share_done = not all_done and _as_many_as_its_team(row)
+    if (all_done or share_done) and mintime is not None and np.isfinite(gtr) and gtr < mintime \
+            and not (row["GHR"] < (rg["GHR"][0] or 0)):
         # it did all its work, sooner than the reference: not a shutdown, not a leak
         why = "; ".join(_describe(f, row[f], rg[f]) for f in outside_ranges(row, rg))
+        if share_done:
+            return "normal", (f"made as many beats as the most of its team ({int(row['team_beats'])}), sooner "
+                              f"than the reference: {why}")
         return "normal", f"completed its beats faster than the reference: {why}"
     dist_ok = all(_inside(row[f], rg[f]) for f in ("DTW", "LB") if np.isfinite(row[f]))
     out = outside_ranges(row, rg)

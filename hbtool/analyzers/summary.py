@@ -394,119 +394,277 @@ def _window_edges(n: int) -> np.ndarray | None:
     return np.linspace(0, n - 1, w + 1).round().astype(np.int64)
 
 
-def _window_work(beats: dict[tuple, np.ndarray], waits: dict) -> tuple[dict, dict]:
-    """Each thread's work (ns, work_clock) in each window of its beats, and the index of each
-    window's first beat; the windows are equal shares of each thread's own beats, so the k-th
-    window of every thread holds the same units of work: only when the team's threads made as
-    many beats each, as OpenMP's static loops and constructs make them (beat i of every
-    thread ends the same unit of work), or nearly (config.SHIFT_SAME_BEATS: a static loop whose
-    iterations do not divide evenly among the threads). Otherwise nothing: a dynamic loop's chunks go to
-    whoever is free (a slow thread takes fewer), and windows of wall time would make a
-    teammate's one long stall, which the others wait through, look like a shift of theirs."""
-    counts = [len(t) for t in beats.values()]
-    if max(counts) > config.SHIFT_SAME_BEATS * min(counts) or _window_edges(min(counts)) is None:
-        return {}, {}
-    edges = {k: _window_edges(len(t)) for k, t in beats.items()}
-    if len({len(e) for e in edges.values()}) != 1:
-        return {}, {}
-    return ({k: np.diff(work_clock(t[edges[k]], *waits[k]).astype(np.float64)) for k, t in beats.items()}, edges)
+#: unit-work histogram keys: window, construct, bin (bins: log2 of the ns, 1/16 octave)
+_BIN_BITS, _LABEL_BITS = 10, 20
 
 
-def _window_work_streamed(trace: StreamedTrace, counts: dict[tuple, int]) -> tuple[dict, dict]:
-    """_window_work of a streamed trace's team (`counts`: each thread's beats), holding no
-    thread whole: the beat times at the window edges, read in pieces, and the time each
-    thread had waited by each, summed over its waits read in pieces (a wait [start, end)
-    counts up to the edge: the same work clock for waits that do not overlap)."""
-    if len(counts) < 2:
-        return {}, {}
+class _UnitHistograms:
+    """One thread's units of work (the time from one beat to the next, less its recorded waits:
+    the work clock's step), per window of its beats and construct (the one the unit's closing
+    beat names; the program's own beats are one construct), as histograms of log-spaced bins
+    (config.SHIFT_BINS_PER_OCTAVE): what the medians need, in memory that does not grow with
+    the thread's beats. Fed in consecutive pieces of its beats, in time order."""
+
+    def __init__(self, edges: np.ndarray):
+        self.edges = edges
+        self.labels: dict[str, int] = {}
+        self.counts: dict[int, int] = {}
+        self.at = 0            # beats seen
+        self.clock = None      # the work clock at the last beat seen
+        self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
+
+    def add(self, clock: np.ndarray, labels) -> None:
+        """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct."""
+        n = clock.size
+        if not n:
+            return
+        at = (self.edges >= self.at) & (self.edges < self.at + n)
+        self.edge_clock[at] = clock[self.edges[at] - self.at]
+        first = 0 if self.clock is not None else 1   # the thread's first beat closes no unit
+        steps = np.diff(clock) if self.clock is None else np.diff(np.r_[self.clock, clock])
+        ending = self.at + np.arange(first, n)      # the beat index closing each unit
+        self.at += n
+        self.clock = clock[-1]
+        if not steps.size:
+            return
+        window = np.searchsorted(self.edges, ending, side="left") - 1
+        u, inv = np.unique(np.asarray(labels, dtype=object)[first:], return_inverse=True)
+        idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in u], dtype=np.int64)
+        code = np.minimum(idx[inv.ravel()], (1 << _LABEL_BITS) - 1)
+        bins = np.floor(np.log2(np.maximum(steps, 1).astype(np.float64)) * config.SHIFT_BINS_PER_OCTAVE)
+        bins = np.clip(bins, 0, (1 << _BIN_BITS) - 1).astype(np.int64)
+        keys, counts = np.unique((window.astype(np.int64) << (_LABEL_BITS + _BIN_BITS)) | (code << _BIN_BITS) | bins,
+                                 return_counts=True)
+        for k, c in zip(keys.tolist(), counts.tolist()):
+            self.counts[k] = self.counts.get(k, 0) + c
+
+    def window_work(self) -> np.ndarray:
+        """The thread's work (ns) in each window: the work clock's step from edge to edge."""
+        return np.diff(self.edge_clock).astype(np.float64)
+
+    def medians(self) -> pd.Series:
+        """The median unit (ns) per (window, construct), from the bins (a bin's middle, on the log scale)."""
+        if not self.counts:
+            return pd.Series(dtype=np.float64)
+        keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
+        counts = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
+        o = np.argsort(keys, kind="stable")
+        keys, counts = keys[o], counts[o]
+        group = keys >> _BIN_BITS
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        cum = np.cumsum(counts)
+        before = np.r_[0, cum[:-1]][starts]
+        total = np.add.reduceat(counts, starts)
+        # the first bin of each group whose count so far reaches half the group's
+        pos = np.searchsorted(cum, before + (total + 1) // 2, side="left")
+        value = 2.0 ** (((keys[pos] & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
+        names = {i: n for n, i in self.labels.items()}
+        g = group[starts]
+        index = pd.MultiIndex.from_arrays([g >> _LABEL_BITS, [names.get(int(c), "") for c in (g & ((1 << _LABEL_BITS) - 1))]],
+                                          names=["window", "construct"])
+        return pd.Series(value, index=index)
+
+
+def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray) -> _UnitHistograms:
+    """_UnitHistograms of one thread held whole (beat times sorted, their constructs, its
+    waits sorted by end)."""
+    h = _UnitHistograms(edges)
+    h.add(work_clock(t_ns, *waits), labels)
+    return h
+
+
+def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHistograms:
+    """_UnitHistograms of one thread of a streamed trace, its beats and waits read in
+    pieces, neither held whole: the waits are taken in as the beats reach them (a thread's
+    waits come in time order, as its beats do; when either does not, the thread is read
+    whole and sorted)."""
+    h = _UnitHistograms(edges)
+    waits = iter(trace.thread_wait_pieces(key))
+    s_buf, e_buf = np.empty(0, np.int64), np.empty(0, np.int64)
+    base, last_wait, last_beat, more = 0, None, None, True
+    for t, ids in trace.thread_beat_pieces(key):
+        if not t.size:
+            continue
+        if (last_beat is not None and t[0] < last_beat) or (t.size > 1 and (np.diff(t) < 0).any()):
+            return _units_whole(trace, key, edges)
+        while more and (not e_buf.size or e_buf[-1] <= t[-1]):
+            try:
+                end, length, _ = next(waits)
+            except StopIteration:
+                more = False
+                break
+            end = np.asarray(end, dtype=np.int64)
+            if not end.size:
+                continue
+            o = np.argsort(end, kind="stable")
+            end, start = end[o], (end - np.asarray(length, dtype=np.int64))[o]
+            if last_wait is not None and end[0] < last_wait:
+                return _units_whole(trace, key, edges)
+            last_wait = end[-1]
+            s_buf, e_buf = np.r_[s_buf, start], np.r_[e_buf, end]
+        done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
+        base += int((e_buf[:done] - s_buf[:done]).sum())
+        s_buf, e_buf = s_buf[done:], e_buf[done:]
+        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids))
+        last_beat = t[-1]
+    return h
+
+
+def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHistograms:
+    """_units_streamed of a thread whose beats or waits are not in time order: read whole."""
+    t, labels = trace.thread_beats(key)
+    o = np.argsort(t, kind="stable")
+    w = trace.thread_waits(key)
+    end = w["t_ns"].to_numpy(np.int64)
+    ow = np.argsort(end, kind="stable")
+    return _units_eager(t[o], np.asarray(labels)[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges)
+
+
+def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
+    """Each thread's window edges when the team's threads made as many beats each, as OpenMP's
+    static loops and constructs make them (beat i of every thread ends the same unit of work),
+    or nearly (config.SHIFT_SAME_BEATS: a static loop whose iterations do not divide evenly
+    among the threads): the k-th window of every thread then holds the same units. Else None:
+    a dynamic loop's chunks go to whoever is free (a slow thread takes fewer), and windows of
+    wall time would make a teammate's one long stall, which the others wait through, look
+    like a shift of theirs."""
     n = list(counts.values())
-    if max(n) > config.SHIFT_SAME_BEATS * min(n) or _window_edges(min(n)) is None:
-        return {}, {}
+    if len(n) < 2 or max(n) > config.SHIFT_SAME_BEATS * min(n) or _window_edges(min(n)) is None:
+        return None
     edges = {k: _window_edges(c) for k, c in counts.items()}
     if len({len(e) for e in edges.values()}) != 1:
-        return {}, {}
-    work = {}
-    for k in counts:
-        at = trace.thread_times_at(k, edges[k])
-        waited = np.zeros(at.size, dtype=np.int64)
-        for end, length, _ in trace.thread_wait_pieces(k):
-            o = np.argsort(end, kind="stable")
-            waited += at - work_clock(at, (end - length)[o], end[o])
-        work[k] = np.diff((at - waited).astype(np.float64))
-    return work, edges
+        return None
+    return edges
+
+
+def _shift_series(mine: pd.Series, others: pd.Series) -> pd.Series:
+    """Per window: the median over constructs of how much longer the thread's units took than
+    its teammates' (log of the ratio of medians), each construct's ratio taken relative to its
+    own usual ratio over the run (a construct that is always lopsided, such as a loop whose
+    iterations do not divide evenly, or one the master does alone, is not a shift), among the
+    constructs whose units are work (config.SHIFT_UNIT_FLOOR_NS) and that the run keeps
+    coming back to (config.SHIFT_CONSTRUCT_SHARE: not its set-up's, whose one window would
+    hold its own usual ratio)."""
+    both = pd.concat([mine.rename("mine"), others.rename("others")], axis=1, join="inner")
+    if not len(both):
+        return pd.Series(dtype=np.float64)
+    floor = config.SHIFT_UNIT_FLOOR_NS
+    both["r"] = np.log(np.maximum(both["mine"], floor) / np.maximum(both["others"], floor))
+    by = both.groupby(level="construct", sort=False)
+    windows = both.index.get_level_values("window").nunique()
+    common = by["r"].transform("size") >= config.SHIFT_CONSTRUCT_SHARE * windows
+    # work for the thread and for its teammates alike: a slowed thread's sub-floor units grown
+    # past the floor are not work that its teammates do too
+    work = (np.minimum(by["mine"].transform("median"), by["others"].transform("median")) >= floor) & common
+    d = (both["r"] - by["r"].transform("median"))[work]
+    return d.groupby(level="window").median().sort_index()
+
+
+def _others(table: pd.DataFrame | np.ndarray, i: int, whole):
+    """The median of a team's other threads (columns of table but the i-th), or of the whole
+    team in a big one (`whole`: one thread barely moves it, and it costs one median, not one
+    per thread)."""
+    if whole is not None:
+        return whole
+    if isinstance(table, pd.DataFrame):
+        return table.drop(columns=table.columns[i]).median(axis=1)
+    return np.median(np.delete(table, i, axis=0), axis=0)
+
+
+def _construct_series(units: dict) -> dict:
+    """Per thread of a team, _shift_series against its teammates' medians; {} when a thread has
+    fewer than six windows of common constructs (a run too short to come back to them)."""
+    med = {k: u.medians() for k, u in units.items()}
+    table = pd.concat(med, axis=1)
+    whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
+    out = {}
+    for i, k in enumerate(units):
+        q = _shift_series(med[k], _others(table, i, whole).dropna())
+        if len(q) < 6:
+            return {}
+        out[k] = q
+    return out
+
+
+def _window_series(units: dict) -> dict:
+    """Per thread of a team, its whole work in each window over its teammates' median in
+    theirs (log): for a run too short for _construct_series (a window of a few beats holds a
+    few constructs once each). Windows of less work than config.SHIFT_WINDOW_FLOOR_NS are
+    noise, not work."""
+    work = np.array([u.window_work() for u in units.values()])
+    floor = config.SHIFT_WINDOW_FLOOR_NS
+    whole = np.median(work, axis=0) if len(units) > config.SHIFT_WHOLE_TEAM else None
+    return {k: pd.Series(np.log(np.maximum(work[i], floor) / np.maximum(_others(work, i, whole), floor)))
+            for i, k in enumerate(units)}
 
 
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per thread of a team with wait records: how many times longer its own work took,
     against its team's, after some beat than before it (docs/methods.md, "Work shift").
 
-    The team's run is cut into windows (_window_work: equal shares of each thread's own beats,
-    for a team whose threads beat alike); in each, the thread's work (the time not in its
-    recorded waits, work_clock) over the median of its teammates' in theirs. These
-    ratios are split where they change most (the split into an earlier and a later part, of
-    two windows or more each, whose values lie closest to their part's median: least
-    absolute deviation), and the shift is the later part's median over the earlier's: a thread that
-    became slower in its own work from some beat on (a slow or leaking thread) shifts by
-    that factor; its teammates, which wait for it at the barriers, do not (theirs falls);
-    the team's phases and the machine's load move every thread alike. Columns: run, process,
-    thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose threads
-    made different numbers of beats), shift_beat (the
-    first beat of the later part)."""
+    The team's run is cut into windows (equal shares of each thread's own beats, for a team
+    whose threads beat alike: _same_units). In each window and for each construct, the median
+    of the thread's units of work (the time from one beat to the next less its recorded
+    waits) over the median of its teammates'; per window, the median over constructs of
+    these ratios, each against its construct's usual ratio (_shift_series). A thread that
+    became slower in its own work is slower in every construct it runs; a teammate that waits
+    for it where the tracer sees no wait (a flag the program spins on) only in the constructs
+    where it waits. These per-window values are split where they change most (the split into
+    an earlier and a later part, of two windows or more each, whose values lie closest to
+    their part's median: least absolute deviation), and the shift is the later part's median
+    over the earlier's: a thread that became slower from some beat on (a slow or leaking
+    thread) shifts by that factor; its teammates, which wait for it, do not (theirs falls);
+    the team's phases and the machine's load move every thread alike. Columns: run,
+    process, thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose
+    threads made different numbers of beats), shift_beat (about the first beat of the later
+    part)."""
     key = ["run", "process", "thread"]
     cols = key + ["work_shift", "shift_beat"]
     if not trace.beat_count():
         return pd.DataFrame(columns=cols)
-    if isinstance(trace, StreamedTrace):
+    streamed = isinstance(trace, StreamedTrace)
+    if streamed:
         with_waits = {(str(r), int(p)) for r, p in zip(trace.wait_stats["run"].astype(str), trace.wait_stats["process"])}
-        keys = [(str(r), int(p), int(t)) for r, p, t in trace.thread_keys()]
+        counts = {(str(k[0]), int(k[1]), int(k[2])): n for k, n, _ in trace.thread_loaders()}
     else:
         w = trace.waits
         with_waits = {(str(r), int(p)) for r, p in zip(w["run"].astype(str), w["process"])} if len(w) else set()
-        keys = [(str(k[0]), int(k[1]), int(k[2])) for k, _ in trace.threads()]
+        counts = {(str(k[0]), int(k[1]), int(k[2])): len(g) for k, g in trace.threads()}
     teams: dict[tuple, list[tuple]] = {}
-    for k in keys:
-        if k[:2] in with_waits:
+    for k, n in counts.items():
+        if k[:2] in with_waits and n:
             teams.setdefault(k[:2], []).append(k)
-    rows = []
-    streamed = isinstance(trace, StreamedTrace)
     eager = not streamed and any(len(team) > 1 for team in teams.values())
     beats_of = _grouped(trace.beats) if eager else None
     waits_of = _grouped(trace.waits) if eager else None
-    counts = {(str(k[0]), int(k[1]), int(k[2])): n for k, n, _ in trace.thread_loaders()} if streamed else None
+    rows = []
     for (run, process), team in teams.items():
-        if len(team) < 2:
+        edges = _same_units({k: counts[k] for k in team})
+        if edges is None:
             continue
-        if streamed:   # a few beats of each thread, its waits summed: none held whole
-            work, at_beat = _window_work_streamed(trace, {k: counts[k] for k in team if counts.get(k)})
+        if streamed:   # each thread's units read in pieces, as histograms: none held whole
+            units = {k: _units_streamed(trace, k, edges[k]) for k in team}
         else:
             waits = _waits_by_thread(team, waits_of)
-            beats = {k: t for k, t in _beat_times(team, beats_of).items() if len(t)}
-            if len(beats) < 2:
+            units = {}
+            for k in team:
+                g = beats_of[k]
+                t = g["t_ns"].to_numpy(np.int64)
+                o = np.argsort(t, kind="stable")
+                labels = g["construct"].to_numpy(dtype=object)[o] if "construct" in g else np.full(t.size, "", dtype=object)
+                units[k] = _units_eager(t[o], labels, waits[k], edges[k])
+        series = _construct_series(units) or _window_series(units)
+        for k in team:
+            if k not in series:
                 continue
-            work, at_beat = _window_work(beats, waits)
-        if not work:
-            continue
-        m = len(next(iter(work.values())))
-        stack = np.array(list(work.values()))
-        # a big team: the median of every thread, which one of them barely moves (and costs
-        # one median, not one per thread)
-        whole = np.median(stack, axis=0) if len(work) > config.SHIFT_WHOLE_TEAM else None
-        for i, (k, v) in enumerate(work.items()):
-            others = whole if whole is not None else np.median(np.delete(stack, i, axis=0), axis=0)
-            q = np.log(np.maximum(v, config.SHIFT_FLOOR_NS) / np.maximum(others, config.SHIFT_FLOOR_NS))
+            q = series[k]
+            v = q.to_numpy()
             # the split with the least absolute deviation from each part's median (one change point)
             cost, at = np.inf, 0
-            for s in range(2, m - 1):
-                c = float(np.abs(q[:s] - np.median(q[:s])).sum() + np.abs(q[s:] - np.median(q[s:])).sum())
+            for s in range(2, v.size - 1):
+                c = float(np.abs(v[:s] - np.median(v[:s])).sum() + np.abs(v[s:] - np.median(v[s:])).sum())
                 if c < cost:
                     cost, at = c, s
-            shift = float(np.exp(np.median(q[at:]) - np.median(q[:at])))
-            rows.append((run, process, k[2], shift, int(at_beat[k][at]) + 1))
+            shift = float(np.exp(np.median(v[at:]) - np.median(v[:at])))
+            rows.append((run, process, k[2], shift, int(edges[k][int(q.index[at])]) + 1))
     return pd.DataFrame(rows, columns=cols)
-
-
-def _beat_times(team: list[tuple], grouped: dict) -> dict[tuple, np.ndarray]:
-    """Each thread of `team`'s beat times (ns, sorted), from `grouped` (_grouped; a streamed
-    trace's team goes through _window_work_streamed)."""
-    return {k: np.sort(grouped[k]["t_ns"].to_numpy(np.int64), kind="stable") if k in grouped else np.empty(0, np.int64)
-            for k in team}

@@ -24,9 +24,9 @@ WR_LEGEND = ("WR: its own work in the parallel regions (time there less its wait
              "workers\n  (median), or of the same thread of the reference run; the master (thread 0) only "
              "against a reference.")
 #: under the table when it shows WS
-WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the others), later in its beats "
-             "over\n  earlier, split where it changed most (1 = unchanged; a thread that slowed down in its own "
-             "work shifts up,\n  the teammates that wait for it down).")
+WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the others), construct by "
+             "construct,\n  later in its beats over earlier, split where it changed most (1 = unchanged; a thread "
+             "that slowed\n  down in its own work shifts up, the teammates that wait for it down).")
 #: under the table when it shows what threads kept
 KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
                "signal; a leak\n  is kept step after step, by its process too).")

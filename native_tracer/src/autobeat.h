@@ -100,6 +100,8 @@ static inline __attribute__((always_inline))
 void hbt_auto_beat_inline(int source, int event, int32_t thread, uint32_t construct,
                           int32_t iter, uint64_t now)
 {
+    if (__builtin_expect(hbt_inject_armed, 0))
+        now = hbt_inject_before_beat(thread, now);   /* slow: the unit's spin, before its beat */
     uint64_t at = hbt_auto_record(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT)), 1,
                                   thread, construct, iter, 0, now);
     if (__builtin_expect(hbt_mon_hot.openmp, 0) && source == HBT_SRC_OPENMP && at) {

@@ -486,23 +486,35 @@ static void inj_leak(void)
     __atomic_add_fetch(&inj.leaked, inj.bytes, __ATOMIC_RELAXED);
 }
 
-/* A unit of work of the victim ended at now, after the fault fired. */
+/* A unit of work of the victim ended at now, after the fault fired (its beat is
+ * recorded; slow's spin ran before it, in hbt_inject_before_beat). */
 static void inj_unit(uint64_t now)
 {
+    (void)now;
     __atomic_add_fetch(&inj.units, 1, __ATOMIC_RELAXED);
-    if (inj.kind == K_LEAK) {
+    if (inj.kind == K_LEAK)
         inj_leak();
-    } else if (inj.kind == K_SLOW && inj_last && now > inj_last) {
-        uint64_t unit = now - inj_last;
-        if (unit > 10000000000ull)
-            unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
-        uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
-        __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
-        inj_spin_until(now + delay);
-        /* what it spun, from the beat on: a thread preempted at the spin's end spun longer,
-         * and that time is in its beat interval too (the truth says what happened) */
-        __atomic_add_fetch(&inj.delay_ns, hbt_now_ns() - now, __ATOMIC_RELAXED);
-    }
+}
+
+uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now)
+{
+    if (inj.kind != K_SLOW || __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) != F_DONE
+        || thread != __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE) || !inj_last)
+        return now;
+    uint64_t end = now ? now : hbt_now_ns();
+    if (end <= inj_last)
+        return now;
+    uint64_t unit = end - inj_last;
+    if (unit > 10000000000ull)
+        unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
+    uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+    __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+    inj_spin_until(end + delay);
+    /* what it spun: a thread preempted at the spin's end spun longer, and that time is
+     * in its beat interval too (the truth says what happened) */
+    uint64_t after = hbt_now_ns();
+    __atomic_add_fetch(&inj.delay_ns, after - end, __ATOMIC_RELAXED);
+    return now ? after : 0;
 }
 
 static void inj_block_on_cond(uint64_t ms)
@@ -537,7 +549,7 @@ static HBT_COLD void inj_fire(int source, uint64_t beat, uint64_t now)
     inj_truth(0, 0);
     switch (inj.kind) {
     case K_LEAK:
-    case K_SLOW:
+    case K_SLOW:   /* slow: from its next unit on, each is longer (hbt_inject_before_beat) */
         inj_unit(now);
         break;
     case K_BUSY:

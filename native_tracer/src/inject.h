@@ -23,6 +23,14 @@ extern int hbt_inject_armed __attribute__((visibility("hidden")));
 __attribute__((visibility("hidden"), noinline, cold))
 void hbt_inject_point(int source, int32_t thread, uint64_t now);
 
+/* A beat of the calling OS thread (thread: the number it records) is about to
+ * be recorded at now (0: the record reads the clock): for slow, the victim
+ * spins (slow - 1) times the unit that ends there, so that the unit's beat
+ * interval holds it. Returns the time to record (now after the spin; 0 stays
+ * 0). */
+__attribute__((visibility("hidden"), noinline, cold))
+uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now);
+
 /* The calling thread left a recorded wait at now: the next unit of work
  * (for slow) starts there. */
 __attribute__((visibility("hidden"), noinline, cold))

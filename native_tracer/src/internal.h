@@ -625,6 +625,8 @@ void hbt_beat_inline(int tagged, int32_t thread, int32_t loop, int32_t iter,
             return;
         t->calls = 0;
     }
+    if (__builtin_expect(hbt_inject_armed, 0))   /* slow: the unit's spin, before its beat */
+        (void)hbt_inject_before_beat(tagged ? t->beat_thread : thread, 0);
     uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
     if (i == HBT_NO_SLOT)
         return;
