@@ -428,9 +428,11 @@ class _UnitHistograms:
         if not steps.size:
             return
         window = np.searchsorted(self.edges, ending, side="left") - 1
-        u, inv = np.unique(np.asarray(labels, dtype=object)[first:], return_inverse=True)
-        idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in u], dtype=np.int64)
-        code = np.minimum(idx[inv.ravel()], (1 << _LABEL_BITS) - 1)
+        cat = labels if isinstance(labels, pd.Categorical) else pd.Categorical(np.asarray(labels, dtype=object))
+        # (a missing label, code -1, is the program's own: "")
+        idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in [*cat.categories, ""]],
+                       dtype=np.int64)
+        code = np.minimum(idx[np.asarray(cat.codes[first:], dtype=np.int64)], (1 << _LABEL_BITS) - 1)
         bins = np.floor(np.log2(np.maximum(steps, 1).astype(np.float64)) * config.SHIFT_BINS_PER_OCTAVE)
         bins = np.clip(bins, 0, (1 << _BIN_BITS) - 1).astype(np.int64)
         keys, counts = np.unique((window.astype(np.int64) << (_LABEL_BITS + _BIN_BITS)) | (code << _BIN_BITS) | bins,
@@ -517,7 +519,7 @@ def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHi
     w = trace.thread_waits(key)
     end = w["t_ns"].to_numpy(np.int64)
     ow = np.argsort(end, kind="stable")
-    return _units_eager(t[o], np.asarray(labels)[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges)
+    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges)
 
 
 def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
@@ -651,7 +653,7 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 g = beats_of[k]
                 t = g["t_ns"].to_numpy(np.int64)
                 o = np.argsort(t, kind="stable")
-                labels = g["construct"].to_numpy(dtype=object)[o] if "construct" in g else np.full(t.size, "", dtype=object)
+                labels = pd.Categorical(g["construct"])[o] if "construct" in g else np.full(t.size, "", dtype=object)
                 units[k] = _units_eager(t[o], labels, waits[k], edges[k])
         series = _construct_series(units) or _window_series(units)
         for k in team:

@@ -450,12 +450,17 @@ void hbt_inject_at_exit(int status)
 static int (*inj_omp_level)(void);
 static int (*inj_omp_team_size)(int);
 
+static void inj_resolve_omp_once(void)
+{
+    inj_omp_team_size = (int (*)(int))dlsym(RTLD_DEFAULT, "omp_get_team_size");
+    inj_omp_level = (int (*)(void))dlsym(RTLD_DEFAULT, "omp_get_level");
+}
+
+/* Once, whichever threads choose the victim at the same moment. */
 static void inj_resolve_omp(void)
 {
-    if (!inj_omp_level) {
-        inj_omp_team_size = (int (*)(int))dlsym(RTLD_DEFAULT, "omp_get_team_size");
-        inj_omp_level = (int (*)(void))dlsym(RTLD_DEFAULT, "omp_get_level");
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, inj_resolve_omp_once);
 }
 
 static int inj_in_parallel(void)

@@ -446,7 +446,8 @@ void hbt_mon_beat(struct hbt_tls *t, uint64_t now)
     if (b->thread != t->beat_thread && !hbt_mon_hot.openmp)
         __atomic_store_n(&b->thread, t->beat_thread, __ATOMIC_RELAXED);
     if (!b->first_t) {
-        b->first_seq = b->seq;
+        /* atomic: a checker loads it even when it finds no first_t yet */
+        __atomic_store_n(&b->first_seq, b->seq, __ATOMIC_RELAXED);
         __atomic_store_n(&b->first_t, now, __ATOMIC_RELEASE);
         hbt_mon_wake();
     }

@@ -62,6 +62,10 @@ run 0 pi_pthread.busy     "$bin/pi_pthread" --threads 3 --beats 300 --work 20000
 run 0 pi_pthread.busy.ring env HBTRACE_MONITOR=ring "$bin/pi_pthread" --threads 3 --beats 300 --work 200000 --inject busywait --inject-thread 1 --inject-beat 100 --busy-beats 10 --busy-factor 10
 run 0 pi_pthread.cond.ring env HBTRACE_MONITOR=ring "$bin/pi_pthread" --threads 3 --beats 300 --work 200000 --inject condwait --inject-thread 1 --inject-beat 100 --wait-ms 50
 run 0 matmul_pthread      "$bin/matmul_pthread" --threads 3 --beats 20 --size 96 --work 4
+# the thread fault injector (docs/inject.md) at the API's beats: slow spins before a beat,
+# leak allocates at each up to its limit
+run 0 pi_pthread.inject.slow env HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=50 "$bin/pi_pthread" --threads 3 --beats 150 --work 2000
+run 0 pi_pthread.inject.leak env HBTRACE_INJECT=leak HBTRACE_INJECT_THREAD=random HBTRACE_INJECT_BEAT=20-60 HBTRACE_INJECT_BYTES=65536 HBTRACE_INJECT_LEAK_MAX=1048576 "$bin/pi_pthread" --threads 3 --beats 150 --work 2000
 run 0 stream_micro        "$bin/stream_micro" --rate 20000 --duration 0.3
 run 0 stream_matmul       "$bin/stream_matmul" --size 48 --workers 2 --reps 2
 run 0 stream_search       "$bin/stream_search" --mb 2 --verifiers 2
@@ -72,6 +76,7 @@ if [ "$kind" = asan ]; then
     # its barriers and reports every access they order: they run under ASan only
     run 0 jacobi_omp      env OMP_NUM_THREADS=3 "$bin/jacobi_omp" --threads 3 --beats 30 --size 32 --work 1
     run 0 heat_omp        env OMP_NUM_THREADS=3 LD_PRELOAD="$unlinked" "$bin/heat_omp"
+    run 0 heat_omp.inject.slow env OMP_NUM_THREADS=3 HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=2 HBTRACE_INJECT_BEAT=100 LD_PRELOAD="$unlinked" "$bin/heat_omp"
 fi
 run 0 idle_threads        env LD_PRELOAD="$unlinked" "$bin/idle_threads" threads 500 50
 run 0 idle_forks          env LD_PRELOAD="$unlinked" "$bin/idle_threads" fork 20 4
