@@ -560,13 +560,14 @@ class HbtStream:
         return seen == plan["total"]
 
     def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int,
-                    times_only: bool = False):
+                    times_only: bool = False, constructs: bool = False):
         """One thread's beats as load_beats gives them, in consecutive dicts of the same
         arrays: of at most `rows` beats each, read a batch of its chunks at a time, when record
         order is the beats table's order (the usual case: one OS thread, one source, seq
         counting up; each piece then in time order after the one before), so that memory
         follows the read window and `rows`, not the thread; else one dict of them all.
-        times_only: the dicts hold t_ns alone (an eighth of the memory)."""
+        times_only: the dicts hold t_ns alone (an eighth of the memory); constructs: t_ns and
+        `construct`, each beat's construct id (0 for the program's own beats)."""
         plan = self._plan(process, thread, sources)
         key = (process, thread, tuple(sources))
         if plan["total"] > rows and key not in self._sequence:
@@ -575,9 +576,13 @@ class HbtStream:
             held, n, seen = [], 0, 0
             source = int(plan["codes"][0])
             os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
-            for t, seq, _, fields in self._batch_beats(plan, thread, () if times_only else ("loop", "iter", "aux")):
+            names = () if times_only else ("loop",) if constructs else ("loop", "iter", "aux")
+            for t, seq, _, fields in self._batch_beats(plan, thread, names):
                 if t.size and times_only:
                     held.append({"t_ns": t})
+                elif t.size and constructs:
+                    held.append({"t_ns": t, "construct": (fields["loop"].astype(np.int64) if source != 0
+                                                          else np.zeros(t.size, np.int64))})
                 elif t.size:
                     held.append({"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
                                  "iteration": fields["iter"].astype(np.int64),
@@ -597,6 +602,8 @@ class HbtStream:
                 yield _joined(held)
             return
         b = self.load_beats(run, process, thread, sources)
+        if constructs:
+            b = {"t_ns": b["t_ns"], "construct": np.where(b["source"] != 0, b["loop"], 0)}
         yield {"t_ns": b["t_ns"]} if times_only else b
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame:

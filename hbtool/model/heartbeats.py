@@ -521,8 +521,8 @@ class StreamedTrace(HeartbeatTrace):
 
         run, process, thread = key
         for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key),
-                                          rows or config.STREAM_PIECE_ROWS):
-            yield b["t_ns"], np.where(b["source"] != 0, b["loop"], 0)
+                                          rows or config.STREAM_PIECE_ROWS, constructs=True):
+            yield b["t_ns"], b["construct"]
 
     def thread_waits(self, key: tuple) -> pd.DataFrame:
         """One thread's waits read from the trace: t_ns (the end), wait_ns, sync."""
@@ -653,9 +653,9 @@ class _JoinedSources:
         return source.load_beats(name, process, thread, sources)
 
     def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int,
-                    times_only: bool = False):
+                    times_only: bool = False, constructs: bool = False):
         source, name = self.by_run[run]
-        return source.beat_pieces(name, process, thread, sources, rows, times_only)
+        return source.beat_pieces(name, process, thread, sources, rows, times_only, constructs)
 
     def wait_pieces(self, run: str, process: int, thread: int):
         source, name = self.by_run[run]
