@@ -660,21 +660,28 @@ def _span_waits(trace: StreamedTrace, tb, span: tuple) -> ThreadWaits:
     ws = trace.wait_stats
     mine = (ws["run"].astype(str) == tb.run) & (ws["process"] == tb.process) & (ws["thread"] == tb.thread)
     ends, starts, kinds = [], [], []
+    seen: dict[str, int] = {}   # kind name -> its number here (codes, not strings: a span holds millions)
     if mine.any():
         for end, length, sync in trace.thread_wait_pieces((tb.run, tb.process, tb.thread)):
             keep = (end > span[0]) & (end - length < span[1])
             ends.append(end[keep])
             starts.append(end[keep] - length[keep])
-            kinds.append(np.asarray(sync, dtype=object)[keep])   # the kinds' names (few: span only)
+            cat = sync if isinstance(sync, pd.Categorical) else pd.Categorical(np.asarray(sync, dtype=object))
+            number = np.array([seen.setdefault(str(n), len(seen)) for n in [*cat.categories, ""]], dtype=np.int64)
+            kinds.append(number[np.asarray(cat.codes, dtype=np.int64)[keep]])   # (code -1: "")
     end = np.concatenate(ends) if ends else np.empty(0, np.int64)
     if not end.size:
         return ThreadWaits(*(np.empty(0, np.int64),) * 3, np.empty(0, dtype=object))
     start, kind = np.concatenate(starts), np.concatenate(kinds)
+    names = np.array(list(seen), dtype=object)
     if tb.thread == 0:   # the master's time outside the regions: the serial part (as _all_waits)
-        kind = np.where(kind == "outside", "serial", kind).astype(object)
-    names, code = np.unique(kind.astype(str), return_inverse=True)
+        names = np.where(names == "outside", "serial", names).astype(object)
+    used = np.bincount(kind, minlength=names.size) > 0   # the kinds of the span's waits, by name, sorted
+    names, again = np.unique(names[used].astype(str), return_inverse=True)
+    number = np.zeros(used.size, dtype=np.int64)
+    number[used] = again
     o = np.argsort(end, kind="stable")
-    return ThreadWaits(start[o], end[o], code[o].astype(np.int64), names.astype(object), int((end - start).max()))
+    return ThreadWaits(start[o], end[o], number[kind[o]], names.astype(object), int((end - start).max()))
 
 
 def _all_waits(trace: HeartbeatTrace, tb) -> ThreadWaits:
