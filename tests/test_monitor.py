@@ -113,9 +113,11 @@ def timing(tr, truth):
     return B, max(float(np.percentile(other, 99)), B)
 
 
-def check_detected(tr, truth, bhv, mode, onset_periods=3.0):
+def check_detected(tr, truth, bhv, mode, onset_periods=3.0, share=1.0):
     """The injected thread has a `bhv` record near the truth's onset, detected soon after:
-    within 5 beat periods on a quiet machine (plus twice the disturbance seen in the run)."""
+    within 5 beat periods on a quiet machine (plus twice the disturbance seen in the run).
+    `share`: the part of a CPU the injected thread had while it was judged, when the verdict
+    waits for CPU time it uses (busy-waiting): the periods last as much longer."""
     T = truth["thread"]
     B, noise = timing(tr, truth)
     onset_truth = truth["inject_mono_ns"]
@@ -129,7 +131,7 @@ def check_detected(tr, truth, bhv, mode, onset_periods=3.0):
     o = beat_times(tr, 1 - T)
     around = np.diff(o[(o >= d["onset"] - 20_000_000) & (o <= d["at"] + 20_000_000)])
     local = float(around.max()) if len(around) else 0.0
-    assert 0 <= d["lag_ns"] < 5 * B + 2 * max(noise, local), (d, B, noise, local)
+    assert 0 <= d["lag_ns"] < 5 * B / share + 2 * max(noise, local), (d, B, share, noise, local)
     assert d["mode"] == mode and d["slot"] != d["writer"]
     return d, B
 
@@ -175,8 +177,17 @@ def test_busywait_detected(traced_env, tmp_path, mode):
     assert r.returncode == 0, r.stderr
     tr = read_trace(trace_file(env))
     # busy-waiting is told from waiting for a CPU by the CPU time it uses while late:
-    # on a busy machine that may take one slow interval more
-    d, _ = check_detected(tr, truth, BUSY, CENTRAL if mode == "central" else RING, onset_periods=6)
+    # on a busy machine that may take one slow interval more, and the verdict comes as
+    # much later as the spinning thread gets less of a CPU than at its usual work (it shares
+    # two CPUs with its teammate, the monitor thread, and whatever else the machine runs).
+    # Its spin is measured in CPU time (10 times a unit of work): its first spinning interval
+    # over 10 usual intervals is that share
+    t = beat_times(tr, truth["thread"])
+    B, _ = timing(tr, truth)
+    k = int(np.searchsorted(t, truth["inject_mono_ns"] - B / 2))
+    share = min(1.0, 10 * B / float(t[k + 1] - t[k]))
+    d, _ = check_detected(tr, truth, BUSY, CENTRAL if mode == "central" else RING, onset_periods=6,
+                          share=share)
     later = [x["bhv"] for x in behaviors(tr, truth["thread"]) if x["at"] > d["at"]]
     assert RUNNING in later  # after 12 slow beats it runs at its usual rate again
 
