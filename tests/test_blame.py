@@ -283,3 +283,47 @@ def test_a_slowed_thread_is_named_though_its_teammate_waits_for_it_in_the_progra
     assert r.returncode == 0, r.stderr
     d = diagnose(normal)
     assert all(t["status"] == "normal" and 0.67 < t["WS"] < 1.5 for t in d.values()), d
+
+
+
+def test_a_worker_that_libomp_ends_in_the_exit_handlers_was_ended_by_the_exit(tmp_path):
+    """A libomp program whose master calls exit(1) after its parallel regions
+    (tests/programs/omp_regions.c): libomp's exit handler ends the pool's workers, which
+    record the end of threads that returned, and only then does the tracer's own handler (the
+    last) record the process's end. The tracer records the exit() call itself, so the workers
+    are `ended` by the master's exit, not `exited` of their own doing."""
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which("clang"):
+        pytest.skip("clang is not installed")
+    from hbtool.analyzers.summary import thread_endings
+    from hbtool.io import read_heartbeats
+
+    exe = tmp_path / "omp_regions"
+    subprocess.run(["clang", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_regions.c"),
+                    "-o", str(exe)], check=True)
+    out = tmp_path / "exit"
+    r = run_hbtool("record", "-q", "-o", out, "--", exe, "50", "2000", "1", env=dict(os.environ, OMP_NUM_THREADS="3"))
+    assert r.returncode == 1, r.stderr
+    trace = read_heartbeats(out)
+    ev = trace.events
+    called = ev[(ev["kind"] == "process_exit") & (ev["flags"] == 2)]
+    final = ev[(ev["kind"] == "process_exit") & (ev["flags"] == 0)]
+    assert len(called) == 1 and len(final) == 1 and int(called["detail"].iloc[0]) == 1, ev
+    master = int(called["os_tid"].iloc[0])
+    assert int(final["os_tid"].iloc[0]) == master
+    # what the case is about: the workers' own end records, between the exit() call and the end
+    workers = ev[(ev["kind"] == "thread_end") & (ev["os_tid"] != master)]
+    assert len(workers) == 2, ev
+    assert (int(called["t_ns"].iloc[0]) < workers["t_ns"]).all() and (workers["t_ns"] < int(final["t_ns"].iloc[0])).all()
+    ends = thread_endings(trace).set_index("os_tid")
+    assert ends.loc[master, "ending"] == "exit" and ends.loc[master, "abnormal"], ends
+    for w in workers["os_tid"]:
+        assert ends.loc[w, "ending"] == "process_exit" and "exit(1) in another thread" in ends.loc[w, "ended"], ends
+    tl = behavior(out)
+    assert tl[0][-1]["behavior"] == "exited" and tl[0][-1]["ended_process"] and tl[0][-1]["exit_status"] == 1
+    for k in (1, 2):
+        assert tl[k][-1]["behavior"] == "ended" and "thread 0 called exit(1)" in tl[k][-1]["detail"], tl[k]
+        assert "exited" not in [iv["behavior"] for iv in tl[k]], tl[k]

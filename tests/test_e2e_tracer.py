@@ -97,8 +97,9 @@ def test_worker_calls_exit_1(traced_env):
                     "--inject-beat", 20)
     assert r.returncode == 1
     _, tr = trace_of(traced_env)
-    ex = tr.events[tr.events["kind"] == "process_exit"]
-    assert ex["detail"].tolist() == [1]
+    ex = tr.events[tr.events["kind"] == "process_exit"].sort_values("t_ns")
+    # the exit() call (flag 2: the exit handlers begin), then the process's end after them
+    assert ex["detail"].tolist() == [1, 1] and ex["flags"].tolist() == [2, 0]
     worker1 = set(tr.beats.loc[tr.beats["thread"] == 1, "os_tid"])
     assert set(ex["os_tid"]) == worker1  # recorded by the worker that called exit
     assert per_thread(tr)[1] == 21
@@ -177,7 +178,8 @@ def test_record_preload_sees_threads_of_an_uninstrumented_program(tracer_built, 
     ev = tr.events
     assert len(ev[ev["kind"] == "thread_end"]) >= 3
     assert (ev.loc[ev["kind"] == "thread_end", "detail"] == 0).all()
-    assert ev.loc[ev["kind"] == "process_exit", "detail"].tolist() == [3]
+    ex = ev[ev["kind"] == "process_exit"].sort_values("t_ns")
+    assert ex["detail"].tolist() == [3, 3] and ex["flags"].tolist() == [2, 0]  # exit() called; the end
     assert tr.runs["rec"]["processes"][0]["preload"] is True
 
 
@@ -256,9 +258,14 @@ def test_forked_child_gets_its_own_file(tracer_built, tmp_path):
     assert len(files) == 2
     pids = {read_hbt_file(f)["header"]["pid"] for f in files}
     assert len(pids) == 2
-    exits = sorted(int(x) for f in files for x in
-                   read_hbt_file(f)["records"]["aux"][read_hbt_file(f)["records"]["kind"] == 6])
-    assert exits == [7, 7]  # the child's _exit(7) and the parent's exit(7), each in its own file
+    exits = []
+    for f in files:
+        rec = read_hbt_file(f)["records"]
+        ex = rec["kind"] == 6
+        exits.append(sorted((int(a), int(fl)) for a, fl in zip(rec["aux"][ex], rec["flags"][ex])))
+    # the child's _exit(7) (flag 1) and the parent's exit(7) (its call, flag 2, and its end),
+    # each in its own file
+    assert sorted(exits) == [[(7, 0), (7, 2)], [(7, 1)]], exits
 
 
 def test_unwritable_trace_dir_warns_once_and_program_runs(tracer_built, tmp_path):

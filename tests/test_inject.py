@@ -296,8 +296,8 @@ def test_exit_ends_the_process_with_status_1(tmp_path, program, thread):
     fired_ok(truth, "exit", thread)
     assert truth["exit_status"] == 1
     b, ev = beats(out)
-    pe = ev[ev.kind == "process_exit"]
-    assert len(pe) == 1 and int(pe.iloc[0]["detail"]) == 1
+    pe = ev[ev.kind == "process_exit"].sort_values("t_ns")
+    assert pe["detail"].tolist() == [1, 1] and pe["flags"].tolist() == [2, 0]  # exit() called; the end
     assert (b.thread == thread).sum() == 15
     assert "exited with status 1" in r.stderr
 

@@ -492,14 +492,15 @@ def _process_fate(trace: HeartbeatTrace, run: str, process: int) -> dict:
     how "died" or "normal" (None: no end record), t_ns, detail, and when it called Finished."""
     ev = trace.events
     ev = ev[(ev["run"] == run) & (ev["process"] == process)]
-    out = {"how": None, "t_ns": None, "detail": "", "finished_ns": None, "end": None}
+    out = {"how": None, "t_ns": None, "began_ns": None, "detail": "", "finished_ns": None, "end": None}
     fin = ev[ev["kind"] == "finished"]
     if len(fin):
         out["finished_ns"] = int(fin["t_ns"].min())
     end = process_end(ev)
     if end is not None:
         how = "the process was " if end.kind == "signal" else "the process ended by "
-        out.update(how="died" if end.abnormal else "normal", t_ns=end.t_ns, detail=how + end.text, end=end)
+        out.update(how="died" if end.abnormal else "normal", t_ns=end.t_ns, detail=how + end.text, end=end,
+                   began_ns=end.began_ns)
     return out
 
 
@@ -911,7 +912,10 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
         intervals.append(_interval("ended", last, run_end, tb.n - 1, None,
                                    "beats end here; the trace has no lifecycle records (legacy or table "
                                    "format), so exit and failure cannot be told apart"))
-    elif end_rec is not None and (pend["t_ns"] is None or int(end_rec["t_ns"]) <= pend["t_ns"]):
+    elif end_rec is not None and (pend["t_ns"] is None or int(end_rec["t_ns"]) <= pend["t_ns"] and (
+            int(end_rec["t_ns"]) <= pend["began_ns"] or pend["end"].kind != "process_exit"
+            or pend["end"].os_tid in tb.os_tids)):
+        # (a thread that ended after another called exit() was ended by that exit's handlers)
         how = THREAD_END_REASONS.get(int(end_rec["detail"]), f"end reason {int(end_rec['detail'])}")
         if int(end_rec["detail"]) == 2:
             intervals.append(_interval("failed", last, run_end, tb.n - 1, None, "the thread was cancelled"))
@@ -924,7 +928,7 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
         intervals.append(_interval("failed", max(min(onset, run_end), last), run_end, tb.n - 1, None,
                                    "the thread vanished without an end record (seen by the online monitor)"))
     elif pend["how"] == "died":
-        death = pend["t_ns"]
+        death = pend["began_ns"]
         culprit = pend["end"] is not None and pend["end"].os_tid in tb.os_tids
         if culprit:
             start = death
@@ -960,7 +964,7 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
         what = pend["detail"] or "the program called Finished"
         start = last
         if pend["t_ns"] is not None:
-            start = _idle_until(intervals, last, pend["t_ns"], gap_s, tb.n - 1,
+            start = _idle_until(intervals, last, pend["began_ns"], gap_s, tb.n - 1,
                                 "until the process ended (e.g. an OpenMP worker at its region's closing "
                                 "barrier or in the pool)")
         iv = _interval("exited", start, run_end, tb.n - 1, None,

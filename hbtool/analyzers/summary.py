@@ -44,6 +44,14 @@ class ProcessEnd:
     t_ns: int     # when, on the run's clock
     os_tid: int   # the thread that recorded it
     call: str = ""  # process_exit: "exit" or "_exit"
+    called_ns: int | None = None  # exit(): when it was called, before its handlers ran (to t_ns)
+
+    @property
+    def began_ns(self) -> int:
+        """When the process's end began: the exit() call when the trace has it, else t_ns.
+        Threads that end between the two (an OpenMP runtime's exit handler ends its
+        workers) were ended by the process's exit, not by themselves."""
+        return self.t_ns if self.called_ns is None else min(self.called_ns, self.t_ns)
 
     @property
     def abnormal(self) -> bool:
@@ -66,9 +74,15 @@ def process_end(events: pd.DataFrame) -> ProcessEnd | None:
         return ProcessEnd("signal", int(r["detail"]), int(r["t_ns"]), int(r["os_tid"]))
     ex = events[events["kind"] == "process_exit"]
     if len(ex):
-        r = ex.sort_values("t_ns", kind="stable").iloc[-1]
+        # flag 2: exit() was called here (its handlers then ran); the record without it is the end
+        called = (ex["flags"].to_numpy().astype(np.int64) & 2) != 0
+        ends = ex[~called] if (~called).any() else ex
+        r = ends.sort_values("t_ns", kind="stable").iloc[-1]
+        at = ex[called]
+        at = at[at["os_tid"] == r["os_tid"]] if (~called).any() else at
         return ProcessEnd("process_exit", int(r["detail"]), int(r["t_ns"]), int(r["os_tid"]),
-                          "_exit" if int(r["flags"]) & 1 else "exit")
+                          "_exit" if int(r["flags"]) & 1 else "exit",
+                          int(at["t_ns"].min()) if len(at) else None)
     return None
 
 
@@ -98,8 +112,13 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
         last_end = {}  # OS thread -> (detail, t) of its last thread_end record
         for tid, detail, t in zip(te["os_tid"].tolist(), te["detail"].tolist(), te["t"].tolist()):
             last_end[tid] = (detail, t)
+        # an end record after the process's exit began, in a thread other than the one that
+        # called exit(): its runtime ended it in an exit handler (libomp's workers)
+        ended_by_exit = {tid for tid, t in zip(te["os_tid"].tolist(), te["t_ns"].tolist())
+                         if pend is not None and pend.kind == "process_exit" and pend.os_tid != tid
+                         and t > pend.began_ns}
         for tid in sorted(t for t in tids if t >= 0):
-            if tid in last_end:
+            if tid in last_end and tid not in ended_by_exit:
                 detail, t = last_end[tid]
                 why = THREAD_END_REASONS.get(int(detail), f"ended ({int(detail)})")
                 rows.append((run, process, tid, why, why, float(t), False))

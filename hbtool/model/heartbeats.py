@@ -124,7 +124,8 @@ EVENT_KINDS = {
     "thread_end": "0 returned from its start routine, 1 pthread_exit, 2 cancelled",
     "init": "type argument of the Init call",
     "finished": "unused",
-    "process_exit": "exit status (flags 1: _exit)",
+    "process_exit": "exit status (flags 1: _exit; 2: exit() was called here, its handlers then ran "
+                    "until the record without the flag)",
     "signal": "signal number of the fatal signal",
     "lost": "number of records the tracer dropped",
 }

@@ -354,6 +354,8 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 /* flags of HBT_REC_PROCESS_EXIT */
 #define HBT_EXIT_NORMAL        0u  /* exit() or return from main */
 #define HBT_EXIT_UNDERSCORE    1u  /* _exit()/_Exit() */
+#define HBT_EXIT_CALLED        2u  /* exit() was called here, its handlers begin; the
+                                      process's end is the PROCESS_EXIT without it */
 
 struct hbt_record {               /* 32 bytes */
     uint64_t t_ns;                /*   0: clock value (clock_id) in ns */

@@ -23,7 +23,7 @@ typedef int  (*hbt_create_fn)(pthread_t *, const pthread_attr_t *,
 typedef void (*hbt_exit_fn)(int) __attribute__((noreturn));
 typedef void (*hbt_pexit_fn)(void *) __attribute__((noreturn));
 
-static void *hbt_real_create, *hbt_real_pexit, *hbt_real_exit;
+static void *hbt_real_create, *hbt_real_pexit, *hbt_real_exit, *hbt_real_libc_exit;
 
 /*
  * Resolve a libc function once. dlsym may allocate, and an allocator that
@@ -207,6 +207,26 @@ static __attribute__((noreturn)) void hbt_real_exit_now(int status)
     __builtin_unreachable();
 }
 
+/*
+ * exit(): the moment it is called, before the exit handlers run. Those are
+ * the program's and its runtimes' (libomp's ends its worker threads, which
+ * record THREAD_END as threads that returned), and ours runs last: the
+ * PROCESS_EXIT at their end is when the process ended, this one (flag
+ * HBT_EXIT_CALLED) when and in which thread its end began. Through the
+ * normal slots only: the reserved one is left to the final record.
+ * A return from main calls libc's exit inside libc, not through here.
+ */
+HBT_EXPORT void exit(int status)
+{
+    if (hbt_state() == HBT_ON && getpid() == hbt_g.pid && !hbt_tls.internal)
+        hbt_event(HBT_REC_PROCESS_EXIT, HBT_EXIT_CALLED, (uint32_t)status, HBT_M_GROW | HBT_M_LOST);
+    hbt_exit_fn real = (hbt_exit_fn)hbt_real(&hbt_real_libc_exit, "exit");
+    if (real)
+        real(status);
+    hbt_process_exit(status, HBT_EXIT_NORMAL);   /* no libc exit: end as _exit would */
+    hbt_real_exit_now(status);
+}
+
 HBT_EXPORT void _exit(int status)
 {
     hbt_process_exit(status, HBT_EXIT_UNDERSCORE);
@@ -227,6 +247,7 @@ static void hbt_resolve_all(void)
     hbt_real(&hbt_real_create, "pthread_create");
     hbt_real(&hbt_real_pexit, "pthread_exit");
     hbt_real(&hbt_real_exit, "_exit");
+    hbt_real(&hbt_real_libc_exit, "exit");
     hbt_signals_resolve();
 }
 

@@ -4,8 +4,10 @@
  * waits (tests/test_hbt_stream.py, benchmarks/bench_big_trace.py --program
  * regions). Each thread does UNITS of work per region (default 2000); from
  * region N/2 on, thread 1 does four times as much: a shift in its own work.
+ * With STATUS, it ends with exit(STATUS) after its regions, as a program that
+ * stops on a failed check does (tests/test_blame.py), instead of returning.
  *
- *   omp_regions N [UNITS]
+ *   omp_regions N [UNITS [STATUS]]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -34,5 +36,9 @@ int main(int argc, char **argv)
         }
     }
     printf("%.3f\n", total);
+    if (argc > 3) {
+        fflush(stdout);
+        exit(atoi(argv[3]));
+    }
     return 0;
 }
