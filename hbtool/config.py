@@ -225,3 +225,10 @@ SHIFT_CONSTRUCT_SHARE = 0.5
 SHIFT_WINDOW_FLOOR_NS = 10_000
 #: summary.work_shifts' unit-work histograms: bins to the octave (medians within 2.2 %)
 SHIFT_BINS_PER_OCTAVE = 16
+#: summary.work_shifts measures a construct's units in CPU time when the trace has the CPU
+#: time of at least this share of them, in every thread of the team (the tracer's cpu
+#: records: units of 10 ms or more with no other record inside); else in wall time
+SHIFT_CPU_COVER = 0.9
+#: a cpu record is a unit's when its gap is the unit's interval within this (the gap is
+#: recorded in microseconds)
+SHIFT_CPU_SLACK_NS = 2_000

@@ -327,3 +327,59 @@ def test_a_worker_that_libomp_ends_in_the_exit_handlers_was_ended_by_the_exit(tm
     for k in (1, 2):
         assert tl[k][-1]["behavior"] == "ended" and "thread 0 called exit(1)" in tl[k][-1]["detail"], tl[k]
         assert "exited" not in [iv["behavior"] for iv in tl[k]], tl[k]
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory, tracer_built):
+    """tests/programs/omp_batches.c (a static loop of equal batches of CPU time, a beat of the
+    program's own at each), linked with the tracer's heartbeat API."""
+    from conftest import build_traced
+
+    d = tmp_path_factory.mktemp("batches")
+    return build_traced(Path(__file__).parent / "programs" / "omp_batches.c", d / "omp_batches", "-fopenmp",
+                        f"-I{Path(__file__).parent / 'programs'}")
+
+
+def test_more_threads_than_cpus_a_slowed_thread_is_named_by_the_cpu_time_of_its_units(tmp_path, monkeypatch,
+                                                                                      batches):
+    """Four threads on this machine's two CPUs, equal batches of 12 ms of CPU time each (units
+    of 10 ms or more, so the tracer writes each one's CPU time). Thread 2 slowed down 3x from
+    beat 20: in wall time its units grew by how the machine then shared its CPUs (the others,
+    done early, left it a CPU of its own: 1.3-1.8 over whole windows and constructs, with
+    normal threads between 0.57 and 1.38 on this machine), in CPU time by 3. The work shift
+    compares the CPU time of the units, so the slowed thread shifts by about 3 and the others
+    not at all. `behavior`: a teammate slower in wall time while it took the same CPU time per
+    batch lost CPU time, it did not busy-wait."""
+    import os
+
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import read_heartbeats
+
+    env = dict(os.environ, OMP_NUM_THREADS="4")
+    out = tmp_path / "slow"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "slow", "--thread", "2", "--beat", "20", "--",
+                   batches, "240", "12", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    trace = read_heartbeats(out)
+    assert len(trace.cpu) >= 200   # (a cpu record with nearly every unit)
+    ws = work_shifts(trace).set_index("thread")["work_shift"]
+    assert 2.4 < ws[2] < 3.6 and all(0.8 < ws[k] < 1.25 for k in (0, 1, 3)), ws
+    import pandas as pd
+
+    from hbtool import config
+
+    with monkeypatch.context() as m:   # read in pieces of 16 beats: the cpu records met piece by piece
+        m.setattr(config, "STREAM_PIECE_ROWS", 16)
+        pd.testing.assert_frame_equal(work_shifts(trace), work_shifts(read_heartbeats(out, stream=True)))
+    d = diagnose(out)
+    assert d[2]["status"] == "memoryleak" and all(d[k]["status"] == "normal" for k in (0, 1, 3)), d
+    tl = behavior(out)
+    for k in (0, 1, 3):
+        assert findings(tl[k]) == [], (k, tl[k])
+    # a leak of 1 MiB a batch: no thread's batches took more CPU time, whatever their wall time
+    out = tmp_path / "leak"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "leak", "--thread", "1", "--beat", "20", "--",
+                   batches, "240", "12", env=env)
+    assert r.returncode == 0, r.stderr
+    tl = behavior(out)
+    assert all("busy-waiting" not in findings(tl[k]) for k in range(4)), tl

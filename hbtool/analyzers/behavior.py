@@ -38,7 +38,7 @@ import pandas as pd
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
 from ..model.heartbeats import StreamedTrace
-from .summary import process_end, signal_name
+from .summary import cpu_record_arrays, process_end, signal_name, unit_cpu
 
 
 OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "idle", "exited", "failed", "ended"]
@@ -79,6 +79,7 @@ class ThreadBeats:
     gap: np.ndarray = field(default=None)      # conditional-waiting intervals (bool, n-1)
     level: np.ndarray = field(default=None)    # running median of x, gaps left out (n-1)
     ref: float = float("nan")                  # usual level (log seconds)
+    cpu: np.ndarray = field(default=None)      # per interval, the CPU time of its unit (-1 unknown): _unit_cpu
 
     @property
     def n(self) -> int:
@@ -572,7 +573,7 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         if others and np.median(others) >= s.team_share * excess:
             team_slow.append((t0, t1, float(np.exp(excess))))
             continue
-        per_beat = _cpu_per_beat(trace, tb, t0, t1, excess) if trace is not None and watched is None else None
+        per_beat = _cpu_per_beat(trace, tb, t0, t1, excess, a, b, s) if trace is not None and watched is None else None
         if per_beat is not None and per_beat < np.sqrt(np.exp(excess)):
             notes.append(
                 f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but its CPU time per "
@@ -603,10 +604,35 @@ def _team_slow_note(team_slow: list, notes: list[str]) -> None:
                      f"team each time: the machine or the program, not this thread (not labelled busy-waiting)")
 
 
-def _cpu_per_beat(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, excess: float) -> float | None:
-    """The thread's CPU time per beat over [t0, t1] against its usual, from its CPU shares
-    (_cpu_share) there and over its whole run and the stretch's slowdown (exp(excess)); None
-    where the cpu records do not cover both."""
+def _unit_cpu(trace: HeartbeatTrace, tb: ThreadBeats) -> np.ndarray:
+    """Per interval of the thread's beats, the CPU time of its unit of work where the tracer's
+    cpu records have it (summary.unit_cpu), else -1; computed once per thread."""
+    if tb.cpu is None:
+        c = trace.cpu
+        if len(c):
+            c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids)]
+        # (none: an empty array, not one of -1 per beat)
+        tb.cpu = unit_cpu(tb.t_ns, None, cpu_record_arrays(c))[1:] if tb.n > 1 and len(c) else np.empty(0, np.int64)
+    return tb.cpu
+
+
+def _cpu_per_beat(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, excess: float,
+                  a: int | None = None, b: int | None = None, s: BehaviorSettings | None = None) -> float | None:
+    """The thread's CPU time per beat over [t0, t1] (its intervals a..b-1) against its usual.
+    Where the cpu records give the CPU time of most units of the stretch and of the thread's run
+    (units of 10 ms or more): the median unit's there over its usual unit's, a low quantile of
+    its run's, as its usual interval is of its intervals (the CPU time of the work it usually
+    does between two beats; its usual rate may be one it had with a CPU to itself, while its
+    units took more CPU time). Else from its CPU
+    shares (_cpu_share) there and over its whole run and the stretch's slowdown (exp(excess)),
+    which takes its usual share for the share it had at its usual rate; None where the cpu
+    records do not cover both."""
+    if a is not None and s is not None and tb.t_ns is not None:
+        u = _unit_cpu(trace, tb)
+        here = u[a:b]
+        if u.size and (here >= 0).sum() >= max(2, 0.5 * here.size) and (u >= 0).sum() >= max(2, 0.5 * u.size):
+            usual = float(np.quantile(u[u >= 0], s.ref_quantile))
+            return float(np.median(here[here >= 0]) / max(usual, 1.0))
     here = _cpu_share(trace, tb, t0, t1)
     usual = _cpu_share(trace, tb, int(tb.t_ns[0]), int(tb.t_ns[-1])) if here is not None else None
     if here is None or not usual:

@@ -428,12 +428,15 @@ class _UnitHistograms:
         self.edges = edges
         self.labels: dict[str, int] = {}
         self.counts: dict[int, int] = {}
+        self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
+        self.cover: dict[int, list] = {}       # per construct: [units, units with their CPU time]
         self.at = 0            # beats seen
         self.clock = None      # the work clock at the last beat seen
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
-    def add(self, clock: np.ndarray, labels) -> None:
-        """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct."""
+    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None) -> None:
+        """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct;
+        cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none."""
         n = clock.size
         if not n:
             return
@@ -452,23 +455,33 @@ class _UnitHistograms:
         idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in [*cat.categories, ""]],
                        dtype=np.int64)
         code = np.minimum(idx[np.asarray(cat.codes[first:], dtype=np.int64)], (1 << _LABEL_BITS) - 1)
-        bins = np.floor(np.log2(np.maximum(steps, 1).astype(np.float64)) * config.SHIFT_BINS_PER_OCTAVE)
-        bins = np.clip(bins, 0, (1 << _BIN_BITS) - 1).astype(np.int64)
-        keys, counts = np.unique((window.astype(np.int64) << (_LABEL_BITS + _BIN_BITS)) | (code << _BIN_BITS) | bins,
-                                 return_counts=True)
-        for k, c in zip(keys.tolist(), counts.tolist()):
-            self.counts[k] = self.counts.get(k, 0) + c
+        _count(self.counts, window, code, steps)
+        known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
+        if known.any():
+            _count(self.cpu_counts, window[known], code[known], np.asarray(cpu, dtype=np.int64)[first:][known])
+        u, inv = np.unique(code, return_inverse=True)
+        for c, n, m in zip(u.tolist(), np.bincount(inv).tolist(), np.bincount(inv, weights=known).tolist()):
+            e = self.cover.setdefault(c, [0, 0])
+            e[0] += n
+            e[1] += int(m)
+
+    def cpu_share(self) -> dict[str, float]:
+        """Per construct: the share of its units whose CPU time the trace has."""
+        names = {i: n for n, i in self.labels.items()}
+        return {names.get(c, ""): m / n for c, (n, m) in self.cover.items() if n}
 
     def window_work(self) -> np.ndarray:
         """The thread's work (ns) in each window: the work clock's step from edge to edge."""
         return np.diff(self.edge_clock).astype(np.float64)
 
-    def medians(self) -> pd.Series:
-        """The median unit (ns) per (window, construct), from the bins (a bin's middle, on the log scale)."""
-        if not self.counts:
-            return pd.Series(dtype=np.float64)
-        keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
-        counts = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
+    def medians(self, cpu: bool = False) -> pd.Series:
+        """The median unit (ns) per (window, construct), from the bins (a bin's middle, on the log
+        scale); `cpu`: of the units whose CPU time is known, in CPU time."""
+        table = self.cpu_counts if cpu else self.counts
+        if not table:
+            return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
+        keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
+        counts = np.fromiter(table.values(), dtype=np.int64, count=len(table))
         o = np.argsort(keys, kind="stable")
         keys, counts = keys[o], counts[o]
         group = keys >> _BIN_BITS
@@ -486,11 +499,49 @@ class _UnitHistograms:
         return pd.Series(value, index=index)
 
 
-def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray) -> _UnitHistograms:
+def _count(table: dict, window: np.ndarray, code: np.ndarray, values: np.ndarray) -> None:
+    """Add units (ns) to a histogram table of _UnitHistograms, by window and construct code."""
+    bins = np.floor(np.log2(np.maximum(values, 1).astype(np.float64)) * config.SHIFT_BINS_PER_OCTAVE)
+    bins = np.clip(bins, 0, (1 << _BIN_BITS) - 1).astype(np.int64)
+    keys, counts = np.unique((window.astype(np.int64) << (_LABEL_BITS + _BIN_BITS)) | (code << _BIN_BITS) | bins,
+                             return_counts=True)
+    for k, c in zip(keys.tolist(), counts.tolist()):
+        table[k] = table.get(k, 0) + c
+
+
+def cpu_record_arrays(table: pd.DataFrame | None) -> tuple:
+    """One thread's cpu records (t_ns, gap_ns, cpu_ns), sorted by time."""
+    if table is None or not len(table):
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    t = table["t_ns"].to_numpy(np.int64)
+    o = np.argsort(t, kind="stable")
+    return t[o], table["gap_ns"].to_numpy(np.int64)[o], table["cpu_ns"].to_numpy(np.int64)[o]
+
+
+def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
+    """Per beat (times sorted; `before`: the thread's beat before them, None for its first): the
+    CPU time (ns) the thread used in the unit of work the beat closes, -1 where the trace does not
+    have it. The tracer writes a cpu record with the record that ends a gap of 10 ms or more
+    since the thread's last record (HBT_REC_CPU): a unit's when it was written with the beat and
+    its gap is the whole unit (no wait or other record inside)."""
+    out = np.full(t_ns.size, -1, dtype=np.int64)
+    ct, gap, used = cpu
+    if not ct.size or not t_ns.size:
+        return out
+    i = np.minimum(np.searchsorted(ct, t_ns), ct.size - 1)
+    interval = np.diff(np.r_[t_ns[0] if before is None else before, t_ns])
+    ok = (ct[i] == t_ns) & (np.abs(gap[i] - interval) <= config.SHIFT_CPU_SLACK_NS)
+    if before is None:
+        ok[0] = False
+    out[ok] = used[i[ok]]
+    return out
+
+
+def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None) -> _UnitHistograms:
     """_UnitHistograms of one thread held whole (beat times sorted, their constructs, its
-    waits sorted by end)."""
+    waits sorted by end, its cpu records: cpu_record_arrays)."""
     h = _UnitHistograms(edges)
-    h.add(work_clock(t_ns, *waits), labels)
+    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu))
     return h
 
 
@@ -500,6 +551,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _Uni
     waits come in time order, as its beats do; when either does not, the thread is read
     whole and sorted)."""
     h = _UnitHistograms(edges)
+    cpu = cpu_record_arrays(_thread_cpu(trace, key))
     waits = iter(trace.thread_wait_pieces(key))
     s_buf, e_buf = np.empty(0, np.int64), np.empty(0, np.int64)
     base, last_wait, last_beat, more = 0, None, None, True
@@ -526,9 +578,16 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _Uni
         done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
         base += int((e_buf[:done] - s_buf[:done]).sum())
         s_buf, e_buf = s_buf[done:], e_buf[done:]
-        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids))
+        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu))
         last_beat = t[-1]
     return h
+
+
+def _thread_cpu(trace: HeartbeatTrace, key: tuple) -> pd.DataFrame:
+    c = trace.cpu
+    if not len(c):
+        return c
+    return c[(c["run"].astype(str) == key[0]) & (c["process"] == key[1]) & (c["thread"] == key[2])]
 
 
 def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHistograms:
@@ -538,7 +597,8 @@ def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHi
     w = trace.thread_waits(key)
     end = w["t_ns"].to_numpy(np.int64)
     ow = np.argsort(end, kind="stable")
-    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges)
+    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges,
+                        cpu_record_arrays(_thread_cpu(trace, key)))
 
 
 def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
@@ -592,10 +652,34 @@ def _others(table: pd.DataFrame | np.ndarray, i: int, whole):
     return np.median(np.delete(table, i, axis=0), axis=0)
 
 
+def _team_medians(units: dict) -> dict:
+    """Each thread's medians per window and construct: in CPU time for the constructs whose
+    units' CPU time the trace has (config.SHIFT_CPU_COVER of them, in every thread that runs
+    them), in wall time less the recorded waits for the others. A unit's CPU time is the
+    thread's own work, whatever share of a CPU the machine gave it (more threads than cores,
+    other programs): a slowed thread's units grow by its slowdown, its teammates' not at all,
+    where their wall time mixes in how the machine shared its CPUs among them."""
+    share: dict[str, float] = {}
+    for u in units.values():
+        for c, v in u.cpu_share().items():
+            share[c] = min(share.get(c, 1.0), v)
+    in_cpu = {c for c, v in share.items() if v >= config.SHIFT_CPU_COVER}
+    out = {}
+    for k, u in units.items():
+        m = u.medians()
+        if in_cpu:
+            keep = ~m.index.get_level_values("construct").isin(in_cpu)
+            c = u.medians(cpu=True)
+            c = c[c.index.get_level_values("construct").isin(in_cpu)]
+            m = pd.concat([m[keep], c]).sort_index()
+        out[k] = m
+    return out
+
+
 def _construct_series(units: dict) -> dict:
     """Per thread of a team, _shift_series against its teammates' medians; {} when a thread has
     fewer than six windows of common constructs (a run too short to come back to them)."""
-    med = {k: u.medians() for k, u in units.items()}
+    med = _team_medians(units)
     table = pd.concat(med, axis=1)
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
     out = {}
@@ -658,6 +742,7 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     eager = not streamed and any(len(team) > 1 for team in teams.values())
     beats_of = _grouped(trace.beats) if eager else None
     waits_of = _grouped(trace.waits) if eager else None
+    cpu_of = _grouped(trace.cpu) if eager else None
     rows = []
     for (run, process), team in teams.items():
         edges = _same_units({k: counts[k] for k in team})
@@ -673,7 +758,7 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 t = g["t_ns"].to_numpy(np.int64)
                 o = np.argsort(t, kind="stable")
                 labels = pd.Categorical(g["construct"])[o] if "construct" in g else np.full(t.size, "", dtype=object)
-                units[k] = _units_eager(t[o], labels, waits[k], edges[k])
+                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)))
         series = _construct_series(units) or _window_series(units)
         for k in team:
             if k not in series:
