@@ -227,7 +227,7 @@ SHIFT_WINDOW_FLOOR_NS = 10_000
 SHIFT_BINS_PER_OCTAVE = 16
 #: summary.work_shifts measures a construct's units in CPU time when the trace has the CPU
 #: time of at least this share of them, in every thread of the team (the tracer's cpu
-#: records: units of 10 ms or more with no other record inside); else in wall time
+#: records: units of 2 ms or more with no other record inside); else in wall time
 SHIFT_CPU_COVER = 0.9
 #: a cpu record is a unit's when its gap is the unit's interval within this (the gap is
 #: recorded in microseconds)

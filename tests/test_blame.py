@@ -343,7 +343,7 @@ def batches(tmp_path_factory, tracer_built):
 def test_more_threads_than_cpus_a_slowed_thread_is_named_by_the_cpu_time_of_its_units(tmp_path, monkeypatch,
                                                                                       batches):
     """Four threads on this machine's two CPUs, equal batches of 12 ms of CPU time each (units
-    of 10 ms or more, so the tracer writes each one's CPU time). Thread 2 slowed down 3x from
+    of 2 ms or more, so the tracer writes each one's CPU time). Thread 2 slowed down 3x from
     beat 20: in wall time its units grew by how the machine then shared its CPUs (the others,
     done early, left it a CPU of its own: 1.3-1.8 over whole windows and constructs, with
     normal threads between 0.57 and 1.38 on this machine), in CPU time by 3. The work shift

@@ -620,7 +620,7 @@ def _cpu_per_beat(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, exce
                   a: int | None = None, b: int | None = None, s: BehaviorSettings | None = None) -> float | None:
     """The thread's CPU time per beat over [t0, t1] (its intervals a..b-1) against its usual.
     Where the cpu records give the CPU time of most units of the stretch and of the thread's run
-    (units of 10 ms or more): the median unit's there over its usual unit's, a low quantile of
+    (units of 2 ms or more): the median unit's there over its usual unit's, a low quantile of
     its run's, as its usual interval is of its intervals (the CPU time of the work it usually
     does between two beats; its usual rate may be one it had with a CPU to itself, while its
     units took more CPU time). Else from its CPU

@@ -521,7 +521,7 @@ def cpu_record_arrays(table: pd.DataFrame | None) -> tuple:
 def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
     """Per beat (times sorted; `before`: the thread's beat before them, None for its first): the
     CPU time (ns) the thread used in the unit of work the beat closes, -1 where the trace does not
-    have it. The tracer writes a cpu record with the record that ends a gap of 10 ms or more
+    have it. The tracer writes a cpu record with the record that ends a gap of 2 ms or more
     since the thread's last record (HBT_REC_CPU): a unit's when it was written with the beat and
     its gap is the whole unit (no wait or other record inside)."""
     out = np.full(t_ns.size, -1, dtype=np.int64)

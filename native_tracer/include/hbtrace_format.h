@@ -257,7 +257,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       loop   = construct id of that record (0 unknown),
                                       iter   = the gap in microseconds (saturated),
                                       flags  = source of that record */
-#define HBT_CPU_GAP_NS     10000000ull  /* 10 ms */
+#define HBT_CPU_GAP_NS      2000000ull  /* 2 ms */
 
 #define HBT_REC_MEMORY        19u  /* the memory signal (src/memory.c), written by a thread
                                       that records, at most every 20 ms while its counts

@@ -207,7 +207,7 @@ struct hbt_tls {
  * start (the thread was recording then, so at work: at most HBT_CPU_READ_NS of
  * CPU time over- or under-counted). It tells a thread that spun through a gap
  * (busy-waiting) from one that slept (blocked). */
-#define HBT_CPU_READ_NS 5000000ull
+#define HBT_CPU_READ_NS 1000000ull   /* 1 ms: a system call of under 1 us, at most 0.1 % */
 /* The memory signal (memory.c): at most every 20 ms from the cold path below, and at
  * a thread's end (final 1) or the process's (final 2). */
 HBT_HIDDEN void hbt_memory_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint16_t source,
