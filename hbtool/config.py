@@ -151,6 +151,10 @@ BEHAVIOR_SPIN_SHARE = 0.1
 #: share was blocked and this one waited for it, as it did when a teammate beat on (idle);
 #: else the machine starved the team (running)
 BEHAVIOR_BLOCKED_SHARE = 0.02
+#: a gap through which a thread used a CPU while its teammates beat on, none waiting for it, is
+#: busy-waiting when it took the gap factor times the CPU time of the longest units of its
+#: construct (their 99th percentile), from at least this many units with their CPU time
+BEHAVIOR_OUTLIER_UNITS = 50
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
 #: relative distance at which the computation clustering starts a new cluster

@@ -383,3 +383,28 @@ def test_more_threads_than_cpus_a_slowed_thread_is_named_by_the_cpu_time_of_its_
     assert r.returncode == 0, r.stderr
     tl = behavior(out)
     assert all("busy-waiting" not in findings(tl[k]) for k in range(4)), tl
+
+
+def test_a_spin_inside_one_batch_while_its_team_works_on_is_busy_waiting(tmp_path, batches):
+    """The injector's busy fault in a static loop of equal batches (4 threads): thread 1 spins
+    400 ms inside one batch, with no beat, while its teammates go on with their own shares,
+    none waiting for it then. That batch took 30 and more times the CPU time of the longest
+    batches of the loop (its own and its teammates', from the tracer's cpu records): it is
+    busy-waiting, from the injection; no other thread is anything but running. Before, such
+    a gap was one long unit of work to `behavior` (running), as a team that did not wait
+    through it suggested."""
+    import os
+
+    env = dict(os.environ, OMP_NUM_THREADS="4")
+    out = tmp_path / "busy"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "busy", "--thread", "1", "--beat", "20",
+                   "--inject-wait-ms", "400", "--", batches, "240", "12", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    t0 = truth["fired_at"]["trace_s"]
+    tl = behavior(out)
+    busy = [iv for iv in tl[1] if iv["behavior"] == "busy-waiting"]
+    assert len(busy) == 1 and abs(busy[0]["start_s"] - t0) < 0.05 and busy[0]["end_s"] - busy[0]["start_s"] > 0.3, tl[1]
+    assert "while its teammates beat on" in busy[0]["detail"], busy[0]
+    for k in (0, 2, 3):
+        assert findings(tl[k]) == [], (k, tl[k])

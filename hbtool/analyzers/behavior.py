@@ -604,6 +604,38 @@ def _team_slow_note(team_slow: list, notes: list[str]) -> None:
                      f"team each time: the machine or the program, not this thread (not labelled busy-waiting)")
 
 
+def _outlier_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, s: BehaviorSettings,
+                  used: float) -> float | None:
+    """A gap (interval i) through which the thread used `used` ns of CPU time with no beat and
+    no teammate waited for it: how many times the 99th percentile of its construct's units'
+    CPU time (the thread's other units and its teammates', from the tracer's cpu records) it
+    took, when that is at least the gap factor, the construct has units enough to say
+    (config.BEHAVIOR_OUTLIER_UNITS) and a teammate beat on through the gap; else None (one
+    long unit of work like others of its construct, or nothing to compare it with)."""
+    t0, t1 = int(tb.t_ns[i]), int(tb.t_ns[i + 1])
+    if not any(o.thread != tb.thread and o.beats_between(t0, t1) >= 2 for o in team):
+        return None
+    mine = tb.construct[i + 1] if tb.construct is not None and len(tb.construct) > i + 1 else ""
+    units = []
+    for o in team + ([tb] if not any(o is tb for o in team) else []):
+        if not isinstance(o, ThreadBeats) or o.n < 2:
+            continue
+        u = _unit_cpu(trace, o)
+        if not u.size:
+            continue
+        same = np.ones(u.size, dtype=bool)
+        if o.construct is not None and len(o.construct) == o.n:
+            same = np.asarray(o.construct[1:] == mine)
+        if o is tb:
+            same[i] = False
+        units.append(u[same & (u >= 0)])
+    units = np.concatenate(units) if units else np.empty(0)
+    if units.size < config.BEHAVIOR_OUTLIER_UNITS:
+        return None
+    top = max(float(np.quantile(units, 0.99)), 1.0)
+    return used / top if used >= s.gap_factor * top else None
+
+
 def _unit_cpu(trace: HeartbeatTrace, tb: ThreadBeats) -> np.ndarray:
     """Per interval of the thread's beats, the CPU time of its unit of work where the tracer's
     cpu records have it (summary.unit_cpu), else -1; computed once per thread."""
@@ -848,6 +880,17 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
                 episodes.append((i, i + 1, "busy-waiting",
                                  f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
                                  f"and its team waited {team_waited:.3f} s for it{_where(tb, i + 1, i + 2)}",
+                                 int(t[i]), max(end, int(t[i]))))
+                continue
+            # its team had work of its own meanwhile (a static loop's shares): it spun all the
+            # same if that one unit took many times the CPU time of the longest units of its
+            # construct, its own and its teammates', while they beat on (_outlier_unit)
+            over = _outlier_unit(tb, i, team, trace, s, cpu_share * (t[i + 1] - t[i]))
+            if over is not None:
+                episodes.append((i, i + 1, "busy-waiting",
+                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU: "
+                                 f"{over:.0f}x the CPU time of its construct's longest units (the 99th percentile "
+                                 f"of its team's), while its teammates beat on{_where(tb, i + 1, i + 2)}",
                                  int(t[i]), max(end, int(t[i]))))
             continue
         if waited >= s.explained_share * gap_s:
