@@ -545,13 +545,12 @@ def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu:
     return h
 
 
-def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHistograms:
+def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple) -> _UnitHistograms:
     """_UnitHistograms of one thread of a streamed trace, its beats and waits read in
     pieces, neither held whole: the waits are taken in as the beats reach them (a thread's
     waits come in time order, as its beats do; when either does not, the thread is read
     whole and sorted)."""
     h = _UnitHistograms(edges)
-    cpu = cpu_record_arrays(_thread_cpu(trace, key))
     waits = iter(trace.thread_wait_pieces(key))
     s_buf, e_buf = np.empty(0, np.int64), np.empty(0, np.int64)
     base, last_wait, last_beat, more = 0, None, None, True
@@ -559,7 +558,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _Uni
         if not t.size:
             continue
         if (last_beat is not None and t[0] < last_beat) or (t.size > 1 and (np.diff(t) < 0).any()):
-            return _units_whole(trace, key, edges)
+            return _units_whole(trace, key, edges, cpu)
         while more and (not e_buf.size or e_buf[-1] <= t[-1]):
             try:
                 end, length, _ = next(waits)
@@ -572,7 +571,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _Uni
             o = np.argsort(end, kind="stable")
             end, start = end[o], (end - np.asarray(length, dtype=np.int64))[o]
             if last_wait is not None and end[0] < last_wait:
-                return _units_whole(trace, key, edges)
+                return _units_whole(trace, key, edges, cpu)
             last_wait = end[-1]
             s_buf, e_buf = np.r_[s_buf, start], np.r_[e_buf, end]
         done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
@@ -583,22 +582,15 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _Uni
     return h
 
 
-def _thread_cpu(trace: HeartbeatTrace, key: tuple) -> pd.DataFrame:
-    c = trace.cpu
-    if not len(c):
-        return c
-    return c[(c["run"].astype(str) == key[0]) & (c["process"] == key[1]) & (c["thread"] == key[2])]
 
-
-def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray) -> _UnitHistograms:
+def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple) -> _UnitHistograms:
     """_units_streamed of a thread whose beats or waits are not in time order: read whole."""
     t, labels = trace.thread_beats(key)
     o = np.argsort(t, kind="stable")
     w = trace.thread_waits(key)
     end = w["t_ns"].to_numpy(np.int64)
     ow = np.argsort(end, kind="stable")
-    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges,
-                        cpu_record_arrays(_thread_cpu(trace, key)))
+    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu)
 
 
 def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
@@ -742,14 +734,14 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     eager = not streamed and any(len(team) > 1 for team in teams.values())
     beats_of = _grouped(trace.beats) if eager else None
     waits_of = _grouped(trace.waits) if eager else None
-    cpu_of = _grouped(trace.cpu) if eager else None
+    cpu_of = _grouped(trace.cpu)   # (one record per gap of 2 ms or more: held whole, streamed or not)
     rows = []
     for (run, process), team in teams.items():
         edges = _same_units({k: counts[k] for k in team})
         if edges is None:
             continue
         if streamed:   # each thread's units read in pieces, as histograms: none held whole
-            units = {k: _units_streamed(trace, k, edges[k]) for k in team}
+            units = {k: _units_streamed(trace, k, edges[k], cpu_record_arrays(cpu_of.get(k))) for k in team}
         else:
             waits = _waits_by_thread(team, waits_of)
             units = {}
