@@ -164,6 +164,29 @@ def test_train_from_normal_only_uses_default_level():
     assert (model.level, model.margin) == (0.95, 1.0) and model.training["macro_f1"] is None
 
 
+def test_a_model_of_normal_runs_alone_widens_the_built_in_ranges_and_never_narrows_them():
+    """Three quiet runs of a program bound LB far below where its later normal runs go (NPB EP,
+    4 threads on 2 CPUs: 0.2 against 15): with no anomalous run to say how tight is right, a
+    model keeps the built-in ranges at least; trained with anomalies it may narrow them."""
+    from hbtool import config
+
+    table, labels = _table(n_leak=0, n_stop=0)
+    quiet = train(table, labels)
+    for f, (lo, hi) in config.HSA_DEFAULT_RANGES.items():
+        mlo, mhi = quiet.ranges[f]
+        assert lo is None or mlo is None or mlo <= lo, (f, mlo, lo)   # None: unbounded
+        assert hi is None or mhi is None or mhi >= hi, (f, mhi, hi)
+    # wider where the runs themselves vary more than the built-in ranges allow
+    noisy = table.copy()
+    noisy["GTR"] = np.linspace(0.3, 2.5, len(noisy))
+    assert train(noisy, labels).ranges["GTR"][1] > config.HSA_DEFAULT_RANGES["GTR"][1]
+    # a normal thread of a later run, LB 15, is normal for it; with anomalies learnt, LB 15 is not
+    later = pd.DataFrame([row(GTR=1.0, LTR=1.0, GHR=1.0, LHR=1.0, DTW=5.0, LB=15.0, beats=400)])
+    assert classify(later, quiet)["status"].iloc[0] == "normal"
+    full, full_labels = _table()
+    assert classify(later, train(full, full_labels))["status"].iloc[0] == "memoryleak"
+
+
 def test_model_file_round_trip(tmp_path):
     table, labels = _table()
     model = train(table, labels)

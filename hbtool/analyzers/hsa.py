@@ -333,8 +333,10 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         f1, _, level, margin = max(scores)
     elif anomalous:
         level, margin = grid[0]
-    model = HsaModel(fit_ranges(normal, level, margin), level, margin, settings, expected, work=work,
-                     retained=retained)
+    ranges = fit_ranges(normal, level, margin)
+    if not anomalous:
+        ranges = never_narrower(ranges, config.HSA_DEFAULT_RANGES)
+    model = HsaModel(ranges, level, margin, settings, expected, work=work, retained=retained)
     train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
     model.training = {
         "sequences": counts,
@@ -344,6 +346,23 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
                             if anomalous and len(grid) > 1 else "given" if anomalous else "default (normal data only)"),
     }
     return model
+
+
+def never_narrower(ranges: dict, floor: dict) -> dict:
+    """Each range widened to contain `floor`'s (a missing bound stays missing).
+
+    A model learnt from normal runs alone has no evidence that the built-in ranges are too
+    wide for its program, only a few runs' spread, which understates how much a program's
+    runs differ from one another on a loaded machine (NPB EP, 4 threads on 2 CPUs: three
+    quiet runs bounded LB at 0.2, and normal threads of later runs reached 15). Such a model
+    widens the built-in ranges where its runs vary more and never narrows them; one trained
+    with anomalous runs too may narrow them, its level and margin chosen by cross-validation."""
+    out = dict(ranges)
+    for f, (lo, hi) in ranges.items():
+        flo, fhi = floor.get(f, (None, None))
+        out[f] = (None if lo is None else lo if flo is None else min(lo, flo),
+                  None if hi is None else hi if fhi is None else max(hi, fhi))
+    return out
 
 
 def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd.DataFrame, dict | None]:

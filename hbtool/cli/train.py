@@ -43,8 +43,9 @@ def train(out, level, ref, beats, traces):
 
     Each range spans the central LEVEL share of the normal sequences' values (on a log
     scale), widened on each side by a margin of its distance to the median
-    (docs/methods.md). From normal traces alone LEVEL is 0.95 and the margin 1; given
-    anomalous traces too, the (level, margin) with the best cross-validated macro-F1 on
+    (docs/methods.md). From normal traces alone LEVEL is 0.95 and the margin 1, and no
+    range is narrower than the built-in one (a few runs understate how much runs differ);
+    given anomalous traces too, the (level, margin) with the best cross-validated macro-F1 on
     the training sequences is chosen. Every thread of a trace counts under the label it is
     given, unless a labels.json beside the trace labels each thread (as
     benchmarks/make_dataset.py writes) or the truth.json of the example programs says
