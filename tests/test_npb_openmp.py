@@ -161,6 +161,42 @@ def test_a_slowed_thread_of_a_team_of_two_is_found_by_its_work_shift_with_no_mod
         assert d[1 - victim]["status"] == "normal" and d[1 - victim]["WS"] < 1.0, d[1 - victim]
 
 
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang is not installed (scripts/install.sh installs it)")
+@pytest.mark.parametrize("victim", [0, 1])
+def test_lu_with_libomp_the_spinning_thread_is_named_and_not_its_teammate_that_spins_on_its_flag(
+        npb_builds, tmp_path, victim):
+    """NPB LU's pipelined sweeps: a thread waits for its neighbour in LU's own code, spinning
+    on a flag with `#pragma omp flush` (libomp's __kmpc_flush; OMPT's flush callback). The
+    injector spins one thread of the team for 0.5 s: `behavior` calls that one busy-waiting and
+    its teammate not, and the teammate's spin is in the trace as a `flag` wait (thread 0's
+    teammate spins on its flag; thread 1's waits at a barrier). Without the flag waits both
+    threads look alike (on a CPU, silent) and nothing was found."""
+    import json
+
+    build = npb_builds("clang", "S")
+    out = tmp_path / "busy"
+    r = subprocess.run([sys.executable, "-m", "hbtool", "record", "-o", str(out), "--inject", "busy", "--thread",
+                        str(victim), "--beat", "1000", "--inject-wait-ms", "500", "--", "./bin/lu.S"],
+                       cwd=build, env=_env(2), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and SUCCESS in r.stdout, r.stderr[-2000:]
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == victim, truth
+    t0 = truth["fired_at"]["trace_s"]
+    b = subprocess.run([sys.executable, "-m", "hbtool", "behavior", str(out), "--format", "json"],
+                       capture_output=True, text=True, timeout=600)
+    assert b.returncode == 0, b.stderr
+    tl = {t["thread"]: t["intervals"] for t in json.loads(b.stdout)["threads"]}
+    busy = [iv for iv in tl[victim] if iv["behavior"] == "busy-waiting"]
+    assert len(busy) == 1 and abs(busy[0]["start_s"] - t0) < 0.05 and busy[0]["duration_s"] >= 0.4, tl[victim]
+    other = 1 - victim
+    assert not [iv for iv in tl[other] if iv["behavior"] in ("busy-waiting", "conditional-waiting")], tl[other]
+    if victim == 0:
+        w = read_heartbeats([out]).waits
+        spin = w[(w["thread"] == other) & (w["sync"] == "flag")]
+        assert spin["wait_ns"].max() >= 0.4e9, spin
+        assert spin["construct"].astype(str).str.startswith("flush").all(), spin
+
+
 def test_source_beats_added_to_a_copy_of_ep_beat_once_per_iteration_of_its_shared_loop(tmp_path):
     """benchmarks/npb_source_beats.py (the evaluation's source beats): a beat as the first
     statement of every shared loop of a copy of NPB EP; the copy still verifies, each of its two

@@ -780,6 +780,7 @@ WAITS_HELD = 8_000_000
 
 SYNC_WORDS = {"barrier": "a barrier", "critical": "a critical section", "taskwait": "a taskwait",
               "ordered": "an ordered region", "collective": "an MPI collective",
+              "flag": "a spin on a flag in its own code (omp flush)",
               "outside": "the runtime's pool, outside any parallel region", "serial": "the program's serial part"}
 
 

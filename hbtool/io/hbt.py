@@ -59,7 +59,8 @@ DENSE_MAX = 1 << 20
 #: a beat's or wait's source: flags & 15 (docs/formats.md)
 SOURCES = {0: "api", 1: "openmp", 2: "mpi"}
 #: a wait's synchronisation: flags >> 4
-SYNC_KINDS = {1: "barrier", 2: "taskwait", 3: "critical", 4: "ordered", 5: "collective", 6: "outside"}
+SYNC_KINDS = {1: "barrier", 2: "taskwait", 3: "critical", 4: "ordered", 5: "collective", 6: "outside",
+              7: "flag"}
 #: name spaces of NAME records
 NAME_QUEUE = 1
 NAME_PROBE = 2

@@ -119,6 +119,7 @@ static const char *const hbt_ck_names[] = {
     [HBT_CK_TASK] = "task",         [HBT_CK_BARRIER] = "barrier",
     [HBT_CK_CRITICAL] = "critical", [HBT_CK_ORDERED] = "ordered",
     [HBT_CK_COLLECTIVE] = "collective", [HBT_CK_CALL] = "call",
+    [HBT_CK_FLUSH] = "flush",
 };
 
 static void hbt_ct_after_fork_child(void)
@@ -133,7 +134,7 @@ static void hbt_ct_after_fork_child(void)
 static void hbt_ct_write_name(uint32_t id, int kind, const void *addr, const char *symbol)
 {
     char text[HBT_CT_TEXT + 64];
-    const char *kname = (kind > 0 && kind <= HBT_CK_CALL) ? hbt_ck_names[kind] : "?";
+    const char *kname = (kind > 0 && kind <= HBT_CK_FLUSH) ? hbt_ck_names[kind] : "?";
     Dl_info info;
     memset(&info, 0, sizeof info);
     int have = addr && dladdr(addr, &info) != 0;
@@ -245,6 +246,26 @@ void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
                                   now);
     if (__builtin_expect(hbt_inject_armed, 0))
         hbt_inject_waited(at ? at : now);
+}
+
+void hbt_spin_close(struct hbt_tls *t)
+{
+    uint64_t first = t->spin_first_ns, last = t->spin_last_ns;
+    const void *ra = t->spin_ra;
+    t->spin_on = 0;
+    t->spin_ra = NULL;
+    if (t->spin_marked) {
+        /* as hbt_wait_mark(0), with the spin's own length: what it spun away is no work */
+        struct hbt_beatline *b = t->beat;
+        t->spin_marked = 0;
+        if (b && b->waiting == HBT_SYNC_FLAG) {
+            __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)((last - first) / 1000u),
+                             __ATOMIC_RELEASE);
+            __atomic_store_n(&b->waiting, (uint16_t)0, __ATOMIC_RELEASE);
+        }
+    }
+    hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_FLAG, t->spin_thread, hbt_construct_id(HBT_CK_FLUSH, ra),
+                     last - first, last);
 }
 
 void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns)

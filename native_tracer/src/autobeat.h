@@ -20,10 +20,16 @@ enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL =
                  * (after its IMPLICIT beat) to the start of its next one in the outermost
                  * team; written at that start. The master ran the program's serial part
                  * there, the others waited in the runtime's pool. */
-                HBT_SYNC_OUTSIDE = 6 };
+                HBT_SYNC_OUTSIDE = 6,
+                /* a spin on a flag in the program's own code, seen through its `omp flush`
+                 * calls (libomp: ompt_callback_flush): the same flush called again and
+                 * again, at most HBT_SPIN_STEP_NS apart, for HBT_SPIN_MIN_NS or more;
+                 * written when the thread's next record or another flush ends it, with
+                 * the time of the spin's last flush (ompt.c) */
+                HBT_SYNC_FLAG = 7 };
 enum hbt_construct_kind { HBT_CK_PARALLEL = 1, HBT_CK_LOOP, HBT_CK_SECTIONS, HBT_CK_SINGLE,
                           HBT_CK_TASK, HBT_CK_BARRIER, HBT_CK_CRITICAL, HBT_CK_ORDERED,
-                          HBT_CK_COLLECTIVE, HBT_CK_CALL };
+                          HBT_CK_COLLECTIVE, HBT_CK_CALL, HBT_CK_FLUSH };
 
 /* 1 when beats of this source are to be recorded (HBTRACE_BEATS, default: all). Cheap:
  * a load of a flag set once at start. */
@@ -76,12 +82,23 @@ void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
  * wrappers (gomp.c's loop chunk: no call into autobeat.c, one TLS block address), in
  * libhbtrace's own files only (they include internal.h before this header). */
 #ifdef HBT_INTERNAL_H
+/* The thread's open flag spin (HBT_SYNC_FLAG) ends: its wait record, at the time of
+ * its last flush, and the monitor's wait mark cleared (autobeat.c). */
+__attribute__((visibility("hidden"))) void hbt_spin_close(struct hbt_tls *t);
+
 /* Returns the record's clock value (0 when there was no slot for it). */
 static inline __attribute__((always_inline))
 uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t thread,
                          uint32_t construct, int32_t iter, uint32_t aux, uint64_t now)
 {
     struct hbt_tls *t = &hbt_tls;
+    if (__builtin_expect(t->spin_ra != NULL, 0)) {
+        /* it left the flushes it repeated before this record: a spin long enough is a
+         * wait that goes first; a shorter one does not go on past this record */
+        if (t->spin_on)
+            hbt_spin_close(t);
+        t->spin_ra = NULL;
+    }
     uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
     if (__builtin_expect(i == HBT_NO_SLOT, 0))
         return 0;

@@ -197,6 +197,15 @@ struct hbt_tls {
     uint32_t mem_depth;       /* inside an allocator wrapper: nested calls count once */
     int32_t  mem_thread;      /* thread number of its memory records */
     uint8_t  mem_recorded;    /* it wrote a memory record */
+    uint8_t  spin_on;         /* a flag spin of HBT_SPIN_MIN_NS or more is open (ompt.c) */
+    uint8_t  spin_marked;     /* ... and it set the monitor's wait mark */
+    int32_t  spin_thread;     /* the spin's OpenMP thread number */
+    uint32_t spin_calls;      /* flushes of the spin after its first */
+    uint64_t spin_cpu_ns;     /* its CPU clock as the spin was last looked at (0: unread) */
+    uint64_t spin_cpu_at;     /* when */
+    const void *spin_ra;      /* code address of the flush the spin repeats */
+    uint64_t spin_first_ns;   /* its first call */
+    uint64_t spin_last_ns;    /* its latest call */
 };
 
 /* A thread's CPU time in the gaps between its records (HBT_REC_CPU): every

@@ -318,7 +318,9 @@ static int hbt_in_team(const struct hbt_heart *h)
  * its pipeline (no runtime wait) and meet at a barrier after it, where the
  * one that spun longest came 0.02-0.5 ms after the other, silent 5-56 ms
  * by then -- judged by its silence, every such unit was busy-waiting (45 of
- * 50 reports of LU, 2 runs of each kind, were such). (A master in the
+ * 50 reports of LU, 2 runs of each kind, were such). With libomp, a spin on
+ * a flag of the program's own code (its `omp flush` called again and again,
+ * ompt.c) is such a wait too, from its first flush. (A master in the
  * program's serial part is itself outside, not judged.) */
 static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now)
 {

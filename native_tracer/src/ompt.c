@@ -17,6 +17,8 @@
  *   sync_region_wait begin..end                wait BARRIER (barriers) or TASKWAIT
  *                                              (taskwait, taskgroup)
  *   mutex_acquire..acquired                    wait CRITICAL (critical), ORDERED
+ *   flush, the same one again and again        wait FLAG (a spin on a flag in the
+ *                                              program's own code)
  *
  * libomp 14 offers no ompt_callback_dispatch, so the chunks come from the
  * preloaded wrappers of libomp's loop dispatcher __kmpc_dispatch_next_{4,4u,8,8u}
@@ -408,6 +410,74 @@ static void hbt_ompt_mutex_acquired(int kind, uint64_t wait_id, const void *code
     HBT_OMPT_FORWARD(HBT_OMPT_MUTEX_ACQUIRED, hbt_ompt_mutex_t, kind, wait_id, codeptr_ra);
 }
 
+/* A flush of the program's own code (`#pragma omp flush`, libomp's __kmpc_flush). A
+ * thread that waits for another in its own code spins on a shared flag, flushing:
+ * the same flush again and again, every 0.07 us on this machine, never HBT_SPIN_STEP_NS
+ * apart (the machine's interrupts take a few us now and then). From HBT_SPIN_MIN_NS of
+ * it, at HBT_SPIN_AVG_NS per flush or faster, the thread waits (the monitor's mark: its
+ * spin is no work), and the spin is a wait record (HBT_SYNC_FLAG) from its first flush to
+ * its last, written when another flush or the thread's next record ends it
+ * (hbt_spin_close). A flush after each unit of work is no spin: its calls come slower.
+ * A spin the machine took the CPU from goes on past the gap in its flushes when the
+ * thread's CPU clock shows it used none in the gap (a team larger than the CPUs). */
+#define HBT_SPIN_STEP_NS 100000ull    /* 0.1 ms */
+#define HBT_SPIN_MIN_NS 100000ull     /* 0.1 ms */
+#define HBT_SPIN_AVG_NS 500ull        /* 0.5 us */
+
+static uint64_t hbt_ompt_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The open spin's thread was off the CPU from its last flush to now: it used no more CPU
+ * time since the spin's last reading than the time it spun after that reading. */
+static HBT_COLD int hbt_ompt_spin_preempted(struct hbt_tls *t, uint64_t now)
+{
+    uint64_t cpu = hbt_ompt_cpu_ns();
+    if (!cpu || !t->spin_cpu_ns)
+        return 0;
+    int off = cpu - t->spin_cpu_ns <= (t->spin_last_ns - t->spin_cpu_at) + HBT_SPIN_STEP_NS;
+    t->spin_cpu_ns = cpu;
+    t->spin_cpu_at = now;
+    return off;
+}
+
+static void hbt_ompt_flush(hbt_ompt_data_t *thread_data, const void *codeptr_ra)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint64_t now = hbt_now_ns();
+    if (codeptr_ra && codeptr_ra == t->spin_ra
+        && (now - t->spin_last_ns <= HBT_SPIN_STEP_NS || (t->spin_on && hbt_ompt_spin_preempted(t, now)))) {
+        t->spin_last_ns = now;
+        t->spin_calls++;
+        if (__builtin_expect(!t->spin_on && now - t->spin_first_ns >= HBT_SPIN_MIN_NS, 0)
+            && (uint64_t)t->spin_calls * HBT_SPIN_AVG_NS >= now - t->spin_first_ns) {
+            t->spin_on = 1;
+            t->spin_thread = hbt_ompt_cur(&hbt_ompt)->thread;
+            t->spin_cpu_ns = hbt_ompt_cpu_ns();
+            t->spin_cpu_at = hbt_now_ns();
+            struct hbt_beatline *b = t->beat;
+            if (b && !b->waiting) {
+                /* as hbt_wait_mark, from the spin's first flush */
+                t->wait_from = t->spin_first_ns;
+                __atomic_store_n(&b->wait_us, (uint32_t)(t->spin_first_ns / 1000u), __ATOMIC_RELAXED);
+                __atomic_store_n(&b->waiting, (uint16_t)HBT_SYNC_FLAG, __ATOMIC_RELEASE);
+                t->spin_marked = 1;
+            }
+        }
+    } else {
+        if (t->spin_on)
+            hbt_spin_close(t);
+        t->spin_ra = codeptr_ra;
+        t->spin_first_ns = t->spin_last_ns = now;
+        t->spin_calls = 0;
+    }
+    HBT_OMPT_FORWARD(HBT_OMPT_FLUSH, hbt_ompt_flush_t, thread_data, codeptr_ra);
+}
+
 /* ------------------------------------------------------------------ */
 /* libomp's loop dispatcher: a beat per chunk                          */
 
@@ -520,6 +590,7 @@ static int hbt_ompt_initialize(hbt_ompt_lookup_t lookup, int initial_device_num,
         hbt_ompt_register(HBT_OMPT_SYNC_REGION_WAIT, (hbt_ompt_fn_t)hbt_ompt_sync_region_wait);
         hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRE, (hbt_ompt_fn_t)hbt_ompt_mutex_acquire);
         hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRED, (hbt_ompt_fn_t)hbt_ompt_mutex_acquired);
+        hbt_ompt_register(HBT_OMPT_FLUSH, (hbt_ompt_fn_t)hbt_ompt_flush);
         __atomic_store_n(&hbt_ompt_active, 1, __ATOMIC_RELEASE);
     }
     hbt_ompt_start_tool_result_t *next = hbt_ompt_next;
