@@ -408,3 +408,33 @@ def test_a_spin_inside_one_batch_while_its_team_works_on_is_busy_waiting(tmp_pat
     assert "while its teammates beat on" in busy[0]["detail"], busy[0]
     for k in (0, 2, 3):
         assert findings(tl[k]) == [], (k, tl[k])
+
+
+def test_a_thread_that_blocked_then_worked_in_one_gap_is_conditional_waiting_not_starved(tmp_path, batches):
+    """The injector's cond fault at the top of a batch of 30 ms of CPU time (2 threads): the
+    victim blocks 400 ms, then does its batch, in one gap between its beats, so it used 7 % of
+    a CPU there: neither spinning (a tenth) nor blocked (a fiftieth) by its CPU time alone; a
+    thread the machine starved looks the same. The tracer's run-queue delay in the gap
+    (/proc/thread-self/schedstat) tells: it did not wait for a CPU either, it blocked. Before,
+    its teammate's beats meanwhile made it `idle`, waiting for its team in its own code (and
+    with its team in a barrier, `running`, starved: NPB FT with clang)."""
+    import os
+
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = tmp_path / "cond"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "cond", "--thread", "1", "--beat", "10",
+                   "--inject-wait-ms", "400", "--", batches, "60", "30", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    t0 = truth["fired_at"]["trace_s"]
+    from hbtool.io import read_heartbeats
+
+    cpu = read_heartbeats(out).cpu
+    gap = cpu[(cpu["os_tid"] == truth["fired_at"]["os_tid"]) & (cpu["gap_ns"] >= 0.4e9)]
+    assert len(gap) == 1 and gap["queued_ns"].iloc[0] >= 0, cpu   # the run-queue delay was read
+    share = float(gap["cpu_ns"].iloc[0] / gap["gap_ns"].iloc[0])
+    assert 0.02 < share < 0.1, share
+    tl = behavior(out)
+    cond = [iv for iv in tl[1] if iv["behavior"] == "conditional-waiting"]
+    assert len(cond) == 1 and abs(cond[0]["start_s"] - t0) < 0.05 and cond[0]["duration_s"] >= 0.35, tl[1]
+    assert findings(tl[1]) == ["conditional-waiting"] and findings(tl[0]) == [], tl

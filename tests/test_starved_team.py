@@ -2,7 +2,7 @@
 
 tests/programs/flag_turns.c: two threads take turns through a flag they spin on, as NPB
 LU's pipeline does (no runtime call, so no wait record). Midway through the run the test
-pins both threads, and twelve busy loops, to one CPU: each thread then gets a few per cent
+pins both threads, and 24 busy loops, to one CPU: each thread then gets a few per cent
 of it, its beats stop for longer than the gap rule's 0.15 s, and in that gap it used a
 little CPU time (working slowly, or spinning for the other's slow turn), not none. Before,
 both threads were called conditional-waiting there (under 10 % of a CPU read as blocked);
@@ -23,7 +23,9 @@ import pytest
 
 from conftest import ROOT, build_traced, run_hbtool
 
-HOGS = 12
+#: busy loops on the program's CPU: each of its two threads then gets about 4 % of it, well
+#: inside the shares that read as neither spinning (a tenth) nor blocked (a fiftieth)
+HOGS = 24
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +80,8 @@ def record_starved(exe: Path, out: Path, *inject: str, starve_at: float = 0.8, s
 
 
 def test_a_team_starved_by_the_machine_is_running_not_waiting(tmp_path, exe):
-    # starved for 0.6 s: two or three intervals of about 0.26 s (13 times the usual 20 ms, each
-    # thread with a thirteenth of the CPU), which stand out from the running median of 9 around
+    # starved for 0.6 s: an interval or two of about 0.5 s (26 times the usual 20 ms, each
+    # thread with a 26th of the CPU), which stand out from the running median of 9 around
     # them. Starved for 2 s, the intervals of the starved stretch made their own median, and
     # whether any stood out as a gap (or the stretch was merely slow: running all the same)
     # hung on how the scheduler sliced the CPU (a CI run found no gap at all)

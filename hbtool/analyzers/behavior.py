@@ -817,6 +817,25 @@ def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> floa
     return float((c["cpu_ns"].to_numpy() * over / gap).sum() / over.sum())
 
 
+def _queued_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
+    """The share of [t0, t1] the thread was runnable and waited for a CPU (its run-queue
+    delay, in the tracer's `cpu` records since 2026-11-28), spread as _cpu_share spreads
+    the CPU time; None when the records that have it do not cover half of the span."""
+    c = trace.cpu
+    if not len(c) or "queued_ns" not in c:
+        return None
+    c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids)
+          & (c["queued_ns"] >= 0)]
+    if not len(c):
+        return None
+    end = c["t_ns"].to_numpy()
+    gap = c["gap_ns"].to_numpy().clip(1)
+    over = np.clip(np.minimum(end, t1) - np.maximum(end - gap, t0), 0, None)
+    if over.sum() < 0.5 * (t1 - t0):
+        return None
+    return float((c["queued_ns"].to_numpy() * over / gap).sum() / over.sum())
+
+
 def _where(tb: ThreadBeats, a: int, b: int) -> str:
     """' in loop resid._omp_fn.3': the construct most of beats a..b-1 belong to (automatic
     beats), or ""."""
@@ -901,9 +920,21 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
                              f"no beats for {gap_s:.3f} s: it waited {waited:.3f} s in {sync}, for its team, "
                              f"then beats resumed{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
             continue
-        if cpu_share is not None and cpu_share >= s.blocked_share:
+        # the time it was runnable and waited for a CPU (the tracer's run-queue delay, where the
+        # trace has it) tells blocked from starved, whatever the CPU time it used
+        queued = _queued_share(trace, tb, int(t[i]), int(t[i + 1])) if cpu_share is not None else None
+        if queued is not None and 1.0 - cpu_share - queued - waited / gap_s >= s.explained_share:
+            # neither on a CPU, nor waiting for one, nor in a recorded wait most of the gap: it
+            # blocked by itself (the few % of a CPU it used were its unit's work before or after)
+            episodes.append((i, i + 1, "conditional-waiting",
+                             f"no beats for {gap_s:.3f} s, blocked (it used {100 * cpu_share:.0f} % of a CPU and "
+                             f"waited for one {100 * queued:.0f} % of the time), then beats resumed"
+                             f"{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+            continue
+        if cpu_share is not None and (cpu_share >= s.blocked_share or queued is not None):
             # on a CPU now and then, too little to call spinning, too much to call blocked:
-            # starved by the machine, or spinning for a teammate. Its teammates' shares of the
+            # starved by the machine, or spinning for a teammate (where the trace has no
+            # run-queue delay to say which). Its teammates' shares of the
             # same span tell (those silent through most of it, not in a recorded wait): a
             # teammate with less than half its share was blocked, and this one waited for it
             team_waited = {o.thread: _waited_in(_thread_waits(trace, o, waits_cache, span), int(t[i]), int(t[i + 1]))[0]

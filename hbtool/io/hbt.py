@@ -51,6 +51,11 @@ REC_NAME = 14
 REC_PROBE = 15  # t_ns holds a value, not a time
 REC_WAIT = 17
 REC_CPU = 18
+#: flags of a cpu record beyond its source: HBT_CPU_QUEUED set when bits 4..14 hold the
+#: share of the gap the thread waited for a CPU, in 1/CPU_QUEUED_MAX (hbtrace_format.h)
+CPU_QUEUED = 0x8000
+CPU_QUEUED_SHIFT = 4
+CPU_QUEUED_MAX = 2047
 REC_MEMORY = 19
 #: scope of a memory record (flags bits 4..7)
 MEMORY_SCOPES = {0: "thread", 1: "process"}
@@ -626,10 +631,17 @@ def side_frames(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, 
     iscpu = sel & (kind == REC_CPU)
     cpu = None
     if iscpu.any():
+        gap_ns = r["iter"][iscpu].astype(np.int64).clip(0) * 1000
+        fl = r["flags"][iscpu].astype(np.int64)
+        # the run-queue delay, as a share of the gap in 1/CPU_QUEUED_MAX (tracers since
+        # 2026-11-28, where /proc/thread-self/schedstat could be read): -1 where unknown
+        share = np.minimum((fl >> CPU_QUEUED_SHIFT) & CPU_QUEUED_MAX, CPU_QUEUED_MAX)
+        queued = np.where((fl & CPU_QUEUED) != 0, gap_ns * share // CPU_QUEUED_MAX, -1)
         cpu = pd.DataFrame({
             "run": run, "process": proc, "thread": thread[iscpu], "os_tid": r["os_tid"][iscpu],
-            "t_ns": t_ns[iscpu], "gap_ns": r["iter"][iscpu].astype(np.int64).clip(0) * 1000,
+            "t_ns": t_ns[iscpu], "gap_ns": gap_ns,
             "cpu_ns": (r["aux"][iscpu].astype(np.int64) << 32) | r["seq"][iscpu].astype(np.int64),
+            "queued_ns": queued,
         })
     known = sel & np.isin(kind, list(REC_KINDS))
     ismon = sel & np.isin(kind, list(MONITOR_KINDS))

@@ -76,8 +76,10 @@ WAIT_COLUMNS: dict[str, str] = {
     "construct": "category",
 }
 
-#: columns of HeartbeatTrace.cpu: the CPU time a thread used in a gap of 10 ms or more
-#: between its records (tracer `cpu` records): what tells spinning from sleeping
+#: columns of HeartbeatTrace.cpu: the CPU time a thread used in a gap of 2 ms or more
+#: between its records (tracer `cpu` records; 10 ms before 2026-11-28): what tells spinning
+#: from sleeping; and the time it was runnable then, waiting for a CPU: what tells a thread
+#: the machine starved from one that blocked
 CPU_COLUMNS: dict[str, str] = {
     "run": "category",
     "process": "int64",
@@ -86,6 +88,7 @@ CPU_COLUMNS: dict[str, str] = {
     "t_ns": "int64",        # the gap's end
     "gap_ns": "int64",      # its length
     "cpu_ns": "int64",      # CPU time the thread used in it
+    "queued_ns": "int64",   # time it was runnable in it, waiting for a CPU (-1: unknown)
 }
 
 #: columns of HeartbeatTrace.memory: the memory signal (tracer `memory` records). Rows of

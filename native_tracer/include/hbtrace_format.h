@@ -256,8 +256,17 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       thread = as for the record that ended the gap,
                                       loop   = construct id of that record (0 unknown),
                                       iter   = the gap in microseconds (saturated),
-                                      flags  = source of that record */
+                                      flags  = source of that record (bits 0..3);
+                                               HBT_CPU_QUEUED set when bits 4..14
+                                               hold the share of the gap the thread
+                                               was runnable, waiting for a CPU (its
+                                               run-queue delay, from
+                                               /proc/thread-self/schedstat), in
+                                               1/HBT_CPU_QUEUED_MAX of the gap */
 #define HBT_CPU_GAP_NS      2000000ull  /* 2 ms */
+#define HBT_CPU_QUEUED        0x8000u
+#define HBT_CPU_QUEUED_SHIFT  4u
+#define HBT_CPU_QUEUED_MAX    2047u
 
 #define HBT_REC_MEMORY        19u  /* the memory signal (src/memory.c), written by a thread
                                       that records, at most every 20 ms while its counts

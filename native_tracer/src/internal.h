@@ -190,6 +190,8 @@ struct hbt_tls {
     uint64_t last_ns;         /* clock of its latest beat or automatic record */
     uint64_t cpu_at_ns;       /* when its CPU clock was last read (0: never) */
     uint64_t cpu_ns;          /* what it read then (hbt_cpu_track) */
+    uint64_t rq_ns;           /* its run-queue delay then (schedstat), if rq_known */
+    uint8_t  rq_known;
     uint64_t mem_allocated;   /* bytes this thread allocated (memory.c: usable sizes) */
     uint64_t mem_freed;       /* bytes it freed, whoever allocated them */
     uint64_t mem_rec_allocated, mem_rec_freed;   /* as of its last memory record */
