@@ -799,14 +799,15 @@ def _waited_in(waits: ThreadWaits, t0: int, t1: int) -> tuple[float, str]:
     return float(over.sum()) / 1e9, SYNC_WORDS.get(sync, sync)
 
 
-def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
-    """The share of [t0, t1] the thread spent on a CPU, from the tracer's `cpu` records of
-    its gaps (each spread evenly over its gap), or None when they do not cover half of it
-    (a trace without them, or a gap the thread never ended)."""
+def _gap_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, column: str) -> float | None:
+    """The share of [t0, t1] that `column` of the tracer's `cpu` records of the thread's gaps
+    gives (each record spread evenly over its gap; records where it is unknown, -1, left
+    out), or None when the records do not cover half of the span (a trace without them, or
+    a gap the thread never ended)."""
     c = trace.cpu
-    if not len(c):
+    if not len(c) or column not in c:
         return None
-    c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids)]
+    c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids) & (c[column] >= 0)]
     if not len(c):
         return None
     end = c["t_ns"].to_numpy()
@@ -814,26 +815,18 @@ def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> floa
     over = np.clip(np.minimum(end, t1) - np.maximum(end - gap, t0), 0, None)
     if over.sum() < 0.5 * (t1 - t0):
         return None
-    return float((c["cpu_ns"].to_numpy() * over / gap).sum() / over.sum())
+    return float((c[column].to_numpy() * over / gap).sum() / over.sum())
+
+
+def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
+    """The share of [t0, t1] the thread spent on a CPU (_gap_share)."""
+    return _gap_share(trace, tb, t0, t1, "cpu_ns")
 
 
 def _queued_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
-    """The share of [t0, t1] the thread was runnable and waited for a CPU (its run-queue
-    delay, in the tracer's `cpu` records since 2026-11-28), spread as _cpu_share spreads
-    the CPU time; None when the records that have it do not cover half of the span."""
-    c = trace.cpu
-    if not len(c) or "queued_ns" not in c:
-        return None
-    c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids)
-          & (c["queued_ns"] >= 0)]
-    if not len(c):
-        return None
-    end = c["t_ns"].to_numpy()
-    gap = c["gap_ns"].to_numpy().clip(1)
-    over = np.clip(np.minimum(end, t1) - np.maximum(end - gap, t0), 0, None)
-    if over.sum() < 0.5 * (t1 - t0):
-        return None
-    return float((c["queued_ns"].to_numpy() * over / gap).sum() / over.sum())
+    """The share of [t0, t1] the thread was runnable and waited for a CPU: its run-queue
+    delay, in the tracer's `cpu` records since 2026-11-28 (_gap_share)."""
+    return _gap_share(trace, tb, t0, t1, "queued_ns")
 
 
 def _where(tb: ThreadBeats, a: int, b: int) -> str:
