@@ -500,6 +500,19 @@ static int queue_monitors(void)
     return n;
 }
 
+/* queue_monitors() once a monitor thread was joined: pthread_join returns when the thread's
+ * exit has cleared its tid, and the kernel may list the task under /proc/self/task a little
+ * longer; a thread that never stopped is still counted after 0.5 s. */
+static int queue_monitors_joined(void)
+{
+    int n = queue_monitors();
+    for (int i = 0; n && i < 500; i++) {
+        usleep(1000);
+        n = queue_monitors();
+    }
+    return n;
+}
+
 /* a producer that pushes every 100 us for 0.3 s, and its consumer */
 struct pair { hbt_queue_t *q; long n; };
 static void *slow_prod(void *a) { struct pair *p = a; for (long i = 0; i < p->n; i++) { usleep(100); hbt_queue_push(p->q, &i); }
@@ -587,14 +600,14 @@ int main(int argc, char **argv)
         hbt_queue_destroy(pr[1].q);
         printf("one_left %d\n", queue_monitors());
         hbt_queue_destroy(pr[2].q);
-        printf("none_left %d\n", queue_monitors());
+        printf("none_left %d\n", queue_monitors_joined());
         hbt_queue_t *q = hbt_queue_create("again", 8, 4);
         long v = 1;
         hbt_queue_push(q, &v);
         usleep(5000);
         printf("again %d\n", queue_monitors());
         hbt_queue_destroy(q);
-        printf("end %d\n", queue_monitors());
+        printf("end %d\n", queue_monitors_joined());
         return 0;
     }
     if (!strcmp(mode, "exit")) {   /* exit() with a queue never destroyed */
