@@ -340,6 +340,20 @@ def batches(tmp_path_factory, tracer_built):
                         f"-I{Path(__file__).parent / 'programs'}")
 
 
+def inject_batches(tmp_path: Path, batches: Path, kind: str, threads: int, beat: int, n: int, ms: int):
+    """omp_batches (n batches of ms each, `threads` threads) with the injector's `kind` fault,
+    400 ms, in thread 1 at `beat`: (its trace folder, when the fault fired in trace seconds)."""
+    import os
+
+    out = tmp_path / kind
+    r = run_hbtool("record", "-q", "-o", out, "--inject", kind, "--thread", "1", "--beat", str(beat),
+                   "--inject-wait-ms", "400", "--", batches, str(n), str(ms),
+                   env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    return out, truth
+
+
 def test_more_threads_than_cpus_a_slowed_thread_is_named_by_the_cpu_time_of_its_units(tmp_path, monkeypatch,
                                                                                       batches):
     """Four threads on this machine's two CPUs, equal batches of 12 ms of CPU time each (units
@@ -393,14 +407,7 @@ def test_a_spin_inside_one_batch_while_its_team_works_on_is_busy_waiting(tmp_pat
     busy-waiting, from the injection; no other thread is anything but running. Before, such
     a gap was one long unit of work to `behavior` (running), as a team that did not wait
     through it suggested."""
-    import os
-
-    env = dict(os.environ, OMP_NUM_THREADS="4")
-    out = tmp_path / "busy"
-    r = run_hbtool("record", "-q", "-o", out, "--inject", "busy", "--thread", "1", "--beat", "20",
-                   "--inject-wait-ms", "400", "--", batches, "240", "12", env=env)
-    assert r.returncode == 0 and "done" in r.stdout, r.stderr
-    truth = json.loads((out / "inject-truth.json").read_text())
+    out, truth = inject_batches(tmp_path, batches, "busy", 4, 20, 240, 12)
     t0 = truth["fired_at"]["trace_s"]
     tl = behavior(out)
     busy = [iv for iv in tl[1] if iv["behavior"] == "busy-waiting"]
@@ -418,14 +425,7 @@ def test_a_thread_that_blocked_then_worked_in_one_gap_is_conditional_waiting_not
     (/proc/thread-self/schedstat) tells: it did not wait for a CPU either, it blocked. Before,
     its teammate's beats meanwhile made it `idle`, waiting for its team in its own code (and
     with its team in a barrier, `running`, starved: NPB FT with clang)."""
-    import os
-
-    env = dict(os.environ, OMP_NUM_THREADS="2")
-    out = tmp_path / "cond"
-    r = run_hbtool("record", "-q", "-o", out, "--inject", "cond", "--thread", "1", "--beat", "10",
-                   "--inject-wait-ms", "400", "--", batches, "60", "30", env=env)
-    assert r.returncode == 0 and "done" in r.stdout, r.stderr
-    truth = json.loads((out / "inject-truth.json").read_text())
+    out, truth = inject_batches(tmp_path, batches, "cond", 2, 10, 60, 30)
     t0 = truth["fired_at"]["trace_s"]
     from hbtool.io import read_heartbeats
 
