@@ -6,7 +6,7 @@ thread fault injector, on a quiet machine and beside a CPU hog.
                                       [--programs examples,npb] [--kernels MG,LU,FT,EP]
                                       [--compilers gcc,clang] [--threads 2,4] [--class W]
                                       [--hog both|off|on] [--wait-ms 300] [--skip LU:4] [--json FILE]
-                                      [--keep DIR]
+                                      [--keep DIR] [--beats openmp|source]
 
 Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
   pi_pthread  pthreads, API beats (~1 ms of work each), no synchronisation between threads;
@@ -14,7 +14,9 @@ Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
   heat_omp    OpenMP with no heartbeat call: automatic beats (HBTRACE_MONITOR_BEATS=openmp),
               a dynamic and a static loop per step, the team meets at their barriers;
   NPB MG, LU, FT, EP (W), built unmodified with gcc and clang by benchmarks/eval_npb.py's
-              helpers, automatic OpenMP beats (HBTRACE_MONITOR_BEATS=openmp).
+              helpers, automatic OpenMP beats (HBTRACE_MONITOR_BEATS=openmp); with
+              `--beats source`, a copy with the program's own beats added to every shared
+              loop (benchmarks/npb_source_beats.py), which the monitor judges (api).
 Per program, team size and mode: `--runs` normal runs (every busy-waiting or conditional-
 waiting report is spurious) and `--runs` runs of each of the injector's busy and cond
 faults (`--inject busy|cond --thread random --beat LO-HI --inject-seed S`, S = seed,
@@ -137,8 +139,9 @@ def evaluate(name: str, cmd: list[str], beats_src: str, threads: int, a, work: P
                 if truth is None:
                     continue
                 if kind == "normal" and per_thread is None:
-                    # beats per beating thread (a program's main thread may make none)
-                    n = int(read_heartbeats(out).beats.groupby("thread", observed=True).size().max())
+                    # beats per beating thread (a program's main thread may make none), every
+                    # source counted as the injector counts them
+                    n = eval_npb.beats_per_thread(out, env, most=True)
                     per_thread = (max(2, n // 10), max(3, n * 6 // 10))
                 r = score(out, truth)
                 r.update(program=name, threads=threads, mode=mode, hog=hog, kind=kind, seed=a.seed + i)
@@ -195,6 +198,9 @@ def main(argv=None) -> None:
     ap.add_argument("--wait-ms", type=int, default=300, help="busy and cond: how long (default 300)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     ap.add_argument("--keep", type=Path, help="keep every run's trace (and its truth) under this folder")
+    ap.add_argument("--beats", choices=["openmp", "source"], default="openmp",
+                    help="NPB: the unmodified kernels' automatic beats (default), or a copy with source beats "
+                         "added (benchmarks/npb_source_beats.py), which the monitor then judges")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # the hogs and the work folder go too
     progs = a.programs.split(",")
@@ -208,7 +214,8 @@ def main(argv=None) -> None:
         if "npb" in progs:
             for cc in a.compilers.split(","):
                 if shutil.which(cc):
-                    builds[cc] = eval_npb.build(cc, a.klass, a.kernels.split(","), work)
+                    builds[cc] = eval_npb.build(cc, a.klass, a.kernels.split(","), work,
+                                                source=a.beats == "source")
         for hog in hogs_on:
             hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(os.cpu_count() or 1)] \
                 if hog else []
@@ -224,7 +231,8 @@ def main(argv=None) -> None:
                             if f"{k}:{n}" in a.skip.split(","):
                                 continue
                             exe = bdir / "bin" / f"{k.lower()}.{a.klass}"
-                            rows += evaluate(f"{k}-{cc}", [str(exe)], "openmp", n, a, work, bdir, hog)
+                            rows += evaluate(f"{k}-{cc}", [str(exe)], "api" if a.beats == "source" else "openmp",
+                                             n, a, work, bdir, hog)
             finally:
                 for p in hogs:
                     p.kill()

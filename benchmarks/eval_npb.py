@@ -128,15 +128,16 @@ def record(exe: Path, out: Path, env: dict, kind: str, beats: str, seed: int) ->
     return json.loads(tf.read_text())
 
 
-def beats_per_thread(trace: Path, env: dict) -> int:
-    """The fewest beats of any thread, counting every source as the injector counts them."""
+def beats_per_thread(trace: Path, env: dict, most: bool = False) -> int:
+    """The fewest (most: the most) beats of any thread, counting every source as the injector
+    counts them."""
     per = defaultdict(int)
     for src in ("openmp", "api"):
         r = hbtool(["info", str(trace), "--format", "json", "--beats", src], env)
         if r.returncode == 0:
             for t in json.loads(r.stdout)["threads"]:
                 per[int(t["thread"])] += int(t["beats"])
-    return min(per.values())
+    return max(per.values()) if most else min(per.values())
 
 
 def effective(truth: dict) -> bool:

@@ -197,6 +197,39 @@ def test_lu_with_libomp_the_spinning_thread_is_named_and_not_its_teammate_that_s
         assert spin["construct"].astype(str).str.startswith("flush").all(), spin
 
 
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_the_online_monitor_finds_a_spin_early_in_ft_when_it_has_seen_few_of_the_threads_beats(
+        npb_builds, tmp_path, cc):
+    """NPB FT (class S, 2 threads) beats 83 times per thread in units of milliseconds: at its
+    30th beat the monitor has seen the CPU time of fewer than 16 looks at it. A spin there
+    is judged against a bar 16 / looks times higher, and found online while it lasts, on the
+    spinning thread and not on its teammate, which waits for it at the barrier. (Before,
+    nothing was reported before 16 looks, and the spin was then learnt as a usual beat's CPU
+    time: every such spin in FT was missed.)"""
+    import json
+
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed (scripts/install.sh installs it)")
+    build = npb_builds(cc, "S")
+    out = tmp_path / "busy"
+    env = dict(_env(2), HBTRACE_MONITOR="central", HBTRACE_MONITOR_BEATS="openmp")
+    r = subprocess.run([sys.executable, "-m", "hbtool", "record", "-o", str(out), "--inject", "busy", "--thread",
+                        "1", "--beat", "30", "--inject-wait-ms", "300", "--", "./bin/ft.S"],
+                       cwd=build, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and SUCCESS in r.stdout, r.stderr[-2000:]
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 1, truth
+    off = truth["fired_at"]["mono_ns"] - truth["fired_at"]["trace_ns"]
+    t0 = truth["fired_at"]["mono_ns"]
+    m = read_heartbeats([out]).monitor
+    rep = m[(m["kind"] == "behavior") & m["behavior"].isin(["busy-waiting", "conditional-waiting"])]
+    mine = rep[(rep["thread"] == 1) & (rep["behavior"] == "busy-waiting")]
+    assert len(mine) == 1, rep
+    assert t0 - 1e6 <= int(mine["onset_ns"].iloc[0]) + off <= t0 + 1e6, (mine, t0 - off)
+    assert int(mine["t_ns"].iloc[0]) + off < t0 + 300e6, (mine, t0 - off)
+    assert len(rep) == 1, rep
+
+
 def test_source_beats_added_to_a_copy_of_ep_beat_once_per_iteration_of_its_shared_loop(tmp_path):
     """benchmarks/npb_source_beats.py (the evaluation's source beats): a beat as the first
     statement of every shared loop of a copy of NPB EP; the copy still verifies, each of its two

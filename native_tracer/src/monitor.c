@@ -42,7 +42,8 @@
  *     line: waiting, marked by gomp.c and ompt.c from a barrier's arrival to
  *     its end, and outside the parallel regions) -> nothing: it waits for its
  *     team. Used S*C_j of CPU time since the sample after its last beat
- *     without beating (after HBT_CPU_WARM looks) -> BUSY_WAITING: more than
+ *     without beating (HBT_CPU_WARM/n times that after n < HBT_CPU_WARM
+ *     looks, none before the first) -> BUSY_WAITING: more than
  *     any of its beats needed, so a thread that only waits for a CPU beats
  *     first. Else blocked (S, D, ...) -> COND_WAITING; running -> looked at
  *     again when it could have used that much. A thread of an OpenMP team

@@ -108,6 +108,9 @@ struct hbt_dist {
     uint64_t cpu_t;       /* when cpu_max was last updated */
     uint32_t cpu_n;       /* such looks (saturating) */
     uint32_t probe_waited;/* probing: its waited_us at the sample */
+    double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
+                             progress (since the sample after its latest beat), ns */
+    float    late_share;  /* ... its CPU share over the time sampled then */
 };
 
 /* A thread's counters as a checker (ring checks, Monitor calls, final

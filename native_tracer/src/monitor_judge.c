@@ -227,16 +227,32 @@ static double hbt_limit(const struct hbt_heart *h)
 }
 
 /* The CPU time a late thread must use without beating to be busy-waiting: S
- * times the most CPU time one of its beats took lately (known after
- * HBT_CPU_WARM looks; no busy-waiting is reported before) -- more than its work between two beats needs, so
- * that a thread that is only late because it waits for a CPU (the machine
- * is loaded) or because this unit of its work is a long one beats before it
- * gets there, whatever the load; and at least HBT_BUSY_FLOOR_NS, the CPU time
- * a short unit of work can take now and then on a loaded machine. */
+ * times the most CPU time one of its beats took lately -- more than its work
+ * between two beats needs, so that a thread that is only late because it
+ * waits for a CPU (the machine is loaded) or because this unit of its work is
+ * a long one beats before it gets there, whatever the load; and at least
+ * HBT_BUSY_FLOOR_NS, the CPU time a short unit of work can take now and then
+ * on a loaded machine. */
 static double hbt_busy_need(const struct hbt_heart *h)
 {
     double need = hbt_mon.late * h->d.cpu_max;
     return need < (double)HBT_BUSY_FLOOR_NS ? (double)HBT_BUSY_FLOOR_NS : need;
+}
+
+/* ... and while the CPU time of its beats is known from fewer than
+ * HBT_CPU_WARM looks, that many times more, HBT_CPU_WARM / looks (none
+ * before its first): a thread whose team waits for it early in the run is
+ * judged on a short history only with a wide margin. (Before, nothing was
+ * reported before HBT_CPU_WARM looks, and the spin that went unreported was
+ * then learnt as a usual beat's CPU time: NPB FT, whose threads beat 83 times
+ * with units of milliseconds, had 7 or 8 looks at its 40th beat, and every
+ * injected spin was missed.) */
+static double hbt_busy_bar(const struct hbt_heart *h)
+{
+    uint32_t n = h->d.cpu_n;
+    if (n >= HBT_CPU_WARM)
+        return hbt_busy_need(h);
+    return n ? hbt_busy_need(h) * (double)HBT_CPU_WARM / (double)n : INFINITY;
 }
 
 /* The upper quartile of the latest looks' CPU time per beat. */
@@ -272,23 +288,18 @@ static double hbt_peer_slowness(uint32_t self, int probe);
  * unreported. (Dividing by the teammates' factor alone left the usual work
  * of NPB LU, whose threads spin on flags in turn, unlearnt: 3 to 5 times the
  * false reports.) */
-static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint64_t now,
-                          int capped)
+static void hbt_cpu_most(struct hbt_dist *d, uint32_t self, double x, double own, uint64_t now,
+                         int capped)
 {
     if (d->cpu_t && now > d->cpu_t) {
         double f = 1.0 - (double)(now - d->cpu_t) / (1.4427 * (double)HBT_CPU_HALF_NS);
         d->cpu_max *= f > 0.5 ? f : 0.5;
     }
     d->cpu_t = now;
-    double own = d->cpu.tail ? (double)per / (double)d->cpu.tail : 1.0;   /* against its usual */
-    hbt_ring_put(d->cpu.x, HBT_CPU_LOOKS, &d->cpu.n,
-                 per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
-    d->cpu.tail = hbt_cpu_quartile(&d->cpu);
     /* capped: it grows by at most half per look, so that a slowdown that
      * stays just under the verdict for a while does not raise the bar out of
      * its own reach (not for a team's thread: its units of work differ by
      * orders of magnitude, and its team says when it holds them up) */
-    double x = (double)per;
     if (x > d->cpu_max && own > 1.0 && d->cpu_n >= HBT_CPU_WARM) {
         double slow = hbt_peer_slowness(self, 0);
         x /= slow < own ? slow : own;
@@ -297,6 +308,16 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint6
         x = 1.5 * d->cpu_max;
     if (x > d->cpu_max)
         d->cpu_max = x;
+}
+
+static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint64_t now,
+                          int capped)
+{
+    double own = d->cpu.tail ? (double)per / (double)d->cpu.tail : 1.0;   /* against its usual */
+    hbt_ring_put(d->cpu.x, HBT_CPU_LOOKS, &d->cpu.n,
+                 per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
+    d->cpu.tail = hbt_cpu_quartile(&d->cpu);
+    hbt_cpu_most(d, self, (double)per, own, now, capped);
     if (d->cpu_n < UINT32_MAX)
         d->cpu_n++;
 }
@@ -648,13 +669,15 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         v->seen_seq = s->seq;
         v->seen_t = s->t;
         int hv = hbt_cpu_sample(h, s->seq, s->t - before_t, &per, &nb);
-        if (hv && warm && !anomalous && !v->soft) {
+        if (hv && !anomalous && !v->soft) {
             /* (a thread of a team is judged while its team waits for it, at
-             * its late looks only) */
+             * its late looks only). Its CPU time per beat is learnt from its
+             * first looks on, before its baseline is (HBT_WARM beats): a
+             * thread with few beats has few looks. */
             int retro = !hbt_in_team(h);
             /* (one beat's most more: the CPU rate over the window stands in
              * for the rate over the beats' span) */
-            if (retro && h->d.cpu_n >= HBT_CPU_WARM &&
+            if (retro && warm && h->d.cpu_n >= HBT_CPU_WARM &&
                 (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max &&
                 (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j, 1)) {
                 hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
@@ -663,6 +686,27 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
                 hbt_cpu_learn(&h->d, j, per, now, retro);
             }
         }
+        /* a late look saw it use this much CPU time in its unit of work in
+         * progress, and it beat again with no verdict: one unit's CPU time,
+         * which a look's mean over its beats dilutes (NPB LU with libomp:
+         * beats 80 us apart, and 17 units of 1.5-6 ms a second, each with
+         * quick ones in the look that saw it end; such a unit while its
+         * teammate spun on a flag for it was a false busy-waiting report in
+         * 3 of 4 normal runs) */
+        if (h->d.late_cpu > 0 && !anomalous && !v->soft && h->d.cpu_n) {
+            /* the late look saw part of the unit: the rest at the CPU share
+             * it saw, up to the beat that ended the gap */
+            double x = h->d.late_cpu;
+            uint64_t end = gap_first ? end_t : fresh == 1 ? s->t : 0;
+            if (end > before_t) {
+                double whole = (double)h->d.late_share * (double)(end - before_t);
+                if (whole > x)
+                    x = whole;
+            }
+            hbt_cpu_most(&h->d, j, x, h->d.cpu.tail ? x / (double)h->d.cpu.tail : 1.0, now,
+                         !hbt_in_team(h));
+        }
+        h->d.late_cpu = 0;
     }
 
     /* ---- lateness ---- */
@@ -741,7 +785,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
      * its usual beats needs. A thread that is only late because it waits
      * for a CPU (a loaded machine) beats before it uses that much. */
     uint8_t bhv;
-    double need = hbt_busy_need(h);
+    double need = hbt_busy_bar(h);
     uint64_t cpu = 0;
     int have_cpu = hbt_task_cpu(h->b.os_tid, &cpu);
     if (!v->probing) {
@@ -754,6 +798,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     }
     double used = have_cpu ? (double)hbt_work_cpu(h, cpu, __atomic_load_n(&h->b.waited_us,
                                                                            __ATOMIC_ACQUIRE), now) : 0.0;
+    double unit = used;   /* of its unit in progress, since the sample */
     uint64_t sampled = now > v->probe_t ? now - v->probe_t : 0;
 
     /* a thread of a team is not blamed while nobody waits for it, nor before
@@ -775,14 +820,14 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     }
     /* (a new verdict: not while the other threads' work is as much slower
      * than usual -- the machine runs slow) */
-    if (used >= need && held && h->d.cpu_n >= HBT_CPU_WARM &&
+    if (used >= need && held &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1))) {
         bhv = HBT_BHV_BUSY_WAITING;
     } else if (!held || ps == 'R' || (ps == 0 && (!have_cpu || sampled < HBT_PROBE_MIN_NS ||
                                          2 * used >= (double)sampled))) {
         /* running or runnable, not enough CPU time yet to tell: look again
          * when it could have used it, at the latest after `again` */
-        uint64_t wait = used < need ? (uint64_t)(need - used) : UINT64_MAX;   /* (slow machine: `again`) */
+        uint64_t wait = used < need && need < 1e18 ? (uint64_t)(need - used) : UINT64_MAX;   /* (slow machine: `again`) */
         if (wait < HBT_PROBE_MIN_NS)
             wait = HBT_PROBE_MIN_NS;
         uint64_t lookg = hbt_again(base, gap);
@@ -790,6 +835,10 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             lookg = until;   /* when its team will have waited long enough */
         c->look = now + (wait < lookg ? wait : lookg);
         c->tol = 0;
+        if (unit > h->d.late_cpu) {
+            h->d.late_cpu = unit;   /* learnt if it beats again with no verdict */
+            h->d.late_share = sampled ? (float)(unit / (double)sampled) : 0.0f;
+        }
         return HBT_J_ALIVE;
     } else {
         bhv = HBT_BHV_COND_WAITING;   /* blocked (S, D, ...), or no CPU time used */
