@@ -22,7 +22,8 @@
  *
  * Detection (hbt_judge): per monitored thread j at time now, with S the
  * lateness factor (HBTRACE_MONITOR_LATE, default 1.5):
- *   - baseline B_j: mean of the first HBT_WARM inter-beat intervals (nothing
+ *   - baseline B_j: mean of the first HBT_WARM (HBT_WARM_TEAM for a thread of
+ *     an OpenMP team) inter-beat intervals (nothing
  *     is judged before), then an EWMA (weight 1/8 per beat) of intervals
  *     below S*B_j only, so slow intervals never pollute it;
  *   - its own interval distribution (struct hbt_dist): U_j, its usual worst
@@ -41,7 +42,7 @@
  *     THREAD_END -> FAILED (vanished). Waiting in the OpenMP runtime (beat
  *     line: waiting, marked by gomp.c and ompt.c from a barrier's arrival to
  *     its end, and outside the parallel regions) -> nothing: it waits for its
- *     team. Used S*C_j of CPU time since the sample after its last beat
+ *     team. Used 2*C_j (HBT_BUSY_FACTOR) of CPU time since the sample after its last beat
  *     without beating (HBT_CPU_WARM/n times that after n < HBT_CPU_WARM
  *     looks, none before the first) -> BUSY_WAITING: more than
  *     any of its beats needed, so a thread that only waits for a CPU beats

@@ -20,6 +20,7 @@
 #define HBT_SEC             1000000000ull
 
 #define HBT_WARM            8u              /* beats before a thread is judged */
+#define HBT_WARM_TEAM       4u              /* ... a thread of an OpenMP team */
 #define HBT_LATE_DEFAULT    1.5
 #define HBT_POLL_MIN_NS     (100 * HBT_US)
 #define HBT_POLL_MAX_NS     (100 * HBT_MS)
@@ -38,6 +39,8 @@
                                                least this much whatever its beats need (on
                                                this 2-vCPU VM under load, a 20-40 us unit of
                                                copying took up to 0.93 ms of CPU, no tracer) */
+#define HBT_BUSY_FACTOR     2.0             /* busy-waiting: this many times the most CPU time
+                                               one of its beats took lately (or S if larger) */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */
 #define HBT_CPU_LOOKS       32u             /* looks' CPU time per beat kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */

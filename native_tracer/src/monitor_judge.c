@@ -226,16 +226,18 @@ static double hbt_limit(const struct hbt_heart *h)
     return lim < (double)HBT_LATE_FLOOR_NS ? (double)HBT_LATE_FLOOR_NS : lim;
 }
 
-/* The CPU time a late thread must use without beating to be busy-waiting: S
- * times the most CPU time one of its beats took lately -- more than its work
- * between two beats needs, so that a thread that is only late because it
- * waits for a CPU (the machine is loaded) or because this unit of its work is
- * a long one beats before it gets there, whatever the load; and at least
- * HBT_BUSY_FLOOR_NS, the CPU time a short unit of work can take now and then
- * on a loaded machine. */
+/* The CPU time a late thread must use without beating to be busy-waiting:
+ * HBT_BUSY_FACTOR (or S if larger) times the most CPU time one of its beats
+ * took lately -- more than its work between two beats needs, so that a thread
+ * that is only late because it waits for a CPU (the machine is loaded) or
+ * because this unit of its work is a long one beats before it gets there,
+ * whatever the load; and at least HBT_BUSY_FLOOR_NS, the CPU time a short
+ * unit of work can take now and then on a loaded machine. (S, 1.5, was the
+ * factor: NPB LU's units of 1.2-6 ms came at up to 1.6 times the most of
+ * the second before, a false busy-waiting report in one normal run of 2 to 4.) */
 static double hbt_busy_need(const struct hbt_heart *h)
 {
-    double need = hbt_mon.late * h->d.cpu_max;
+    double need = (hbt_mon.late > HBT_BUSY_FACTOR ? hbt_mon.late : HBT_BUSY_FACTOR) * h->d.cpu_max;
     return need < (double)HBT_BUSY_FLOOR_NS ? (double)HBT_BUSY_FLOOR_NS : need;
 }
 
@@ -327,6 +329,16 @@ static int hbt_in_team(const struct hbt_heart *h)
 {
     return __atomic_load_n(&h->b.waited_us, __ATOMIC_RELAXED) != 0 ||
            __atomic_load_n(&h->b.waiting, __ATOMIC_RELAXED) != 0;
+}
+
+/* Its baseline is known well enough to judge it: HBT_WARM beats, or
+ * HBT_WARM_TEAM for a thread of a team, which is blamed only while its team
+ * waits for it (NPB FT beats 75-83 times per thread, in units of
+ * milliseconds: a fault at its 8th beat, 70 ms into the run, went
+ * unreported for its whole 300 ms). */
+static int hbt_warm(const struct hbt_heart *h)
+{
+    return h->v.nbeats >= (hbt_in_team(h) ? HBT_WARM_TEAM : HBT_WARM);
 }
 
 /* How long has the rest of its team waited for thread `self`: the longest
@@ -590,7 +602,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         double avg = (double)(s->t - v->seen_t) / fresh;
         /* the latest interval: exact for one new beat, else their mean */
         double last = avg;
-        int warm = v->nbeats >= HBT_WARM;
+        int warm = hbt_warm(h);
         int anomalous = v->cur == HBT_BHV_BUSY_WAITING || v->cur == HBT_BHV_COND_WAITING;
         double lim = hbt_limit(h);
         /* the first of the new beats that ended a gap: exactly when it was at
@@ -717,7 +729,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         c->tol = HBT_SOFT_LOOK_NS / 2;
         goto final;
     }
-    if (v->nbeats < HBT_WARM || base <= 0) {
+    if (!hbt_warm(h) || base <= 0) {
         c->unwarm = 1;
         uint64_t w = base > 0 ? (uint64_t)(base / 2) : HBT_POLL_WARM_NS;
         c->look = now + (w < HBT_POLL_MIN_NS ? HBT_POLL_MIN_NS : w > HBT_POLL_WARM_NS ? HBT_POLL_WARM_NS : w);
