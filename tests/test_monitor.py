@@ -621,6 +621,9 @@ def test_team_waiting_for_a_sick_thread_is_not_blamed(heat, tmp_path, kind):
     want = BUSY if kind == "busy" else COND
     got = [d for d in behaviors(tr, 1) if d["bhv"] == want]
     assert got, behaviors(tr)
+    # nothing else said of it meanwhile (a state read while the spinning victim wrote the
+    # injector's truth file once made a conditional-waiting report before the busy one)
+    assert not [d for d in behaviors(tr, 1) if d["bhv"] in (BUSY, COND) and d["bhv"] != want], behaviors(tr, 1)
     d = got[0]
     assert t0 - 1e6 <= d["onset"] <= t0 + 1e6  # its last beat before the fault
     assert d["at"] < t0 + wait_ms * 1e6  # online, while the fault lasted

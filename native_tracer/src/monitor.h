@@ -39,6 +39,8 @@
                                                least this much whatever its beats need (on
                                                this 2-vCPU VM under load, a 20-40 us unit of
                                                copying took up to 0.93 ms of CPU, no tracer) */
+#define HBT_COND_FLOOR_NS   (2 * HBT_MS)    /* conditional waiting: seen using under half a CPU
+                                               for at least this long */
 #define HBT_BUSY_FACTOR     2.0             /* busy-waiting: this many times the most CPU time
                                                one of its beats took lately (or S if larger) */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */

@@ -835,11 +835,19 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     if (used >= need && held &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1))) {
         bhv = HBT_BHV_BUSY_WAITING;
-    } else if (!held || ps == 'R' || (ps == 0 && (!have_cpu || sampled < HBT_PROBE_MIN_NS ||
-                                         2 * used >= (double)sampled))) {
+    } else if (!held || ps == 'R' || !have_cpu || sampled < HBT_COND_FLOOR_NS ||
+               2 * unit >= (double)sampled) {
         /* running or runnable, not enough CPU time yet to tell: look again
-         * when it could have used it, at the latest after `again` */
+         * when it could have used it, at the latest after `again`. Blocked
+         * (S, D) is believed of a thread that used under half a CPU over
+         * HBT_COND_FLOOR_NS since the sample: a state read while a spinning
+         * thread wrote a file (the injector writes its truth as the fault
+         * begins) called NPB MG's busy victims at 4 threads
+         * conditional-waiting first, and its master's blocks of 0.6 ms
+         * (page faults, output) were reports while its team waited. */
         uint64_t wait = used < need && need < 1e18 ? (uint64_t)(need - used) : UINT64_MAX;   /* (slow machine: `again`) */
+        if (ps != 'R' && have_cpu && sampled < HBT_COND_FLOOR_NS && HBT_COND_FLOOR_NS - sampled < wait)
+            wait = HBT_COND_FLOOR_NS - sampled;   /* when it could be called blocked */
         if (wait < HBT_PROBE_MIN_NS)
             wait = HBT_PROBE_MIN_NS;
         uint64_t lookg = hbt_again(base, gap);
