@@ -438,3 +438,22 @@ def test_a_thread_that_blocked_then_worked_in_one_gap_is_conditional_waiting_not
     cond = [iv for iv in tl[1] if iv["behavior"] == "conditional-waiting"]
     assert len(cond) == 1 and abs(cond[0]["start_s"] - t0) < 0.05 and cond[0]["duration_s"] >= 0.35, tl[1]
     assert findings(tl[1]) == ["conditional-waiting"] and findings(tl[0]) == [], tl
+
+
+def test_a_gap_of_seconds_queued_through_most_of_it_reads_as_a_positive_share():
+    """A 3.1 s gap of which the thread waited 2.98 s for a CPU (a flag spinner starved by CPU
+    hogs): 96 % queued. Computed in 64-bit integers, ns times ns overflowed past 3 s and
+    read -96 %, which made the starved spinner conditional-waiting."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hbtool.analyzers.behavior import _queued_share
+
+    cpu = pd.DataFrame({"run": ["r"], "process": [0], "thread": [0], "os_tid": [7],
+                        "t_ns": [4_553_784_235], "gap_ns": [3_099_969_000], "cpu_ns": [121_950_882],
+                        "queued_ns": [2_977_302_908]})
+    trace = SimpleNamespace(cpu=cpu)
+    tb = SimpleNamespace(run="r", process=0, os_tids=[7])
+    share = _queued_share(trace, tb, 4_553_784_235 - 3_099_969_000, 4_553_784_235)
+    assert share == pytest.approx(0.9604, abs=1e-3)

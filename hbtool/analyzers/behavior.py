@@ -812,10 +812,12 @@ def _gap_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, column:
         return None
     end = c["t_ns"].to_numpy()
     gap = c["gap_ns"].to_numpy().clip(1)
-    over = np.clip(np.minimum(end, t1) - np.maximum(end - gap, t0), 0, None)
+    over = np.clip(np.minimum(end, t1) - np.maximum(end - gap, t0), 0, None).astype(np.float64)
     if over.sum() < 0.5 * (t1 - t0):
         return None
-    return float((c[column].to_numpy() * over / gap).sum() / over.sum())
+    # in floating point: ns times ns overflows 64 bits past 3 s (a 3.1 s gap queued 96 % of
+    # it read as -96 %)
+    return float((c[column].to_numpy(np.float64) * over / gap).sum() / over.sum())
 
 
 def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
