@@ -845,7 +845,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
          * begins) called NPB MG's busy victims at 4 threads
          * conditional-waiting first, and its master's blocks of 0.6 ms
          * (page faults, output) were reports while its team waited. */
-        uint64_t wait = used < need && need < 1e18 ? (uint64_t)(need - used) : UINT64_MAX;   /* (slow machine: `again`) */
+        uint64_t wait = used < need && isfinite(need) ? (uint64_t)(need - used) : UINT64_MAX;   /* (slow machine: `again`) */
         if (ps != 'R' && have_cpu && sampled < HBT_COND_FLOOR_NS && HBT_COND_FLOOR_NS - sampled < wait)
             wait = HBT_COND_FLOOR_NS - sampled;   /* when it could be called blocked */
         if (wait < HBT_PROBE_MIN_NS)
