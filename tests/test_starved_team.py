@@ -95,12 +95,16 @@ def test_a_team_starved_by_the_machine_is_running_not_waiting(tmp_path, exe):
 
 
 def test_a_thread_blocked_while_its_team_starves_is_still_conditional_waiting(tmp_path, exe):
-    """The injector blocks thread 1 for 1.5 s inside the starved stretch (a gap of 5 starved
-    intervals or so, in which it used under 2 % of a CPU): thread 1 is conditional-waiting;
-    thread 0, which spun for it on a few per cent of a CPU (its share of the starved CPU),
-    is idle, waiting for thread 1."""
+    """The injector blocks thread 1 for 3 s inside the starved stretch, in which it used
+    under 2 % of a CPU: thread 1 is conditional-waiting; thread 0, which spun for it on a few
+    per cent of a CPU (its share of the starved CPU), is idle, waiting for thread 1.
+
+    The gap must stand out from its neighbours by `--gap-factor` (3), and its neighbours are
+    starved intervals of 0.4-0.7 s (two turns of 10 ms of work on a 26th of a CPU each): a
+    block of 1.5 s made a gap of about 2 s, at that line (one run in five here found no gap
+    at all). 3 s makes it 5 times or more."""
     th = record_starved(exe, tmp_path / "cond", "--inject", "cond", "--thread", "1", "--at", "1.6",
-                        "--inject-wait-ms", "1500", starve_at=0.8, starve_s=3.0)
+                        "--inject-wait-ms", "3000", starve_at=0.8, starve_s=4.5)
     cond = [i for i in th[1] if i["behavior"] == "conditional-waiting"]
     assert cond, th[1]
     assert not [i for i in th[0] if i["behavior"] in ("conditional-waiting", "busy-waiting")], th[0]
