@@ -67,6 +67,12 @@ def burst(tmp_path_factory, tracer_built):
     return build_traced(ROOT / "benchmarks" / "beat_burst.c", d / "beat_burst", opt="-O2")
 
 
+def _printed(values, decimals: int) -> list:
+    """`values` rounded as the CLI prints them (Python's round, correctly rounded; pandas' and
+    numpy's round scale by 10**decimals first, and 0.0084295 came out 0.00843, not 0.008429)."""
+    return [round(float(v), decimals) for v in values]
+
+
 def _record(burst, tmp_path, *args) -> "os.PathLike":
     env = dict(os.environ, HBTRACE_DIR=str(tmp_path / "trace"))
     env.pop("LD_PRELOAD", None)
@@ -102,8 +108,8 @@ def test_diagnose_and_info_print_what_they_printed_before(burst, tmp_path):
     eager = read_heartbeats(f).with_beats("auto")
     s = summarize_threads(eager, beatless=True)
     assert [t["beats"] for t in doc["threads"]] == s["beats"].tolist() == [20000] * 4 + [0]
-    assert [t["first_s"] for t in doc["threads"]] == s["first_s"].round(6).tolist()
-    assert [t["last_s"] for t in doc["threads"]] == s["last_s"].round(6).tolist()
+    assert [t["first_s"] for t in doc["threads"]] == _printed(s["first_s"], 6)
+    assert [t["last_s"] for t in doc["threads"]] == _printed(s["last_s"], 6)
     assert doc["runs"][0]["live"] is False
     r = run_hbtool("diagnose", "--format", "json", f)
     assert r.returncode == 0, r.stderr
@@ -111,8 +117,8 @@ def test_diagnose_and_info_print_what_they_printed_before(burst, tmp_path):
         warnings.simplefilter("ignore", np.exceptions.RankWarning)  # a burst's flat heart rate: as the CLI
         feats = features_table(eager)
     got = json.loads(r.stdout)["threads"]
-    assert [t["GTR"] for t in got] == feats["GTR"].round(4).tolist()
-    assert [t["DTW"] for t in got] == feats["DTW"].round(3).tolist()
+    assert [t["GTR"] for t in got] == _printed(feats["GTR"], 4)
+    assert [t["DTW"] for t in got] == _printed(feats["DTW"], 3)
     assert [t["beats"] for t in got] == [20000] * 4
 
 
