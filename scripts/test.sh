@@ -1,6 +1,22 @@
 #!/usr/bin/env bash
 # Set-up command 2: install everything, then run the whole test suite.
-set -euo pipefail
+#
+# With no arguments: first the tests that read, write and check files (and build and run
+# programs without timing them) two at a time (pytest-xdist, a test file per worker), then
+# the tests that judge real programs by their timing one at a time, with the machine to
+# themselves (the `alone` marker, tests/conftest.py). Both parts always run; the status is
+# the first failing part's. With arguments: one pytest run with them, e.g.
+#   bash scripts/test.sh -m slow          the long evaluations
+#   bash scripts/test.sh tests/test_cli.py
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
-exec .venv/bin/python -m pytest -q tests "$@"
+bash scripts/install.sh || exit
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
+.venv/bin/python -m pytest -q -n 2 --dist loadfile -m "not slow and not alone" tests
+first=$?
+.venv/bin/python -m pytest -q -m "not slow and alone" tests
+second=$?
+if [ "$first" -ne 0 ]; then exit "$first"; fi
+exit "$second"

@@ -14,6 +14,26 @@ import pytest
 from hbtool.cli import main
 from hbtool.model import HeartbeatTrace
 
+#: test modules that judge real programs by their timing or CPU time (verdicts, latencies,
+#: overheads, races with a running program): they run with the machine to themselves.
+#: scripts/test.sh runs the other modules two at a time first (pytest-xdist), then these
+#: one at a time; marked `alone` here, so `pytest -m alone` selects them.
+ALONE = {
+    "test_beat_sources", "test_behavior", "test_blame", "test_diagnose", "test_e2e_tracer",
+    "test_hostile_programs", "test_inject", "test_long_work", "test_memory", "test_monitor",
+    "test_mpi_beats", "test_mpi_crashes", "test_mpi_fortran", "test_mpi_polling", "test_mpi_profiler",
+    "test_npb_openmp", "test_ompt_beats", "test_openmp_beats", "test_probes_status",
+    "test_profile_reader", "test_queue_tracer", "test_sanitizers", "test_starved_team",
+    "test_tracer_helpers", "test_trace_size",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__ in ALONE:
+            item.add_marker(pytest.mark.alone)
+
+
 ROOT = Path(__file__).resolve().parent.parent
 TRACER = ROOT / "native_tracer"
 EXAMPLES = TRACER / "examples" / "bin"

@@ -42,9 +42,12 @@ def installed(tmp_path_factory):
     wheels = list((tmp / "dist").glob("hbtool-*.whl"))
     assert len(wheels) == 1
     sh(sys.executable, "-m", "venv", tmp / "venv")
-    # with byte code (pip's default): where PYTHONDONTWRITEBYTECODE is set (CI), a venv without
-    # it compiles numpy, pandas and numba again in every process (the tour took 145 s, not 65)
-    sh(tmp / "venv" / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", wheels[0])
+    # without byte code: pip would compile every module of numpy, pandas, scipy and numba (23 of
+    # its 40 s here); the tour's first commands write the byte code of the modules they import
+    # (run_readme_commands lets them, where PYTHONDONTWRITEBYTECODE is set, as in CI: else every
+    # process compiled numpy, pandas and numba again, and the tour took 145 s, not 65)
+    sh(tmp / "venv" / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+       wheels[0])
     return tmp, wheels[0]
 
 

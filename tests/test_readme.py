@@ -92,7 +92,8 @@ def run_readme_commands(folder: Path, bin_dir: Path) -> list[str]:
         (folder / name).symlink_to(ROOT / name)
     env = dict(os.environ)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    for k in ("HBTRACE_DIR", "HBTOOL_TRACER_DIR", "LD_PRELOAD", "PYTHONPATH"):
+    # byte code written once, by the first command that imports a module
+    for k in ("HBTRACE_DIR", "HBTOOL_TRACER_DIR", "LD_PRELOAD", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"):
         env.pop(k, None)
     assert shutil.which("hbtool", path=env["PATH"]) == str(bin_dir / "hbtool"), f"no hbtool in {bin_dir}"
     failed = []
