@@ -374,20 +374,20 @@ def test_slowdown_the_online_monitor_did_not_see_as_spinning_is_not_busy_waiting
 def test_cli_says_which_view_to_believe_when_an_online_monitor_ran(tracer_built, tmp_path):
     import os
 
-    from conftest import EXAMPLES, run_hbtool
+    from conftest import EXAMPLES, hbtool_here, run_hbtool
 
     env = dict(os.environ, HBTRACE_MONITOR="ring")
     r = run_hbtool("record", "-o", tmp_path / "t", "--", EXAMPLES / "jacobi_omp", "--threads", "2",
                    "--beats", "200", "--size", "64", env=env)
     assert r.returncode == 0, r.stderr
-    out = run_hbtool("behavior", tmp_path / "t").stdout.splitlines()
+    out = hbtool_here("behavior", tmp_path / "t").stdout.splitlines()
     assert out[1] == "beats: api (the program's own)"
     assert out[2:4] == [
         "online: what the monitor reported during the run, from the beats so far; the timeline is judged",
         "on the whole trace. Where they differ, believe the timeline; the online report says when it was noticed.",
     ]
     assert "online monitor: ring" in out[5]
-    out = run_hbtool("behavior", SAMPLES / "jacobi-normal").stdout
+    out = hbtool_here("behavior", SAMPLES / "jacobi-normal").stdout
     assert "believe the timeline" not in out
 
 

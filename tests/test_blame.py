@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, run_hbtool
+from conftest import EXAMPLES, hbtool_here, run_hbtool
 
 THREADS = 3  # a worker is judged against the team's other workers: two at least
 HEAT = [str(EXAMPLES / "heat_omp"), "--threads", str(THREADS), "--size", "512", "--steps", "300"]
@@ -37,13 +37,13 @@ def record(tmp_path: Path, name: str, *options: str):
 
 
 def behavior(out: Path) -> dict[int, list[dict]]:
-    r = run_hbtool("behavior", out, "--format", "json")
+    r = hbtool_here("behavior", out, "--format", "json")
     assert r.returncode == 0, r.stderr
     return {t["thread"]: t["intervals"] for t in json.loads(r.stdout)["threads"]}
 
 
 def diagnose(out: Path) -> dict[int, dict]:
-    r = run_hbtool("diagnose", out, "--format", "json")
+    r = hbtool_here("diagnose", out, "--format", "json")
     assert r.returncode == 0, r.stderr
     return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
 
@@ -125,7 +125,7 @@ def test_a_model_keeps_each_threads_normal_work_and_judges_the_master_by_it(tmp_
         assert r.returncode == 0, r.stderr
         normal.append(out)
     model = tmp_path / "model.json"
-    r = run_hbtool("train", "--normal", *normal, "-o", model)
+    r = hbtool_here("train", "--normal", *normal, "-o", model)
     assert r.returncode == 0, r.stderr
     doc = json.loads(model.read_text())
     assert sorted(doc["work"]) == [str(k) for k in range(THREADS)] and all(v > 0 for v in doc["work"].values())
@@ -134,7 +134,7 @@ def test_a_model_keeps_each_threads_normal_work_and_judges_the_master_by_it(tmp_
     r, out, truth = record(tmp_path, "busy0", "--inject", "busy", "--thread", "0", "--beat", "300",
                            "--inject-wait-ms", str(WAIT_MS))
     assert r.returncode == 0 and truth["fired"], r.stderr
-    r = run_hbtool("diagnose", out, "--model", model, "--format", "json")
+    r = hbtool_here("diagnose", out, "--model", model, "--format", "json")
     assert r.returncode == 0, r.stderr
     d = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
     assert d[0]["status"] == "memoryleak" and "model's normal runs" in d[0]["WR_against"], d[0]
@@ -142,7 +142,7 @@ def test_a_model_keeps_each_threads_normal_work_and_judges_the_master_by_it(tmp_
     # a damaged work table: one line, exit 2
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**doc, "work": {"0": -1}}))
-    r = run_hbtool("diagnose", out, "--model", bad)
+    r = hbtool_here("diagnose", out, "--model", bad)
     assert r.returncode == 2 and "work per thread is damaged" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

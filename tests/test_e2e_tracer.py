@@ -17,7 +17,7 @@ from hbtool.analyzers.summary import summarize_threads
 from hbtool.io import read_heartbeats
 from hbtool.io.hbt import read_hbt_file
 
-from conftest import EXAMPLES, TRACER, run_hbtool
+from conftest import EXAMPLES, TRACER, hbtool_here, run_hbtool
 
 pytestmark = pytest.mark.usefixtures("tracer_built")
 
@@ -222,7 +222,7 @@ def test_record_counts_threads_as_info_does(tracer_built, tmp_path):
                    "--work", "1000")
     assert r.returncode == 0
     assert r.stderr.splitlines()[-1] == f"hbtool: trace written to {out}/ (1 file, 3 threads (2 with beats), 100 api beats)"
-    info = run_hbtool("info", out)
+    info = hbtool_here("info", out)
     assert ", 3 threads (2 with beats), 100 api beats," in info.stdout
     code = "import threading\nts=[threading.Thread(target=sum, args=([1],)) for _ in range(3)]\n" \
            "[t.start() for t in ts]; [t.join() for t in ts]\n"
@@ -282,11 +282,11 @@ def test_a_trace_of_lifecycle_records_only_shows_its_threads_and_their_fate(trac
             "[t.start() for t in ts]; [t.join() for t in ts]\n")
     out = tmp_path / "t"
     assert run_hbtool("record", "-o", out, "--", sys.executable, "-c", code).returncode == 0
-    info = run_hbtool("info", out).stdout.splitlines()
+    info = hbtool_here("info", out).stdout.splitlines()
     assert info[0].endswith(", 1 process, 4 threads (0 with beats), 0 beats, clock CLOCK_MONOTONIC")
     ended = [line.split(None, 7)[7] for line in info[3:]]
     assert ended == ["called exit(0)", "returned", "returned", "returned"]
-    beh = run_hbtool("behavior", out)
+    beh = hbtool_here("behavior", out)
     assert beh.returncode == 0, beh.stderr
     lines = beh.stdout.splitlines()
     assert lines[:2] == ["4 threads; found: nothing unusual; 4 exited normally", "beats: none"]

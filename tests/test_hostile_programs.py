@@ -78,6 +78,7 @@ def test_an_address_space_limit_loses_no_record(bins, tmp_path):
     assert "dropped" not in r.stderr and "Cannot allocate" not in r.stderr
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_sigkill_at_seeded_moments_loses_no_beat_older_than_100ms(bins, tmp_path):
     res = hostile.run_kills(bins, tmp_path, kills=2, seed=20)
     assert res.problems == [] and res.beats_lost == 0
@@ -98,11 +99,13 @@ def test_a_read_only_folder_keeps_the_fate_and_says_so(tracer_built, tmp_path):
     assert res.problems == [], res.problems
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_a_folder_removed_during_the_run_is_said_so(tracer_built, tmp_path):
     res = hostile.folder_removed(tmp_path)
     assert res.problems == [], res.problems
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_a_folder_removed_and_made_again_is_said_so(bins, tmp_path):
     """The trace files written before the removal are gone; the ones there are the later ones."""
     trace, go, first = tmp_path / "again", tmp_path / "go", tmp_path / "first-done"
@@ -125,11 +128,13 @@ def test_a_folder_removed_and_made_again_is_said_so(bins, tmp_path):
     assert len(list(trace.glob("*.hbt"))) >= 3  # the second three children's
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_two_runs_into_one_folder_at_once_record_one_and_refuse_the_other(tracer_built, tmp_path):
     res = hostile.two_runs_at_once(tmp_path)
     assert res.problems == [], res.problems
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_force_never_deletes_a_trace_a_running_program_writes(tracer_built, tmp_path):
     trace = tmp_path / "live"
     env = dict(hostile.plain_env(), LD_PRELOAD=str(hostile.LIB), HBTRACE_DIR=str(trace))
@@ -154,6 +159,7 @@ def test_force_never_deletes_a_trace_a_running_program_writes(tracer_built, tmp_
     assert r.returncode == 0 and not f.exists(), r.stderr
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_a_trace_cut_while_info_reads_it_reads_what_is_there(tracer_built, tmp_path):
     res = hostile.truncated_while_read(tmp_path, moments=3, seed=20)
     assert res.problems == [], res.problems

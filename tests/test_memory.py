@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, ROOT, build_traced, run_cli, run_hbtool
+from conftest import EXAMPLES, ROOT, build_traced, hbtool_here, run_cli, run_hbtool
 
 PROGRAM = ROOT / "tests" / "programs" / "mem_signal.c"
 
@@ -34,7 +34,7 @@ def record(tmp_path: Path, name: str, *cmd, env=None) -> Path:
 
 
 def statuses(out: Path, *options) -> dict[int, dict]:
-    r = run_hbtool("diagnose", out, "--format", "json", *options)
+    r = hbtool_here("diagnose", out, "--format", "json", *options)
     assert r.returncode == 0, r.stderr
     return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
 
@@ -54,12 +54,12 @@ def test_a_leaking_thread_is_found_with_no_model_and_its_teammates_are_not(tmp_p
     for k in (0, 1, 3):
         assert th[k]["status"] == "normal", th[k]
         assert abs(th[k]["retained"]) < (1 << 20)
-    text = run_hbtool("diagnose", out).stdout
+    text = hbtool_here("diagnose", out).stdout
     assert "kept MiB" in text and "kept MiB: what the thread allocated" in text
-    info = run_hbtool("info", out)
+    info = hbtool_here("info", out)
     assert info.returncode == 0, info.stderr
     assert "memory: resident up to" in info.stdout and "(most: thread 2, 14" in info.stdout, info.stdout
-    rows = {t["thread"]: t for t in json.loads(run_hbtool("info", out, "--format", "json").stdout)["threads"]}
+    rows = {t["thread"]: t for t in json.loads(hbtool_here("info", out, "--format", "json").stdout)["threads"]}
     assert rows[2]["kept_MiB"] > 140 and abs(rows[0]["kept_MiB"]) < 1
     # the process records say the same: resident and heap grew by the leak
     m = memory(out)
@@ -107,7 +107,7 @@ def test_the_memory_signal_can_be_turned_off(tmp_path, exe):
     out = record(tmp_path, "off", exe, "leak", 2, 1 << 20, env=env)
     assert not len(memory(out))
     th = statuses(out)
-    assert th[2]["retained"] is None and "kept MiB" not in run_hbtool("diagnose", out).stdout
+    assert th[2]["retained"] is None and "kept MiB" not in hbtool_here("diagnose", out).stdout
 
 
 def test_the_injected_leak_in_a_real_openmp_team_is_found_on_the_right_thread(tmp_path, tracer_built):
@@ -131,7 +131,7 @@ def test_the_injected_leak_in_a_real_openmp_team_is_found_on_the_right_thread(tm
 def test_a_model_keeps_what_normal_threads_retained(tmp_path, exe):
     normal = record(tmp_path, "normal", exe, "once", 1, 64 << 20)
     model = tmp_path / "m.json"
-    r = run_hbtool("train", "--normal", normal, "-o", model)
+    r = hbtool_here("train", "--normal", normal, "-o", model)
     assert r.returncode == 0, r.stderr
     doc = json.loads(model.read_text())
     assert doc["retained"]["1"] >= 64 << 20 and doc["retained"]["0"] < 1 << 20
@@ -141,7 +141,7 @@ def test_a_model_keeps_what_normal_threads_retained(tmp_path, exe):
     assert th[2]["status"] == "memoryleak" and "model's normal runs" in th[2]["retained_against"]
     doc["retained"] = {"1": -5}
     model.write_text(json.dumps(doc))
-    r = run_hbtool("diagnose", leak, "--model", model)
+    r = hbtool_here("diagnose", leak, "--model", model)
     assert r.returncode == 2 and "bytes retained per thread is damaged" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

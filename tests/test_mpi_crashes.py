@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import run_hbtool
+from conftest import hbtool_here, run_hbtool
 from test_mpi_profiler import EXBIN, LIB, built, mpirun  # noqa: F401
 
 END = {"unknown": 0, "finalized": 1, "abort": 2, "signal": 3, "exit": 4}
@@ -37,8 +37,8 @@ def ends(d) -> dict[int, tuple[int, int, int]]:
 
 
 def verdict(d) -> tuple[str, dict]:
-    text = run_hbtool("interference", d)
-    js = run_hbtool("interference", d, "--format", "json")
+    text = hbtool_here("interference", d)
+    js = hbtool_here("interference", d, "--format", "json")
     assert text.returncode == 0 and js.returncode == 0, text.stderr + js.stderr
     return text.stdout, json.loads(js.stdout)["runs"][0]
 
@@ -76,14 +76,14 @@ def test_segfault_through_record_and_info(built, tmp_path):
     assert "the run failed: rank 1: killed by SIGSEGV" in text and "LOW" not in text
     # info: the processes and threads record counted, each rank's number, the rank that died
     recorded = next(x for x in r.stderr.splitlines() if x.startswith("hbtool: trace written"))
-    info = run_hbtool("info", out)
+    info = hbtool_here("info", out)
     assert info.returncode == 0, info.stderr
     head = info.stdout.splitlines()[0]
     counts = re.compile(r"(\d+) processes, (\d+) threads")
     assert counts.search(recorded).groups() == counts.search(head).groups(), (recorded, head)
     assert counts.search(head).group(1) == "5"     # mpirun and 4 ranks
     assert "MPI: 4 ranks" in info.stdout and "the run failed: rank 1: killed by SIGSEGV" in info.stdout
-    js = json.loads(run_hbtool("info", out, "--format", "json").stdout)
+    js = json.loads(hbtool_here("info", out, "--format", "json").stdout)
     ranks = {t["rank"] for t in js["threads"]}
     assert ranks == {-1, 0, 1, 2, 3}
     assert js["runs"][0]["mpi"]["failure"].startswith("rank 1: killed by SIGSEGV")
@@ -109,6 +109,7 @@ def test_a_whole_run_is_still_judged(built, tmp_path):
     assert "failed" not in text
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_mpirun_killed(built, tmp_path):
     """mpirun dies (SIGKILL), its ranks go on orphaned and finish: the run file says so."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HBPROF_")}

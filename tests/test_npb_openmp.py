@@ -26,7 +26,7 @@ import pytest
 
 from hbtool.io import read_heartbeats
 
-from conftest import ROOT
+from conftest import ROOT, hbtool_here
 
 NPB = ROOT.parent / "shared" / "workloads" / "npb-omp"
 KERNELS = ["MG", "LU", "FT", "EP", "IS"]
@@ -119,8 +119,7 @@ def test_npb_class_w_verifies_and_every_openmp_thread_beats(npb_builds, tmp_path
 def _diagnose(out: Path) -> dict[int, dict]:
     import json
 
-    r = subprocess.run([sys.executable, "-m", "hbtool", "diagnose", str(out), "--format", "json"],
-                       capture_output=True, text=True, timeout=300)
+    r = hbtool_here("diagnose", out, "--format", "json")
     assert r.returncode == 0, r.stderr
     return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
 
@@ -183,8 +182,7 @@ def test_lu_with_libomp_the_spinning_thread_is_named_and_not_its_teammate_that_s
     truth = json.loads((out / "inject-truth.json").read_text())
     assert truth["fired"] and truth["thread"] == victim, truth
     t0 = truth["fired_at"]["trace_s"]
-    b = subprocess.run([sys.executable, "-m", "hbtool", "behavior", str(out), "--format", "json"],
-                       capture_output=True, text=True, timeout=600)
+    b = hbtool_here("behavior", out, "--format", "json")
     assert b.returncode == 0, b.stderr
     tl = {t["thread"]: t["intervals"] for t in json.loads(b.stdout)["threads"]}
     busy = [iv for iv in tl[victim] if iv["behavior"] == "busy-waiting"]

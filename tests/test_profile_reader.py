@@ -16,7 +16,7 @@ import pytest
 from hbtool.analyzers.interference import SegmentProfile, estimate
 from hbtool.io import hbprof as H
 
-from conftest import ROOT, run_cli, run_hbtool
+from conftest import ROOT, hbtool_here, run_cli, run_hbtool
 
 MPI = ROOT / "native_tracer" / "mpi"
 need_mpi = pytest.mark.skipif(shutil.which("mpirun") is None or shutil.which("mpicc") is None,
@@ -78,7 +78,7 @@ def test_record_mpi_and_interference_end_to_end(tmp_path, profiler_built):
     wb = s.features[:, names.index("posix_write_bytes")]
     ck = np.arange(121) % 20 == 19
     assert (wb[:120][ck[:120]] > 0).all() and (wb[:120][~ck[:120]] == 0).all()
-    code = run_hbtool("interference", out, "--format", "json")
+    code = hbtool_here("interference", out, "--format", "json")
     assert code.returncode == 0, code.stderr
     doc = json.loads(code.stdout)
     assert doc["runs"][0]["segments"] == 121 and doc["runs"][0]["processes"] == 4
@@ -103,7 +103,7 @@ def test_a_rank_killed_leaves_per_rank_files_that_hbtool_reads(tmp_path, profile
         re.match(r"ranks (\d+, )*2(, \d+)*: ended without a trace \(SIGKILL or _exit; which first", failure), failure
     seg_by_rank = {int(rk): int((prof.rank == rk).sum()) for rk in np.unique(prof.rank)}
     assert seg_by_rank[2] == 60
-    res = run_hbtool("interference", out, "--format", "json")
+    res = hbtool_here("interference", out, "--format", "json")
     assert res.returncode == 0, res.stderr
     run = json.loads(res.stdout)["runs"][0]
     assert run["segments"] >= 60 and run["class"] == "failed" and not run["judged"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, build_traced, run_hbtool
+from conftest import ROOT, build_traced, hbtool_here
 
 #: busy loops on the program's CPU: each of its two threads then gets about 4 % of it, well
 #: inside the shares that read as neither spinning (a tenth) nor blocked (a fiftieth)
@@ -74,7 +74,7 @@ def record_starved(exe: Path, out: Path, *inject: str, starve_at: float = 0.8, s
             subprocess.run(["taskset", "-a", "-p", "-c", ",".join(map(str, cpus)), str(pid)], capture_output=True)
     _, err = rec.communicate(timeout=300)
     assert rec.returncode == 0, err
-    r = run_hbtool("behavior", out, "--format", "json")
+    r = hbtool_here("behavior", out, "--format", "json")
     assert r.returncode == 0, r.stderr
     return {t["thread"]: t["intervals"] for t in json.loads(r.stdout)["threads"] if t["beats"]}
 
