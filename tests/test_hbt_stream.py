@@ -67,6 +67,32 @@ def burst(tmp_path_factory, tracer_built):
     return build_traced(ROOT / "benchmarks" / "beat_burst.c", d / "beat_burst", opt="-O2")
 
 
+def test_record_counts_what_it_wrote_without_reading_the_beats_into_memory(burst, tmp_path, capsys, monkeypatch):
+    """`hbtool record`'s summary line counts beats from the streamed reader's per-thread
+    statistics: before, it read every beat of the trace into memory once the program had ended
+    (10 M beats: 36 s and 3.4 GB after the run, for one line)."""
+    import hbtool.io
+
+    whole = hbtool.io.read_heartbeats
+    kinds = []
+
+    def spy(p, stream=False):
+        tr = whole(p, stream=stream)
+        kinds.append(type(tr))
+        return tr
+
+    def never(self):
+        raise AssertionError("record read every beat into memory")
+
+    monkeypatch.setattr(hbtool.io, "read_heartbeats", spy)
+    monkeypatch.setattr(StreamedTrace, "_materialize", never)
+    code, _, err = run_cli(capsys, "record", "-o", tmp_path / "t", "--", burst, 3, 20000)
+    assert code == 0, err
+    assert kinds == [StreamedTrace]
+    assert err.splitlines()[-1] == \
+        f"hbtool: trace written to {tmp_path / 't'}/ (1 file, 4 threads (3 with beats), 60000 api beats)"
+
+
 def _printed(values, decimals: int) -> list:
     """`values` rounded as the CLI prints them (Python's round, correctly rounded; pandas' and
     numpy's round scale by 10**decimals first, and 0.0084295 came out 0.00843, not 0.008429)."""

@@ -542,7 +542,7 @@ def _summary(folder: _Folder, rc: int, static: bool = False, failures: list[dict
         sys.stderr.flush()
         return
     try:
-        trace = read_heartbeats([outdir])
+        trace = read_heartbeats([outdir], stream=True)   # counted in bounded memory, as `info` counts
     except HbtoolError as exc:
         click.echo(f"hbtool: trace written to {outdir}/ but it cannot be read: {exc}{how}", err=True)
         sys.stderr.flush()
@@ -566,7 +566,10 @@ def _counts(trace) -> str:
     procs = sum(len(meta.get("processes", [])) for meta in trace.runs.values())
     parts = [f"{procs} processes"] if procs > 1 else []
     parts.append(threads_phrase(summarize_threads(trace, beatless=True)))
-    counts = trace.beats["source"].value_counts() if len(trace.beats) else {}
-    parts.append(", ".join(f"{int(n)} {src}" for src, n in sorted(dict(counts).items()) if n) + " beats"
-                 if len(trace.beats) else "0 beats")
+    counts: dict[str, int] = {}
+    for by_source in trace.sources().values():
+        for src, n in by_source.items():
+            counts[src] = counts.get(src, 0) + n
+    parts.append(", ".join(f"{n} {src}" for src, n in sorted(counts.items()) if n) + " beats"
+                 if counts else "0 beats")
     return ", ".join(parts)
