@@ -14,7 +14,7 @@ bash scripts/install.sh || exit
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"
 fi
-.venv/bin/python -m pytest -q -n 2 --dist loadfile -m "not slow and not alone" tests
+.venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not slow and not alone" tests
 first=$?
 .venv/bin/python -m pytest -q -m "not slow and alone" tests
 second=$?

@@ -20,16 +20,16 @@ from hbtool.model import HeartbeatTrace
 #: one at a time; marked `alone` here, so `pytest -m alone` selects them. A test of another
 #: module that races with a running program carries the mark itself.
 ALONE = {
-    "test_blame", "test_e2e_tracer", "test_inject", "test_long_work", "test_memory",
-    "test_monitor", "test_mpi_polling", "test_mpi_profiler", "test_npb_openmp",
-    "test_probes_status", "test_profile_reader", "test_queue_tracer", "test_sanitizers", "test_starved_team",
-    "test_trace_size",
+    "test_blame", "test_inject", "test_long_work", "test_memory", "test_monitor", "test_mpi_polling",
+    "test_mpi_profiler", "test_npb_openmp", "test_probes_status", "test_queue_tracer", "test_sanitizers",
+    "test_starved_team", "test_trace_size",
 }
 
 
-#: the longest modules, started first: run two at a time, a module that starts last leaves
-#: the other CPU idle until it ends (test_install, the wheel and the README tour, 190 s, ran
-#: last in alphabetical order and made the parallel part's last 110 s one module alone)
+#: the longest modules, started first (scripts/test.sh keeps this order: --no-loadscope-reorder;
+#: pytest-xdist would start the modules of most tests first): run two at a time, a module that
+#: starts last leaves the other CPU idle until it ends (test_install, the wheel and the README
+#: tour, 190 s, ran last and made the parallel part's last 110 s one module alone)
 FIRST = ("test_install", "test_hbt_stream", "test_stream_writers", "test_hostile_input", "test_cli")
 
 

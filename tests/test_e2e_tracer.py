@@ -124,6 +124,7 @@ def test_crash_leaves_readable_trace_and_same_status(traced_env, mode, signo):
     assert s.loc[0, "ended"] == f"killed by {signo.name}"
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_sigkill_mid_run_keeps_every_beat_older_than_100ms(traced_env):
     p = subprocess.Popen([str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "1000000",
                           "--work", "20000"], env=traced_env)
@@ -308,6 +309,7 @@ def test_a_statically_linked_program_runs_and_record_says_it_cannot_be_traced(tm
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_sigkill_in_the_middle_of_a_parallel_region_leaves_a_readable_trace(tracer_built, tmp_path):
     env = dict(os.environ, LD_PRELOAD=str(TRACER / "lib" / "libhbtrace.so"), HBTRACE_DIR=str(tmp_path / "t"),
                OMP_NUM_THREADS="2")

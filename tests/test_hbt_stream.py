@@ -414,6 +414,7 @@ def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burs
         assert want[0]["beats"].nunique() > 1
 
 
+@pytest.mark.alone  # judges the work shift of a real run: wall time, which other work moves (0.42 for 4x seen)
 def test_a_team_of_many_regions_is_judged_without_holding_its_threads(tracer_built, tmp_path, monkeypatch):
     """An OpenMP run whose threads beat and wait at each of thousands of regions
     (tests/programs/omp_regions.c: thread 1 works four times as long from region 1,500 on):

@@ -61,6 +61,7 @@ def _record(tmp_path, *args, inject=None, np_=4, iters=120):
 
 
 @need_mpi
+@pytest.mark.alone  # 4 ranks on 2 CPUs: the segments must tile the run
 def test_record_mpi_and_interference_end_to_end(tmp_path, profiler_built):
     r, out = _record(tmp_path, "--heavy-every", "4", "--checkpoint-every", "20", inject="2000,200,0.05")
     assert r.returncode == 0, r.stderr
