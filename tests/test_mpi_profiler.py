@@ -345,10 +345,16 @@ def test_heavy_iterations_have_three_times_the_computation(stencil_posix):
     normal[0] = False  # segment 0 holds the set-up too
     for r, (_, v) in per_rank(run).items():
         comp = v[:-1, M["computation"]]
-        # lower quartiles, not medians: this VM now and then charges a thread CPU time it did not
-        # use (a stall of tens of ms, docs/progress.md), which only inflates a segment, and hits a
-        # heavy segment three times as often as a normal one (a median ratio of 3.76 was seen)
-        ratio = np.percentile(comp[heavy], 25) / np.percentile(comp[normal], 25)
+        # each heavy segment against the normal ones on either side of it, the median of those
+        # ratios: this VM now and then charges the work of a stretch of the run several times
+        # its CPU time, or less (a stall of tens of ms, docs/progress.md), and a stretch moves
+        # neighbours alike. Quantiles over the whole run were not robust to it: lower quartiles
+        # gave 3.67 and 2.29 (one run in about 30 each), medians 3.76; these paired medians gave
+        # 2.87-3.09 in 32 ranks' runs where the quartiles gave 2.29-3.22
+        at = np.flatnonzero(heavy)
+        at = at[(at >= 2) & (at + 1 < len(comp))]
+        assert len(at) >= 30 and normal[at - 1].all() and normal[at + 1].all()
+        ratio = np.median(comp[at] / ((comp[at - 1] + comp[at + 1]) / 2))
         assert 2.4 < ratio < 3.6, (r, ratio)
 
 
