@@ -20,9 +20,8 @@ from hbtool.model import HeartbeatTrace
 #: one at a time; marked `alone` here, so `pytest -m alone` selects them. A test of another
 #: module that races with a running program carries the mark itself.
 ALONE = {
-    "test_blame", "test_inject", "test_long_work", "test_memory", "test_monitor", "test_mpi_polling",
-    "test_mpi_profiler", "test_npb_openmp", "test_probes_status", "test_queue_tracer", "test_sanitizers",
-    "test_starved_team", "test_trace_size",
+    "test_blame", "test_inject", "test_memory", "test_monitor", "test_mpi_polling", "test_mpi_profiler",
+    "test_npb_openmp", "test_probes_status", "test_queue_tracer", "test_sanitizers", "test_starved_team",
 }
 
 

@@ -96,6 +96,7 @@ def test_units_an_ended_thread_did_not_use_go_to_the_next_threads(beaters, tmp_p
     assert all((np.diff(s.to_numpy()) == 1).all() for _, s in per)
 
 
+@pytest.mark.alone  # races with a running program: its timing matters
 def test_sigkill_during_thread_churn_keeps_every_beat_older_than_100ms(beaters, tmp_path):
     trace = tmp_path / "trace"
     env = dict(os.environ, HBTRACE_DIR=str(trace))
