@@ -97,7 +97,11 @@ def test_the_stalled_worker_is_flagged_and_not_the_team_that_waited_for_it(tmp_p
     # diagnose: their heartbeats all slowed together; the victim's own work did not
     d = diagnose(out)
     assert d[VICTIM]["status"] == "memoryleak" and d[VICTIM]["WR"] > 3, d[VICTIM]
-    assert "other workers" in d[VICTIM]["reason"]
+    # named by its own work against its team's: WR (against the median of the other workers),
+    # or the work shift where the stall made its windows after the split 2x its team's (WS
+    # reads first; 2.50 in a CI run of this session, where a later stall left few windows after)
+    assert "the median of the team's other workers" in d[VICTIM]["reason"] or \
+        "as long against its team's as before (work shift" in d[VICTIM]["reason"], d[VICTIM]["reason"]
     assert all(d[k]["status"] == "normal" for k in d if k != VICTIM), d
 
 
