@@ -84,6 +84,23 @@ def hbtool_here(*args) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["hbtool", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
+def spy_on_reader(monkeypatch) -> list:
+    """Replace hbtool.io.read_heartbeats by itself, noting the type of every trace it returns
+    (HeartbeatTrace read whole, or StreamedTrace): the list it fills."""
+    import hbtool.io
+
+    whole = hbtool.io.read_heartbeats
+    kinds: list = []
+
+    def spy(p, stream=False):
+        tr = whole(p, stream=stream)
+        kinds.append(type(tr))
+        return tr
+
+    monkeypatch.setattr(hbtool.io, "read_heartbeats", spy)
+    return kinds
+
+
 def make_trace(threads=3, beats=40, period=0.01, run="r") -> HeartbeatTrace:
     """A small synthetic trace: thread k beats every period*(1+k/10) seconds."""
     rows = []

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 
-from conftest import ROOT, SAMPLES, run_cli, run_hbtool
+from conftest import ROOT, SAMPLES, run_cli, run_hbtool, spy_on_reader
 
 
 def _status(doc):
@@ -305,14 +305,7 @@ def test_evaluate_streams_the_traces_and_prints_what_the_whole_reader_gives(caps
     from hbtool.model.heartbeats import StreamedTrace
 
     whole = hbtool.io.read_heartbeats
-    kinds = []
-
-    def spy(p, stream=False):
-        tr = whole(p, stream=stream)
-        kinds.append(type(tr))
-        return tr
-
-    monkeypatch.setattr(hbtool.io, "read_heartbeats", spy)
+    kinds = spy_on_reader(monkeypatch)
     streamed = run_cli(capsys, "evaluate", "--format", "json", tiny_dataset)
     assert kinds and set(kinds) == {StreamedTrace}
     monkeypatch.setattr(hbtool.io, "read_heartbeats", lambda p, stream=False: whole(p, stream=False))

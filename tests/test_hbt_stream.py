@@ -21,7 +21,7 @@ from hbtool.io import read_heartbeats
 from hbtool.io.hbt import record_dtype
 from hbtool.model.heartbeats import StreamedTrace
 
-from conftest import ROOT, SAMPLES, build_traced, run_cli, run_hbtool
+from conftest import ROOT, SAMPLES, build_traced, run_cli, run_hbtool, spy_on_reader
 
 HBT_SAMPLES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and list(p.glob("*.hbt")))
 
@@ -71,20 +71,10 @@ def test_record_counts_what_it_wrote_without_reading_the_beats_into_memory(burst
     """`hbtool record`'s summary line counts beats from the streamed reader's per-thread
     statistics: before, it read every beat of the trace into memory once the program had ended
     (10 M beats: 36 s and 3.4 GB after the run, for one line)."""
-    import hbtool.io
-
-    whole = hbtool.io.read_heartbeats
-    kinds = []
-
-    def spy(p, stream=False):
-        tr = whole(p, stream=stream)
-        kinds.append(type(tr))
-        return tr
-
     def never(self):
         raise AssertionError("record read every beat into memory")
 
-    monkeypatch.setattr(hbtool.io, "read_heartbeats", spy)
+    kinds = spy_on_reader(monkeypatch)
     monkeypatch.setattr(StreamedTrace, "_materialize", never)
     code, _, err = run_cli(capsys, "record", "-o", tmp_path / "t", "--", burst, 3, 20000)
     assert code == 0, err
