@@ -574,8 +574,8 @@ int hbt_unlink_if_empty(int allow_signal)
  * file_units, the reach of the file, is lowered to the units handed out
  * so far (to the end of their page), then next_unit is read again (seq_cst on both sides,
  * see hbt_take_chunk), and the file is cut after max(both reads, the
- * chunks the pre-faulter's write fallback announced in pf.claim; its
- * madvise cannot fault past the end of a file). A chunk number handed out
+ * chunks the pre-faulter announced in pf.claim, which it is about to
+ * write to). A chunk number handed out
  * before the lowering is inside what is kept; a later one at or beyond the
  * lowered file_units makes its thread extend the file again (g.lock,
  * posix_fallocate, data_length) before touching it, exactly as growth

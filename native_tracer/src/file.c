@@ -447,7 +447,7 @@ void hbt_trim_locked(void)
     /* units handed out before the store above, and the units the
      * pre-faulter may be touching, stay inside the file */
     uint64_t n = hbt_page_units(__atomic_load_n(&hbt_g.next_unit, __ATOMIC_SEQ_CST));
-    uint64_t claim = hbt_page_units(__atomic_load_n(&hbt_g.pf.claim, __ATOMIC_SEQ_CST));
+    uint64_t claim = hbt_prefault_settle(keep);
     if (n > keep)
         keep = n;
     if (claim > keep)

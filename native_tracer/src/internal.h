@@ -292,7 +292,8 @@ struct hbt_prefault {
                                      (or were handed out before the
                                      pre-faulter reached them) */
     uint64_t  claim;              /* atomic: the pre-faulter may be touching
-                                     units below this right now; 0 = none */
+                                     the page of unit claim-1 right now;
+                                     0 = none */
     int       run;                /* atomic: HBT_PF_* */
     int       stop;               /* atomic: asks the thread to return */
     int       waiting;            /* atomic: the thread sleeps on word */
@@ -461,6 +462,7 @@ HBT_HIDDEN void *hbt_real_pthread_create(void);
 HBT_HIDDEN void hbt_prefault_config(void);
 HBT_HIDDEN void hbt_prefault_kick(const struct hbt_tls *t, uint64_t chunk, unsigned mode);
 HBT_HIDDEN void hbt_prefault_stop(void);
+HBT_HIDDEN uint64_t hbt_prefault_settle(uint64_t keep);
 HBT_HIDDEN void hbt_prefault_after_fork_child(void);
 
 /* ---- monitor*.c ---- */

@@ -7,9 +7,22 @@
  * one fault per 128 beats, and on a virtual machine one such fault can cost
  * as much as several hundred beats. This thread takes those faults instead:
  * it keeps the chunk area ahead of the allocation point (chunks are handed
- * out in increasing file offset, see hbt_take_chunk) populated writable with
- * madvise(MADV_POPULATE_WRITE), `ahead` chunks deep, and grows the file
+ * out in increasing file offset, see hbt_take_chunk) writable, `ahead`
+ * chunks deep, by one write per page from user space, and grows the file
  * ahead when that headroom reaches past the mapped extents.
+ *
+ * Why writes from user space, at the program's own priority: a thread that
+ * takes page faults holds the kernel's locks for each of them, and a program
+ * thread that changes its address space (brk, mmap, munmap, mprotect: any
+ * malloc or free of a large block) waits for those locks.
+ * madvise(MADV_POPULATE_WRITE) holds the process-wide mmap lock over a whole
+ * range; a fault from user space holds only the lock of the trace file's
+ * mapping (Linux 6.7 on: per-VMA locks) or the mmap lock for one page
+ * (before). At nice 19 the thread got about 1 % of a CPU while the program's
+ * threads filled them, and was kept off the CPU for up to a second inside
+ * madvise: a thread of NPB LU that leaked memory (brk) stopped for 0.2-0.4 s
+ * in every such run, and tests/programs/heap_grower.c's sbrk calls waited up
+ * to 1.2 s (tests/test_prefault.py; 0.05 ms now).
  *
  * What it must never do:
  *   - block a beating thread: beating threads never wait for it; if it is
@@ -18,15 +31,16 @@
  *   - be seen as a program thread: created with the real pthread_create
  *     (not our interposed one), never registered, records nothing, all
  *     signals blocked.
- *   - change the data: it only populates chunks not yet handed out (all
- *     zero). The fallback for kernels without MADV_POPULATE_WRITE writes
- *     with an atomic "add 0", which cannot change a value even if a thread
- *     took the chunk meanwhile.
- *   - touch the file past its end after the trim at exit: madvise only
- *     fails there (EFAULT; it never raises SIGBUS). The fallback announces
- *     the chunks it is about to touch in pf.claim, then reads file_chunks
- *     (both seq_cst); hbt_trim_locked keeps claimed chunks. After the trim
- *     it does nothing.
+ *   - change the data: it only writes to chunks not yet handed out (all
+ *     zero), with an atomic "add 0", which cannot change a value even if a
+ *     thread took the chunk meanwhile.
+ *   - touch the file past its end after the trim at exit (SIGBUS): it
+ *     announces each page it is about to touch in pf.claim, then reads
+ *     file_units (both seq_cst); hbt_trim_locked waits for the page in hand
+ *     (hbt_prefault_settle), or keeps it in the file. After the trim it
+ *     does nothing.
+ *   - hold a lock a program thread needs while it is kept off the CPU: it
+ *     runs at the priority of the thread that started it (above).
  *   - keep the process alive: exit() ends it like any other thread (it is
  *     never waited for). When the main thread calls pthread_exit, the
  *     process must end with the last other thread: hbt_prefault_stop (from
@@ -53,23 +67,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
-#endif
-
 #define HBT_PF_DEFAULT_MB   4u
 #define HBT_PF_MAX_MB       1024u
-#define HBT_PF_STEP         (4u * HBT_CHUNK_SIZE / HBT_UNIT_SIZE)  /* units per madvise (4 largest
-                                                                chunks): short mmap_lock holds */
+#define HBT_PF_STEP         (4u * HBT_CHUNK_SIZE / HBT_UNIT_SIZE)  /* units per round (4 largest
+                                                                chunks) */
 #define HBT_PF_PERIOD_MS    50u
 #define HBT_PF_IDLE_MAX_MS  1000u
 #define HBT_PF_STACK        (128u * 1024u)
@@ -104,31 +110,48 @@ static void hbt_pf_wake(struct hbt_prefault *pf)
     hbt_futex_wake(&pf->word, 1);
 }
 
-/* Populate [addr, addr+len) writable. 0, or -1 when this range could not be
- * done (the caller moves on). *touch: use the fallback from the next range
- * on (the caller announces the ranges the fallback writes to). */
-static int hbt_pf_populate(char *addr, size_t len, int *touch)
+/* Make units [from, to) writable (from on a page boundary, mapped at addr):
+ * one write per 4 KiB page, each a page fault taken here rather than by a
+ * beating thread. "Add 0" is a write access that leaves the value as it
+ * was, whoever stored it. Each page is announced in pf.claim before the
+ * reach of the file is checked and the page touched (seq_cst on both sides:
+ * the trim at exit lowers file_units, then reads claim, and waits for the
+ * page in hand, see hbt_prefault_settle). Returns where it stopped. */
+static uint64_t hbt_pf_populate(struct hbt_prefault *pf, char *addr, uint64_t from, uint64_t to)
 {
-    if (!*touch) {
-        if (madvise(addr, len, MADV_POPULATE_WRITE) == 0)
-            return 0;
-        if (errno == EINVAL || errno == ENOSYS)
-            *touch = 1;   /* kernel before 5.14 */
-        return -1;        /* also EFAULT (past the end of the file), ENOMEM */
+    const uint64_t per_page = 4096u / HBT_UNIT_SIZE;
+    uint64_t u = from;
+    for (; u < to; u += per_page) {
+        __atomic_store_n(&pf->claim, u + 1, __ATOMIC_SEQ_CST);
+        if (u >= __atomic_load_n(&hbt_g.file_units, __ATOMIC_SEQ_CST) ||
+            __atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE))
+            break;
+        __atomic_fetch_add((uint64_t *)(void *)(addr + (u - from) * HBT_UNIT_SIZE), 0,
+                           __ATOMIC_RELAXED);
     }
-    /* One write per page. "Add 0" is a write access (the page is made
-     * writable) that leaves the value as it was, whoever stored it. */
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0)
-        page = 4096;
-    for (size_t o = 0; o < len; o += (size_t)page)
-        __atomic_fetch_add((uint64_t *)(void *)(addr + o), 0, __ATOMIC_RELAXED);
-    return 0;
+    __atomic_store_n(&pf->claim, 0, __ATOMIC_RELEASE);
+    return u < to ? u : to;
+}
+
+/* For the trim at exit (g.lock held, file_units already lowered to keep):
+ * the end of the page the pre-faulter may be touching, once it is done with
+ * any page beyond keep. It stops at its next page (it sees the lowered
+ * file_units), a few microseconds; waits 50 ms at most, then the page in
+ * hand stays in the file. */
+uint64_t hbt_prefault_settle(uint64_t keep)
+{
+    for (int i = 0;; i++) {
+        uint64_t c = hbt_page_units(__atomic_load_n(&hbt_g.pf.claim, __ATOMIC_SEQ_CST));
+        if (c <= keep || i >= 1000)
+            return c;
+        struct timespec ts = { 0, 50000 };
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* One round of work. Returns 1 if it did something (call again), 0 if the
  * headroom is full or cannot be extended now. */
-static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_failed)
+static int hbt_pf_work(struct hbt_prefault *pf, uint64_t *grow_failed)
 {
     if (__atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE))
         return 0;   /* trimmed at exit: nothing ahead is wanted any more */
@@ -138,8 +161,8 @@ static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_faile
     uint64_t done = __atomic_load_n(&pf->done, __ATOMIC_RELAXED);
     if (done < next)
         done = next;   /* handed out before we got there: skip */
-    /* madvise takes page-aligned addresses: from the next page boundary (the
-     * page holding the allocation point is left to its writer) */
+    /* whole pages: from the next page boundary (the page holding the
+     * allocation point is left to its writer) */
     done = hbt_page_units(done);
     if (done >= target)
         return 0;
@@ -165,17 +188,7 @@ static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_faile
         end = target;
     if (end > ext_end)
         end = ext_end;
-    /* the fallback writes: announce, then check the reach of the file,
-     * which the trim at exit may have lowered */
-    if (*touch)
-        __atomic_store_n(&pf->claim, end, __ATOMIC_SEQ_CST);
-    uint64_t file = __atomic_load_n(&hbt_g.file_units, __ATOMIC_SEQ_CST);
-    if (end > file)
-        end = file;
-    if (end > done)
-        (void)hbt_pf_populate(addr, (size_t)(end - done) * HBT_UNIT_SIZE, touch);
-    if (*touch)
-        __atomic_store_n(&pf->claim, 0, __ATOMIC_RELEASE);
+    end = hbt_pf_populate(pf, addr, done, end);
     if (end <= done)
         return 0;
     __atomic_store_n(&pf->done, end, __ATOMIC_RELEASE);
@@ -187,28 +200,23 @@ static void *hbt_pf_main(void *unused)
     (void)unused;
     struct hbt_prefault *pf = &hbt_g.pf;
     hbt_tls.internal = 1;
-    /* Lowest nice level: it runs on spare CPU time and never takes a CPU
-     * from the program. Its work only replaces page faults the beating
-     * threads would otherwise take themselves; when no CPU is spare (the
-     * program's threads or other processes fill them all) it falls behind
-     * and they do, as without it. (At the creator's priority it was better
-     * while this process's own beaters filled every CPU, but worse when
-     * other processes did: it then took CPU time from the beater.) */
-    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-
-    int touch = 0;
+    /* At the creator's priority, not below it: its work only replaces
+     * page faults the beating threads would otherwise take themselves, and
+     * each fault holds kernel locks a program thread may wait for (above).
+     * At nice 19 it was kept off the CPU for up to a second while holding
+     * them. */
     uint64_t grow_failed = UINT64_MAX;
     unsigned period = HBT_PF_PERIOD_MS;
     uint64_t seen = __atomic_load_n(&hbt_g.next_unit, __ATOMIC_RELAXED);
     while (!__atomic_load_n(&pf->stop, __ATOMIC_ACQUIRE)) {
-        if (hbt_pf_work(pf, &touch, &grow_failed))
+        if (hbt_pf_work(pf, &grow_failed))
             continue;
         /* sleep until woken or `period` ms; `waiting` is set before the
          * last look at next_unit, so a wake-up is not lost */
         uint32_t w = __atomic_load_n(&pf->word, __ATOMIC_SEQ_CST);
         __atomic_store_n(&pf->waiting, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&pf->stop, __ATOMIC_SEQ_CST) ||
-            hbt_pf_work(pf, &touch, &grow_failed)) {
+            hbt_pf_work(pf, &grow_failed)) {
             __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
             continue;
         }
