@@ -242,3 +242,23 @@ def test_fit_poly_matches_the_degree_by_degree_loop(seed):
     d, r2 = _fit_poly_loop(t, y)
     assert f.degree == d
     assert f.r2 == pytest.approx(r2, rel=1e-6, abs=1e-9)
+
+
+def test_the_work_shift_is_a_lasting_change_not_one_slow_window_at_either_end():
+    """The work shift's split (docs/methods.md, "WS"): a thread 3x slower from window 10 of 20
+    on shifted by 3; one slow window among the last two or the first two (a thread that
+    stalled once late; NPB FT's last phase, four beats a window, where 4 of 8 normal FT runs at
+    4 threads had a thread called memoryleak by the mean of such a pair) is no shift."""
+    from hbtool.analyzers.summary import split_shift
+
+    rng = np.random.default_rng(3)
+    calm = rng.normal(0, 0.05, 20)
+    shift, at = split_shift(calm + np.where(np.arange(20) >= 10, np.log(3), 0))
+    assert 2.7 < shift < 3.3 and at == 10
+    for i in (18, 19, 0, 1):
+        one = calm.copy()
+        one[i] += np.log(6)   # a window 6x as slow: the mean of the pair would read 2.4
+        shift, _ = split_shift(one)
+        assert 0.85 < shift < 1.2, (i, shift)
+    shift, _ = split_shift(calm + np.where(np.arange(20) >= 18, np.log(3), 0))
+    assert 2.7 < shift < 3.3   # both of the last two windows slower: a shift

@@ -695,6 +695,31 @@ def _window_series(units: dict) -> dict:
             for i, k in enumerate(units)}
 
 
+def _middle_toward(v: np.ndarray, other: float) -> float:
+    """The median of v, or for an even count the one of its two middle values nearer to
+    `other`."""
+    s = np.sort(v)
+    lo, hi = s[(s.size - 1) // 2], s[s.size // 2]
+    return float(lo if abs(lo - other) <= abs(hi - other) else hi)
+
+
+def split_shift(v: np.ndarray) -> tuple[float, int]:
+    """The work shift of one thread's per-window values v (logarithms of its ratio to its
+    team, at least 4): split once where they change most (an earlier and a later part of two
+    windows or more, whose values lie closest to their part's median: least absolute
+    deviation), and the later part's median over the earlier's, where of a part's two middle
+    values the one nearer the other part counts: a part of two windows of which one is slow (a
+    thread that stalled once late in the run; NPB FT's last phase, 4 beats a window) did not
+    shift. (shift, index of the later part's first window)."""
+    cost, at = np.inf, 2
+    for s in range(2, v.size - 1):
+        c = float(np.abs(v[:s] - np.median(v[:s])).sum() + np.abs(v[s:] - np.median(v[s:])).sum())
+        if c < cost:
+            cost, at = c, s
+    early, late = v[:at], v[at:]
+    return float(np.exp(_middle_toward(late, np.median(early)) - _middle_toward(early, np.median(late)))), at
+
+
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per thread of a team with wait records: how many times longer its own work took,
     against its team's, after some beat than before it (docs/methods.md, "Work shift").
@@ -709,7 +734,7 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     where it waits. These per-window values are split where they change most (the split into
     an earlier and a later part, of two windows or more each, whose values lie closest to
     their part's median: least absolute deviation), and the shift is the later part's median
-    over the earlier's: a thread that became slower from some beat on (a slow or leaking
+    over the earlier's (of a part's two middle values, the one nearer the other part): a thread that became slower from some beat on (a slow or leaking
     thread) shifts by that factor; its teammates, which wait for it, do not (theirs falls);
     the team's phases and the machine's load move every thread alike. Columns: run,
     process, thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose
@@ -756,13 +781,6 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             if k not in series:
                 continue
             q = series[k]
-            v = q.to_numpy()
-            # the split with the least absolute deviation from each part's median (one change point)
-            cost, at = np.inf, 0
-            for s in range(2, v.size - 1):
-                c = float(np.abs(v[:s] - np.median(v[:s])).sum() + np.abs(v[s:] - np.median(v[s:])).sum())
-                if c < cost:
-                    cost, at = c, s
-            shift = float(np.exp(np.median(v[at:]) - np.median(v[:at])))
+            shift, at = split_shift(q.to_numpy())
             rows.append((run, process, k[2], shift, int(edges[k][int(q.index[at])]) + 1))
     return pd.DataFrame(rows, columns=cols)

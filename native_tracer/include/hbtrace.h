@@ -29,10 +29,12 @@
  * A process whose threads beat (some thread fills a 64 KiB chunk, about
  * 2,000 records) gets one more OS thread, the tracer's pre-faulter: it makes
  * the file pages ahead of the writers writable in advance, so that a beat
- * does not pay for a page fault. It runs at nice 19 on spare CPU time, never
- * records anything, never delays a beat and does not keep the process
- * alive; its work replaces page faults the beating threads would otherwise
- * take themselves.
+ * does not pay for a page fault. It runs at the program's priority (its
+ * work replaces page faults the beating threads would otherwise take
+ * themselves), holds no lock the program needs while it waits for a CPU
+ * (no madvise: a program thread that maps memory or grows its heap never
+ * waits for it), never records anything, never delays a beat and does not
+ * keep the process alive.
  * At a clean end (exit, return from main, _exit) the file is cut to the
  * space actually used.
  *
