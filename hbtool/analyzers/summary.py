@@ -734,8 +734,8 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     where it waits. These per-window values are split where they change most (the split into
     an earlier and a later part, of two windows or more each, whose values lie closest to
     their part's median: least absolute deviation), and the shift is the later part's median
-    over the earlier's (of a part's two middle values, the one nearer the other part): a thread that became slower from some beat on (a slow or leaking
-    thread) shifts by that factor; its teammates, which wait for it, do not (theirs falls);
+    over the earlier's (split_shift): a thread that became slower from some beat on (a slow
+    or leaking thread) shifts by that factor; its teammates, which wait for it, do not (theirs falls);
     the team's phases and the machine's load move every thread alike. Columns: run,
     process, thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose
     threads made different numbers of beats), shift_beat (about the first beat of the later

@@ -31,10 +31,9 @@
  * the file pages ahead of the writers writable in advance, so that a beat
  * does not pay for a page fault. It runs at the program's priority (its
  * work replaces page faults the beating threads would otherwise take
- * themselves), holds no lock the program needs while it waits for a CPU
- * (no madvise: a program thread that maps memory or grows its heap never
- * waits for it), never records anything, never delays a beat and does not
- * keep the process alive.
+ * themselves), populates one page at a time (a program thread that maps
+ * memory or grows its heap waits for one page fault at most), never records
+ * anything, never delays a beat and does not keep the process alive.
  * At a clean end (exit, return from main, _exit) the file is cut to the
  * space actually used.
  *

@@ -519,10 +519,10 @@ HBT_HIDDEN void hbt_signals_init(void);
 
 /* Units up to the end of the page holding unit u-1: the file ends on a
  * page boundary. */
+#define HBT_PAGE_UNITS (4096u / HBT_UNIT_SIZE)   /* units in a 4 KiB page */
 static inline uint64_t hbt_page_units(uint64_t u)
 {
-    const uint64_t page = 4096u / HBT_UNIT_SIZE;
-    return (u + page - 1) / page * page;
+    return (u + HBT_PAGE_UNITS - 1) / HBT_PAGE_UNITS * HBT_PAGE_UNITS;
 }
 
 static inline int hbt_state(void)

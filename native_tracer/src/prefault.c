@@ -8,21 +8,23 @@
  * as much as several hundred beats. This thread takes those faults instead:
  * it keeps the chunk area ahead of the allocation point (chunks are handed
  * out in increasing file offset, see hbt_take_chunk) writable, `ahead`
- * chunks deep, by one write per page from user space, and grows the file
- * ahead when that headroom reaches past the mapped extents.
+ * chunks deep, one page at a time (madvise(MADV_POPULATE_WRITE) of one
+ * page), and grows the file ahead when that headroom reaches past the
+ * mapped extents.
  *
- * Why writes from user space, at the program's own priority: a thread that
- * takes page faults holds the kernel's locks for each of them, and a program
- * thread that changes its address space (brk, mmap, munmap, mprotect: any
- * malloc or free of a large block) waits for those locks.
- * madvise(MADV_POPULATE_WRITE) holds the process-wide mmap lock over a whole
- * range; a fault from user space holds only the lock of the trace file's
- * mapping (Linux 6.7 on: per-VMA locks) or the mmap lock for one page
- * (before). At nice 19 the thread got about 1 % of a CPU while the program's
- * threads filled them, and was kept off the CPU for up to a second inside
- * madvise: a thread of NPB LU that leaked memory (brk) stopped for 0.2-0.4 s
- * in every such run, and tests/programs/heap_grower.c's sbrk calls waited up
- * to 1.2 s (tests/test_prefault.py; 0.05 ms now).
+ * Why one page at a time, at the program's own priority: populating holds
+ * the process's mmap lock, and a program thread that changes its address
+ * space (brk, mmap, munmap, mprotect: any malloc or free of a large block)
+ * waits for it. At nice 19, populating 256 KiB per call, the thread got
+ * about 1 % of a CPU while the program's threads filled them and was kept
+ * off the CPU for up to a second holding the lock: a thread of NPB LU that
+ * leaked memory (brk) stopped for 0.2-0.4 s in every such run, and
+ * tests/programs/heap_grower.c's sbrk calls waited 0.4-1.2 s
+ * (tests/test_prefault.py; at most a few ms now). Writes from user space
+ * instead (a fault under the mapping's own lock on Linux 6.7+) would race,
+ * by the C memory model, with a beating thread's stores into a chunk handed
+ * out meanwhile (ThreadSanitizer reports it): they are the fallback of
+ * kernels without MADV_POPULATE_WRITE only.
  *
  * What it must never do:
  *   - block a beating thread: beating threads never wait for it; if it is
@@ -31,10 +33,12 @@
  *   - be seen as a program thread: created with the real pthread_create
  *     (not our interposed one), never registered, records nothing, all
  *     signals blocked.
- *   - change the data: it only writes to chunks not yet handed out (all
- *     zero), with an atomic "add 0", which cannot change a value even if a
- *     thread took the chunk meanwhile.
- *   - touch the file past its end after the trim at exit (SIGBUS): it
+ *   - change the data: it only populates chunks not yet handed out (all
+ *     zero). The fallback for kernels without MADV_POPULATE_WRITE writes
+ *     with an atomic "add 0", which cannot change a value even if a thread
+ *     took the chunk meanwhile.
+ *   - touch the file past its end after the trim at exit (the fallback's
+ *     SIGBUS; madvise only fails there, EFAULT): it
  *     announces each page it is about to touch in pf.claim, then reads
  *     file_units (both seq_cst); hbt_trim_locked waits for the page in hand
  *     (hbt_prefault_settle), or keeps it in the file. After the trim it
@@ -67,10 +71,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
 
 #define HBT_PF_DEFAULT_MB   4u
 #define HBT_PF_MAX_MB       1024u
@@ -110,24 +119,34 @@ static void hbt_pf_wake(struct hbt_prefault *pf)
     hbt_futex_wake(&pf->word, 1);
 }
 
-/* Make units [from, to) writable (from on a page boundary, mapped at addr):
- * one write per 4 KiB page, each a page fault taken here rather than by a
- * beating thread. "Add 0" is a write access that leaves the value as it
- * was, whoever stored it. Each page is announced in pf.claim before the
- * reach of the file is checked and the page touched (seq_cst on both sides:
- * the trim at exit lowers file_units, then reads claim, and waits for the
- * page in hand, see hbt_prefault_settle). Returns where it stopped. */
-static uint64_t hbt_pf_populate(struct hbt_prefault *pf, char *addr, uint64_t from, uint64_t to)
+/* Make units [from, to) writable (from on a page boundary, mapped at addr),
+ * one 4 KiB page at a time: madvise(MADV_POPULATE_WRITE) of one page holds
+ * the mmap lock for one page fault only, and writes nothing a beating
+ * thread may be writing (a page of a chunk handed out meanwhile). Kernels
+ * before 5.14 have no MADV_POPULATE_WRITE (*touch set): one atomic "add 0"
+ * per page, a write that leaves the value as it was, whoever stored it.
+ * Each page is announced in pf.claim before the reach of the file is
+ * checked (seq_cst on both sides: the trim at exit lowers file_units, then
+ * reads claim, and waits for the page in hand, see hbt_prefault_settle).
+ * Returns where it stopped. */
+static uint64_t hbt_pf_populate(struct hbt_prefault *pf, char *addr, uint64_t from, uint64_t to,
+                                int *touch)
 {
-    const uint64_t per_page = 4096u / HBT_UNIT_SIZE;
     uint64_t u = from;
-    for (; u < to; u += per_page) {
+    for (; u < to; u += HBT_PAGE_UNITS) {
         __atomic_store_n(&pf->claim, u + 1, __ATOMIC_SEQ_CST);
         if (u >= __atomic_load_n(&hbt_g.file_units, __ATOMIC_SEQ_CST) ||
             __atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE))
             break;
-        __atomic_fetch_add((uint64_t *)(void *)(addr + (u - from) * HBT_UNIT_SIZE), 0,
-                           __ATOMIC_RELAXED);
+        char *page = addr + (u - from) * HBT_UNIT_SIZE;
+        if (!*touch) {
+            if (madvise(page, 4096, MADV_POPULATE_WRITE) == 0)
+                continue;
+            if (errno != EINVAL && errno != ENOSYS)
+                break;    /* EFAULT (past the end of the file), ENOMEM: next round */
+            *touch = 1;   /* kernel before 5.14 */
+        }
+        __atomic_fetch_add((uint64_t *)(void *)page, 0, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&pf->claim, 0, __ATOMIC_RELEASE);
     return u < to ? u : to;
@@ -140,9 +159,10 @@ static uint64_t hbt_pf_populate(struct hbt_prefault *pf, char *addr, uint64_t fr
  * hand stays in the file. */
 uint64_t hbt_prefault_settle(uint64_t keep)
 {
-    for (int i = 0;; i++) {
+    const uint64_t deadline = hbt_now_ns() + 50000000u;
+    for (;;) {
         uint64_t c = hbt_page_units(__atomic_load_n(&hbt_g.pf.claim, __ATOMIC_SEQ_CST));
-        if (c <= keep || i >= 1000)
+        if (c <= keep || hbt_now_ns() >= deadline)
             return c;
         struct timespec ts = { 0, 50000 };
         nanosleep(&ts, NULL);
@@ -151,7 +171,7 @@ uint64_t hbt_prefault_settle(uint64_t keep)
 
 /* One round of work. Returns 1 if it did something (call again), 0 if the
  * headroom is full or cannot be extended now. */
-static int hbt_pf_work(struct hbt_prefault *pf, uint64_t *grow_failed)
+static int hbt_pf_work(struct hbt_prefault *pf, int *touch, uint64_t *grow_failed)
 {
     if (__atomic_load_n(&hbt_g.closing, __ATOMIC_ACQUIRE))
         return 0;   /* trimmed at exit: nothing ahead is wanted any more */
@@ -188,7 +208,7 @@ static int hbt_pf_work(struct hbt_prefault *pf, uint64_t *grow_failed)
         end = target;
     if (end > ext_end)
         end = ext_end;
-    end = hbt_pf_populate(pf, addr, done, end);
+    end = hbt_pf_populate(pf, addr, done, end, touch);
     if (end <= done)
         return 0;
     __atomic_store_n(&pf->done, end, __ATOMIC_RELEASE);
@@ -205,18 +225,19 @@ static void *hbt_pf_main(void *unused)
      * each fault holds kernel locks a program thread may wait for (above).
      * At nice 19 it was kept off the CPU for up to a second while holding
      * them. */
+    int touch = 0;
     uint64_t grow_failed = UINT64_MAX;
     unsigned period = HBT_PF_PERIOD_MS;
     uint64_t seen = __atomic_load_n(&hbt_g.next_unit, __ATOMIC_RELAXED);
     while (!__atomic_load_n(&pf->stop, __ATOMIC_ACQUIRE)) {
-        if (hbt_pf_work(pf, &grow_failed))
+        if (hbt_pf_work(pf, &touch, &grow_failed))
             continue;
         /* sleep until woken or `period` ms; `waiting` is set before the
          * last look at next_unit, so a wake-up is not lost */
         uint32_t w = __atomic_load_n(&pf->word, __ATOMIC_SEQ_CST);
         __atomic_store_n(&pf->waiting, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&pf->stop, __ATOMIC_SEQ_CST) ||
-            hbt_pf_work(pf, &grow_failed)) {
+            hbt_pf_work(pf, &touch, &grow_failed)) {
             __atomic_store_n(&pf->waiting, 0, __ATOMIC_RELAXED);
             continue;
         }
