@@ -682,3 +682,51 @@ def test_thread_waiting_in_its_own_code_is_late_by_its_teams_wait(flag_pipeline,
     t0 = truth["fired_at"]["mono_ns"]
     got = [d for d in behaviors(tr, 1) if d["bhv"] == BUSY]
     assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr), t0)
+
+
+# --------------------------------------------------------------------------- a static loop with the program's own beats
+
+
+@pytest.fixture(scope="module")
+def batches_tls(tracer_built, tmp_path_factory):
+    """tests/programs/omp_batches.c with 4 MiB of `omp threadprivate` data per thread (NPB EP
+    has 1 MiB): glibc carves a thread's static TLS out of its stack and refuses a thread whose
+    stack cannot hold it, the tracer's own threads included."""
+    d = tmp_path_factory.mktemp("batches_tls")
+    return build_traced(ROOT / "tests" / "programs" / "omp_batches.c", d / "omp_batches_tls", "-fopenmp",
+                        f"-I{ROOT / 'tests' / 'programs'}", "-DTLS_MIB=4")
+
+
+@pytest.mark.parametrize("kind", ["busy", "cond"])
+def test_thread_of_a_static_loop_with_its_own_beats(batches_tls, tmp_path, kind):
+    """NPB EP's shape with source beats: a static loop of equal batches, a beat of the
+    program's own at each, no barrier until the loop's end, large threadprivate data. A thread
+    that spins or blocks between two of its beats holds nobody up for seconds, and is still
+    the one whose beats stopped: reported while the fault lasts, the other thread never. (The
+    monitor thread could not start in such a program -- glibc's EINVAL for a stack smaller
+    than the static TLS -- and, judged at its team's pace, the victim was never blamed while
+    nobody waited for it: 0 of 8 such faults of NPB EP reported.)"""
+    from conftest import run_hbtool
+
+    out = tmp_path / "rec"
+    env = env_with({k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))},
+                   HBTRACE_MONITOR="central", OMP_NUM_THREADS=2)
+    # 150 batches of 4 ms a thread: the fault, from about 80 ms to 380 ms, ends long before
+    # the loop does (600 ms), where the other thread would wait for it
+    r = run_hbtool("record", "-o", out, "--inject", kind, "--thread", 1, "--beat", 20, "--inject-wait-ms", 300,
+                   "--", batches_tls, 300, 4, env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    assert "cannot start" not in r.stderr, r.stderr
+    tr = read_trace(next(out.glob("*.hbt")))
+    assert tr["meta"]["monitor"] == "central" and tr["meta"]["monitor_beats"] == "api"
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
+    t0 = truth["fired_at"]["mono_ns"]
+    want = BUSY if kind == "busy" else COND
+    got = [d for d in behaviors(tr, 1) if d["bhv"] == want]
+    assert got, behaviors(tr)
+    d = got[0]
+    assert t0 - 1e6 <= d["onset"] <= t0 + 1e6 and d["at"] < t0 + 300e6, (d, t0)
+    assert (tr["rec"]["kind"] == BEAT)[tr["rec"]["t_ns"] > t0 + 300e6].sum() > 50  # the loop went on after it
+    assert not [x for x in behaviors(tr, 1) if x["bhv"] in (BUSY, COND) and x["bhv"] != want], behaviors(tr, 1)
+    assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)

@@ -75,6 +75,8 @@ static void *hbt_bg_trampoline(void *p)
     return fn(arg);
 }
 
+#define HBT_BG_STACK_MAX (1024u * 1024u * 1024u)
+
 int hbt_bg_start(pthread_t *thread, const char *name, size_t stack, int joinable,
                  void *(*fn)(void *), void *arg)
 {
@@ -92,11 +94,19 @@ int hbt_bg_start(pthread_t *thread, const char *name, size_t stack, int joinable
     snprintf(s->name, sizeof s->name, "%s", name);
 
     int rc = EAGAIN;
-    pthread_attr_t attr;
-    if (pthread_attr_init(&attr) == 0) {
-        long min = sysconf(_SC_THREAD_STACK_MIN);
-        if (min > 0 && (size_t)min > stack)
-            stack = (size_t)min;
+    long min = sysconf(_SC_THREAD_STACK_MIN);
+    if (min > 0 && (size_t)min > stack)
+        stack = (size_t)min;
+    /* glibc carves every thread's static TLS -- the program's and its
+     * libraries' __thread and `omp threadprivate` variables -- out of its
+     * stack, and refuses (EINVAL) a stack that cannot hold it: NPB EP's
+     * threadprivate array is 1 MiB, and none of the tracer's threads started
+     * in it. Twice the stack until it fits (address space only: pages are
+     * used as touched), up to HBT_BG_STACK_MAX. */
+    for (; rc != 0 && stack <= HBT_BG_STACK_MAX; stack *= 2) {
+        pthread_attr_t attr;
+        if (pthread_attr_init(&attr) != 0)
+            break;
         (void)pthread_attr_setstacksize(&attr, stack);
         if (!joinable)
             (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -108,6 +118,8 @@ int hbt_bg_start(pthread_t *thread, const char *name, size_t stack, int joinable
         rc = create(thread ? thread : &th, &attr, hbt_bg_trampoline, s);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
+        if (rc != EINVAL)
+            break;
     }
     if (rc != 0)
         __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);

@@ -324,11 +324,21 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint6
         d->cpu_n++;
 }
 
-/* A thread that waits in the OpenMP runtime now and then is one of a team. */
+/* A thread that waits in the OpenMP runtime now and then is one of a team;
+ * judged by its automatic OpenMP beats (HBTRACE_MONITOR_BEATS=openmp), its
+ * team sets its pace: those beats end the constructs' chunks and regions,
+ * units that differ by orders of magnitude, and a long one holds nobody up
+ * until a teammate waits for it. Judged by the program's own beats (api),
+ * placed in its work by whoever wrote it, its silence is judged as any
+ * thread's: a thread of a static loop with no barrier until its end (NPB EP
+ * with a beat per batch) that spins or blocks between two of its beats holds
+ * nobody up for seconds, and is still the one thread whose beats stopped
+ * (0 of 8 busy and cond faults reported on EP with the team's pace). */
 static int hbt_in_team(const struct hbt_heart *h)
 {
-    return __atomic_load_n(&h->b.waited_us, __ATOMIC_RELAXED) != 0 ||
-           __atomic_load_n(&h->b.waiting, __ATOMIC_RELAXED) != 0;
+    return hbt_mon_hot.openmp &&
+           (__atomic_load_n(&h->b.waited_us, __ATOMIC_RELAXED) != 0 ||
+            __atomic_load_n(&h->b.waiting, __ATOMIC_RELAXED) != 0);
 }
 
 /* Its baseline is known well enough to judge it: HBT_WARM beats, or
