@@ -208,8 +208,12 @@ MAX_QUEUE_SAMPLE_ROWS = 50_000_000
 # ---- the work shift in diagnose (docs/methods.md "Work shift"; hbtool's, not the seed's) ----
 #: a thread's beats are cut into this many windows (fewer when it has fewer beats) ...
 SHIFT_WINDOWS = 20
-#: ... of at least this many beats each (no shift under six windows) ...
-SHIFT_MIN_BEATS = 3
+#: ... of at least this many beats each (no shift under six windows): a window's median of
+#: units of work rests on at least 4 of them (NPB IS, 24 beats a thread: ten iterations of two
+#: constructs whose work the machine splits 2:1 between two threads one way or the other,
+#: iteration by iteration; 7 windows of 3 beats read as a shift of 2.3-5.1 in 4 of 12 normal
+#: class A runs with gcc) ...
+SHIFT_MIN_BEATS = 4
 #: ... and it slowed down in its own work when, from some window on, its work against its
 #: team's is more than this many times what it was before (a round bound, not fitted: twice
 #: as long over the same units of work as its own earlier self, beside the same teammates)

@@ -461,3 +461,46 @@ def test_a_gap_of_seconds_queued_through_most_of_it_reads_as_a_positive_share():
     tb = SimpleNamespace(run="r", process=0, os_tids=[7])
     share = _queued_share(trace, tb, 4_553_784_235 - 3_099_969_000, 4_553_784_235)
     assert share == pytest.approx(0.9604, abs=1e-3)
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    """tests/programs/omp_steps.c (a team's steps of two units between barriers, thread 0's work
+    growing from a chosen step on), built with gcc."""
+    import subprocess
+
+    d = tmp_path_factory.mktemp("steps")
+    exe = d / "omp_steps"
+    subprocess.run(["gcc", "-O2", "-fopenmp", f"-I{Path(__file__).parent / 'programs'}",
+                    str(Path(__file__).parent / "programs" / "omp_steps.c"), "-o", str(exe)], check=True)
+    return exe
+
+
+def test_a_run_of_few_beats_gets_no_work_shift_and_a_longer_one_does(tmp_path, steps):
+    """A window's median of units of work rests on at least 4 of them (config.SHIFT_MIN_BEATS),
+    and the work shift needs six windows. NPB IS beats 24 times a thread: with windows of 3
+    beats, the way the machine split each iteration's work between its two threads (2:1 one
+    way or the other) read as a shift of 2.3-5.1 in 4 of 12 normal class A runs. A team of two
+    with 11 steps (23 beats a thread) gets no shift at all, even with thread 0 doing 3 times its
+    work from step 6 on: too few units to tell. With 20 steps (41 beats), thread 0 doing 5 times
+    its work from step 10 on shifts, and the other thread's falls."""
+    import os
+
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import read_heartbeats
+
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    short = tmp_path / "short"
+    r = run_hbtool("record", "-q", "-o", short, "--", steps, "11", "8", "6", "3", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    trace = read_heartbeats(short)
+    assert trace.beats.groupby("thread").size().max() <= 24
+    assert not len(work_shifts(trace)), work_shifts(trace)
+    d = diagnose(short)
+    assert all(t["WS"] is None or t["WS"] != t["WS"] for t in d.values()), d
+    long = tmp_path / "long"
+    r = run_hbtool("record", "-q", "-o", long, "--", steps, "20", "8", "10", "5", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    ws = work_shifts(read_heartbeats(long)).set_index("thread")["work_shift"]
+    # (about 5 and 0.2 on a quiet machine; beside a CPU hog, in wall time, 1.8 and 0.56 seen)
+    assert ws[0] > 1.5 and ws[0] > 3 * ws[1], ws

@@ -1,0 +1,36 @@
+/*
+ * omp_steps.c -- an OpenMP team's steps, each two units of work between
+ * barriers (no heartbeat call: the tracer's automatic beats, one per barrier).
+ * Each thread burns MS milliseconds of its CPU time in a step's first unit and
+ * MS/2 in its second; thread 0 burns FACTOR times that from step FROM on (its
+ * own work grew: what the work shift is for).
+ *
+ *   omp_steps STEPS MS FROM FACTOR
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_work.h"
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? atoi(argv[1]) : 20;
+    double ms = argc > 2 ? atof(argv[2]) : 4.0;
+    int from = argc > 3 ? atoi(argv[3]) : steps;
+    double factor = argc > 4 ? atof(argv[4]) : 1.0;
+    double total = 0;
+#pragma omp parallel reduction(+ : total)
+    {
+        int me = omp_get_thread_num();
+        for (int s = 0; s < steps; s++) {
+            double f = me == 0 && s >= from ? factor : 1.0;
+            total += work(ms * f);
+#pragma omp barrier
+            total += work(ms * f / 2);
+#pragma omp barrier
+        }
+    }
+    printf("done %.0f\n", total > 0 ? 1.0 : 0.0);
+    return 0;
+}
