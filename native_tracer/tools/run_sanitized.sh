@@ -77,6 +77,9 @@ if [ "$kind" = asan ]; then
     run 0 jacobi_omp      env OMP_NUM_THREADS=3 "$bin/jacobi_omp" --threads 3 --beats 30 --size 32 --work 1
     run 0 heat_omp        env OMP_NUM_THREADS=3 LD_PRELOAD="$unlinked" "$bin/heat_omp"
     run 0 heat_omp.inject.slow env OMP_NUM_THREADS=3 HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=2 HBTRACE_INJECT_BEAT=100 LD_PRELOAD="$unlinked" "$bin/heat_omp"
+    # 4 MiB of threadprivate data a thread: the tracer's own threads (monitor, pre-faulter)
+    # start on stacks doubled until the static TLS fits; the monitor judges a blocked thread
+    run 0 omp_batches.tls env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_INJECT=cond HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=20 HBTRACE_INJECT_WAIT_MS=100 "$bin/omp_batches_tls" 120 2
 fi
 run 0 idle_threads        env LD_PRELOAD="$unlinked" "$bin/idle_threads" threads 500 50
 run 0 idle_forks          env LD_PRELOAD="$unlinked" "$bin/idle_threads" fork 20 4
