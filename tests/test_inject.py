@@ -219,21 +219,27 @@ def test_slow_pthread_spaces_the_victims_beats_by_the_factor(tmp_path):
 
 
 def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
-    # chunks of some size, so that a chunk's own time is more than the clock's noise
-    # and windows of tens of milliseconds on each side of the fault: this VM now and then charges
-    # every thread several times its usual time per unit for tens of milliseconds, and with 20
-    # steps (fault at beat 160) the window before it was 5-10 ms long, which one such episode
-    # covered whole (CI once measured 2.28 of the 4; 24 runs here 3.3-5.0)
+    # chunks of some size, so that a chunk's own time is more than the clock's noise, and
+    # windows of tens of milliseconds on each side of the fault (this VM now and then charges
+    # every thread several times its usual time per unit for tens of milliseconds)
     program = [str(EXAMPLES / "heat_omp"), "--threads", "2", "--size", "512", "--steps", "150", "--chunk", "16"]
     r, out, truth = record(tmp_path, "slow", program, "--inject", "slow", "--thread", "1", "--beat", "1200",
                            "--inject-slow", "4")
     assert r.returncode == 0, r.stderr
     fired_ok(truth, "slow", 1)
     # the injector's own account: after each unit of work it spun 3 times that unit's time
-    units = truth["effect"]["units"]
-    assert units > 50 and truth["effect"]["delay_ns"] >= 0.95 * 3 * truth["effect"]["work_ns"], truth["effect"]
+    effect = truth["effect"]
+    units, work, delay = effect["units"], effect["work_ns"], effect["delay_ns"]
+    assert units > 50 and delay >= 0.95 * 3 * work, effect
     b, _ = beats(out)
     t0 = truth["fired_at"]["trace_ns"]
+    # and the trace holds it: the victim's beat intervals from the fault on hold every unit and
+    # every delay, one per unit (and its waits at the barriers, which are no unit's work: 1.1-1.2
+    # times the two here, up to 3.4 beside a CPU hog)
+    v = b[b.thread == 1]["t_ns"].to_numpy()
+    after_all = intervals(v[truth["fired_at"]["beat"] - 1:])
+    assert len(after_all) + 1 == units
+    assert after_all.sum() >= 0.99 * (work + delay), (after_all.sum(), work, delay)
 
     def chunk_gaps(thread, after):
         c = b[b.thread == thread]
@@ -243,18 +249,17 @@ def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
         ok = is_chunk[1:] & is_chunk[:-1] & ((t[:-1] > t0) if after else (t[1:] <= t0))
         return np.diff(t)[ok]
 
-    # the victim's chunks after the fault against its own before it, by their lower quartiles:
-    # a chunk the machine preempts (or a VM stall charges) only grows. Not against the other
-    # thread's over the same stretch: the victim spins, and a spinning thread on the other
-    # hyperthread of a core slows its sibling's work (2x was seen: a ratio of 2.36). Its own
-    # before the fault without that stretch's first quarter: the first steps touch the grid for
-    # the first time, and their chunks took 2-10 times a later one's (with the fault at beat 100
-    # and all of them, one run in 13 measured 2.2 of the 4)
+    # the victim's chunks after the fault against its own before it, by their lower quartiles
+    # (a chunk the machine preempts only grows), without the first quarter before it (the first
+    # steps touch the grid for the first time: 2-10 times a later chunk). Not by the factor: a
+    # chunk's own work depends on what the other thread does on the same core, and that changes
+    # at the fault, from working on the grid to spinning (2x either way was seen here: 12 runs
+    # measured 2.0 to 4.5 of the 4, while each delay was 3.0 times its own unit)
     before, after = chunk_gaps(1, False), chunk_gaps(1, True)
     before = before[len(before) // 4:]
     assert len(before) >= 200 and len(after) >= 100, (len(before), len(after))
     low, low_before = np.percentile(after, 25), np.percentile(before, 25)
-    assert low >= 0.6 * 4 * low_before, (low_before, low)
+    assert low >= 1.5 * low_before, (low_before, low)
 
 
 def _gap_at_fire(b, thread, k):
