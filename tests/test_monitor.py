@@ -730,3 +730,44 @@ def test_thread_of_a_static_loop_with_its_own_beats(batches_tls, tmp_path, kind)
     assert (tr["rec"]["kind"] == BEAT)[tr["rec"]["t_ns"] > t0 + 300e6].sum() > 50  # the loop went on after it
     assert not [x for x in behaviors(tr, 1) if x["bhv"] in (BUSY, COND) and x["bhv"] != want], behaviors(tr, 1)
     assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)
+
+
+# --------------------------------------------------------------------------- a pipeline of flags, the program's own beats
+
+
+@pytest.fixture(scope="module")
+def flag_buffer(tracer_built, tmp_path_factory):
+    """tests/programs/flag_buffer.c: NPB LU's sweeps in small, two threads that wait for each
+    other on counters in their own code, with the program's own beats."""
+    d = tmp_path_factory.mktemp("flag_buffer")
+    return build_traced(ROOT / "tests" / "programs" / "flag_buffer.c", d / "flag_buffer",
+                        f"-I{ROOT / 'tests' / 'programs'}")
+
+
+@pytest.mark.parametrize("kind", ["busy", "cond"])
+def test_thread_waiting_in_its_own_code_for_a_sick_teammate_is_not_blamed(flag_buffer, tmp_path, kind):
+    """Thread 1 makes each unit after thread 0 has made it, spinning on a counter (no call
+    the tracer sees), a few units behind. When thread 0 spins or blocks, thread 1 makes the
+    units it has and falls silent a few of its beats after, spinning: thread 0 is the one to
+    report, thread 1 is not. (Before: a spinning thread 0 was never reported -- each thread's
+    silence made the other's look like a slow machine -- and thread 1 was called busy-waiting
+    beside a blocked thread 0, as NPB LU's threads were with gcc.)"""
+    from conftest import run_hbtool
+
+    out = tmp_path / "rec"
+    env = env_with({k: v for k, v in os.environ.items() if not k.startswith("HBTRACE_")},
+                   HBTRACE_MONITOR="central")
+    # units of 20 and 40 us; the fault at thread 0's 5000th beat (about 0.2 s), 300 ms long
+    r = run_hbtool("record", "-o", out, "--inject", kind, "--thread", 0, "--beat", 5000, "--inject-wait-ms", 300,
+                   "--", flag_buffer, 20000, 0.02, 8, env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    tr = read_trace(next(out.glob("*.hbt")))
+    assert tr["meta"]["monitor_beats"] == "api"
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 0, json.dumps(truth)
+    t0 = truth["fired_at"]["mono_ns"]
+    want = BUSY if kind == "busy" else COND
+    got = [d for d in behaviors(tr, 0) if d["bhv"] == want]
+    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr, 0), t0)
+    during = [x for x in behaviors(tr, 1) if x["bhv"] in (BUSY, COND) and t0 - 1e6 <= x["onset"] <= t0 + 300e6]
+    assert not during, (during, t0)

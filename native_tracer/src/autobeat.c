@@ -304,7 +304,7 @@ HBT_EXPORT void hbtrace_mpi_beat(int event, const void *fn, const char *fn_name,
 /* The calling thread's run-queue delay so far (ns it was runnable and waited for a
  * CPU: the second field of /proc/thread-self/schedstat), or 0 with *ok = 0 when it
  * cannot be read (no such file, no descriptor free). About 2 us; errno kept. */
-static uint64_t hbt_run_delay(int *ok)
+uint64_t hbt_run_delay(int *ok)
 {
     int saved = errno;
     uint64_t v = 0;

@@ -39,6 +39,13 @@
                                                least this much whatever its beats need (on
                                                this 2-vCPU VM under load, a 20-40 us unit of
                                                copying took up to 0.93 ms of CPU, no tracer) */
+#define HBT_FROZEN_NS       (10 * HBT_MS)   /* a CPU with no timer tick for this long while a
+                                                thread ran on it was stopped by the host */
+#define HBT_APART           4.0             /* of its beat intervals: a thread that beat on this
+                                               long after a teammate fell silent fell silent
+                                               after it */
+#define HBT_TICK_LOOK_NS    (500 * HBT_US)  /* busy-waiting but its CPU not seen to run yet:
+                                                looked at again this soon */
 #define HBT_COND_FLOOR_NS   (2 * HBT_MS)    /* conditional waiting: seen using under half a CPU
                                                for at least this long */
 #define HBT_BUSY_FACTOR     2.0             /* busy-waiting: this many times the most CPU time
@@ -116,6 +123,16 @@ struct hbt_dist {
     double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
                              progress (since the sample after its latest beat), ns */
     float    late_share;  /* ... its CPU share over the time sampled then */
+    uint32_t tick_n;      /* late on a machine whose host steals CPU time: the timer tick
+                             count of its CPU, */
+    uint64_t tick_t;      /* ... when it was read first or seen to change (0: not followed) */
+    uint32_t tick_same;   /* ... and for how long after that it was read unchanged, us */
+    int16_t  tick_cpu;    /* ... of this CPU (-1: not followed) */
+    uint8_t  tick_new;    /* ... tick_t is a change, not the first read */
+    uint8_t  froze;       /* its CPU was seen stopped since its latest beat */
+    uint32_t late_from;   /* atomic: late and at work at its latest such look: its latest
+                             beat then, us (mod 2^32) */
+    uint32_t late_at;     /* atomic: ... the time of that look, us (mod 2^32) */
 };
 
 /* A thread's counters as a checker (ring checks, Monitor calls, final
@@ -170,6 +187,10 @@ struct hbt_mon {
     uint64_t api_msgs;        /* atomic: checks by threads without a heart entry */
     uint64_t api_passes;      /* atomic */
     struct { uint64_t t; uint32_t seq; uint32_t valid; } snap[HBT_HEARTS];  /* adjustment windows */
+    uint64_t steal_t;         /* atomic: when it was read last */
+    int      steals;          /* atomic: the machine has steal time: its host stops its CPUs */
+    uint64_t stop_from;       /* atomic: the latest CPU seen stopped: from (its last tick seen) */
+    uint64_t stop_to;         /* atomic: ... to (when it was seen so, or running again) */
 };
 
 extern struct hbt_mon hbt_mon HBT_HIDDEN;
@@ -209,6 +230,8 @@ HBT_HIDDEN void hbt_account(struct hbt_tls *t, uint64_t msgs, uint64_t passes);
 HBT_HIDDEN void hbt_mon_auto(uint64_t now);
 
 /* monitor_judge.c */
+HBT_HIDDEN uint64_t hbt_steal_ticks(void);
+HBT_HIDDEN void hbt_mon_overslept(uint64_t from, uint64_t to, uint64_t queued);
 HBT_HIDDEN void hbt_read_beat(const struct hbt_beatline *b, struct hbt_seen *s);
 HBT_HIDDEN int  hbt_judge(uint32_t j, struct hbt_ctx *c);
 HBT_HIDDEN uint64_t hbt_pass_all(struct hbt_ctx *c, uint32_t *active);

@@ -53,6 +53,8 @@ static void *hbt_mon_main(void *unused)
     uint64_t now = hbt_now_ns();
     uint64_t next_stat = now + HBT_SEC, last_stat = now, passes_at_stat = 0;
     uint64_t next_life = now + HBT_POLL_IDLE_NS;
+    uint64_t last_rq = 0;
+    int have_rq = 0;
     while (!__atomic_load_n(&hbt_mon.stop, __ATOMIC_ACQUIRE) && hbt_state() == HBT_ON) {
         struct hbt_ctx c = { .self = UINT32_MAX, .flags = HBT_MON_CENTRAL };
         uint32_t active = 0;
@@ -101,6 +103,17 @@ static void *hbt_mon_main(void *unused)
         __atomic_store_n(&hbt_mon.idle, !active || c.unwarm, __ATOMIC_SEQ_CST);
         (void)hbt_sleep_until(wake, &hbt_mon.wake, word);
         __atomic_store_n(&hbt_mon.idle, 0, __ATOMIC_RELAXED);
+        uint64_t woke = hbt_now_ns();
+        if (__atomic_load_n(&hbt_mon.steals, __ATOMIC_RELAXED)) {
+            /* its run-queue delay since the previous wake: how much of a late
+             * wake it spent waiting for a CPU */
+            int ok;
+            uint64_t rq = hbt_run_delay(&ok);
+            if (ok && have_rq && woke > wake)
+                hbt_mon_overslept(wake, woke, rq > last_rq ? rq - last_rq : 0);
+            have_rq = ok;
+            last_rq = rq;
+        }
     }
     return NULL;
 }

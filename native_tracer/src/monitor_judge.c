@@ -58,11 +58,13 @@ static size_t hbt_utoa(char *out, unsigned long v)
 }
 
 /* State letter of task `tid` of this process from /proc (R, S, D, Z, ...);
- * *gone = 1 when the task no longer exists. 0 when it cannot be told. */
-static char hbt_task_state(int tid, int *gone)
+ * *gone = 1 when the task no longer exists. 0 when it cannot be told. *cpu:
+ * the CPU it last ran on (field 39), -1 when it cannot be told. */
+static char hbt_task_state(int tid, int *gone, int *cpu)
 {
     char path[64], buf[512];
     *gone = 0;
+    *cpu = -1;
     if (tid <= 0)
         return 0;
     memcpy(path, "/proc/self/task/", 16);
@@ -76,7 +78,241 @@ static char hbt_task_state(int tid, int *gone)
     const char *p = strrchr(buf, ')');   /* the name may contain ')' */
     if (!p || p[1] != ' ' || !p[2])
         return 0;
+    /* fields 3 (the state) to 39, space-separated after the name */
+    const char *q = p + 2;
+    for (int field = 3; field < 39 && q; field++) {
+        q = strchr(q, ' ');
+        if (q)
+            q++;
+    }
+    if (q && *q >= '0' && *q <= '9')
+        *cpu = (int)strtol(q, NULL, 10);
     return p[2];
+}
+
+/* ------------------------------------------------------------------ */
+/* the machine's CPUs, seen from outside                                */
+
+/* The host of a virtual machine stops its virtual CPUs now and then (steal
+ * time) -- here for 5-35 ms, one CPU or all of them, a few times a second
+ * while NPB LU runs. A thread on a stopped CPU neither beats nor runs, but
+ * its CPU clock, read from another CPU, goes on as if it ran (the guest
+ * learns of the steal only when that CPU runs again), and its teammates
+ * wait for it in the program's own code: by every other sign it spins. The
+ * stopped CPU takes no timer interrupt, while a CPU that runs a thread
+ * takes one every tick (1-10 ms): a busy-waiting verdict on such a machine
+ * waits for a tick of the thread's CPU within its window. */
+
+/* The machine's steal time so far (/proc/stat, clock ticks); 0 when unknown. */
+uint64_t hbt_steal_ticks(void)
+{
+    char buf[256];
+    int saved = errno;
+    ssize_t r = hbt_read_small("/proc/stat", buf, sizeof buf);
+    errno = saved;
+    if (r <= 0 || strncmp(buf, "cpu ", 4) != 0)
+        return 0;
+    const char *q = buf + 4;
+    uint64_t v = 0;
+    for (int k = 0; k < 8; k++) {   /* user nice system idle iowait irq softirq steal */
+        char *end;
+        v = strtoull(q, &end, 10);
+        if (end == q)
+            return 0;
+        q = end;
+    }
+    return v;
+}
+
+/* Has the host ever taken CPU time from this machine (steal time since
+ * boot: none on bare metal)? The freezes come before their steal time is
+ * counted, the first ones of a run too. (Read at most every 100 ms; once
+ * yes, for good.) */
+static int hbt_machine_steals(void)
+{
+    if (__atomic_load_n(&hbt_mon.steals, __ATOMIC_RELAXED))
+        return 1;
+    uint64_t now = hbt_now_ns(), last = __atomic_load_n(&hbt_mon.steal_t, __ATOMIC_RELAXED);
+    if (last && now - last < 100 * HBT_MS)
+        return 0;
+    __atomic_store_n(&hbt_mon.steal_t, now, __ATOMIC_RELAXED);
+    if (hbt_steal_ticks() > 0) {
+        __atomic_store_n(&hbt_mon.steals, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    return 0;
+}
+
+/* The monitor thread woke at `to` for a look due at `from`, and waited
+ * `queued` ns for a CPU meanwhile (its run-queue delay): over HBT_FROZEN_NS
+ * late with no CPU to wait for, on a machine whose host steals, its CPU was
+ * stopped (its timer could not fire): every thread's CPU time over that
+ * span is counted afresh. (Late because a CPU hog held its CPU, it was
+ * queued: counting that as a stop hid 2 of 16 injected spins beside the
+ * hogs, their CPU time counted afresh again and again.) */
+void hbt_mon_overslept(uint64_t from, uint64_t to, uint64_t queued)
+{
+    if (to > from + queued + HBT_FROZEN_NS && hbt_machine_steals()) {
+        __atomic_store_n(&hbt_mon.stop_from, from, __ATOMIC_RELAXED);
+        __atomic_store_n(&hbt_mon.stop_to, to, __ATOMIC_RELAXED);
+    }
+}
+
+/* Timer interrupts CPU `cpu` has taken so far, mod 2^32 (/proc/interrupts:
+ * the "LOC" line on x86, "arch_timer" on arm64). 0 when it cannot be told
+ * (another architecture, a line longer than the buffer). */
+static int hbt_cpu_ticks(int cpu, uint32_t *n)
+{
+    char buf[4096];
+    int saved = errno, col = -1, found = 0, first = 1;
+    int fd = open("/proc/interrupts", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return 0;
+    }
+    size_t have = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        buf[have] = '\0';
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            *nl = '\0';
+            if (first) {
+                /* "CPU0 CPU1 ...": the column of CPU `cpu` (only online CPUs are listed) */
+                first = 0;
+                int k = 0;
+                for (char *t = strstr(line, "CPU"); t; t = strstr(t + 3, "CPU"), k++)
+                    if (strtol(t + 3, NULL, 10) == cpu) {
+                        col = k;
+                        break;
+                    }
+                if (col < 0)
+                    goto out;
+            } else {
+                char *lab = line;
+                while (*lab == ' ')
+                    lab++;
+                if (!strncmp(lab, "LOC:", 4) || strstr(lab, "arch_timer")) {
+                    char *q = strchr(lab, ':') + 1, *end;
+                    unsigned long long v = 0;
+                    for (int k = 0; k <= col; k++) {
+                        v = strtoull(q, &end, 10);
+                        if (end == q)
+                            goto out;
+                        q = end;
+                    }
+                    *n = (uint32_t)v;
+                    found = 1;
+                    goto out;
+                }
+            }
+            line = nl + 1;
+        }
+        have = strlen(line);
+        if (have >= sizeof buf - 1)
+            break;   /* a line longer than the buffer */
+        memmove(buf, line, have);
+    }
+out:
+    close(fd);
+    errno = saved;
+    return found;
+}
+
+/* Thread h runs (state R) on CPU `cpu`, late: follow that CPU's timer ticks
+ * while it stays silent. A CPU seen with no tick for HBT_FROZEN_NS while the
+ * thread was on it was stopped: its CPU time until then is no work of its
+ * own (returns 1: count its CPU time afresh). */
+static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
+{
+    struct hbt_dist *d = &h->d;
+    uint32_t n;
+    if (cpu < 0 || !hbt_machine_steals() || !hbt_cpu_ticks(cpu, &n)) {
+        d->tick_t = 0;
+        d->tick_cpu = -1;
+        return 0;
+    }
+    if (!d->tick_t || d->tick_cpu != cpu) {
+        /* first read; or it moved to another CPU: it ran (a stopped CPU's
+         * thread stays on it) */
+        d->tick_new = d->tick_t && d->tick_cpu >= 0;
+        d->tick_cpu = (int16_t)cpu;
+        d->tick_n = n;
+        d->tick_t = now;
+        d->tick_same = 0;
+        return 0;
+    }
+    if (n == d->tick_n) {
+        /* read unchanged this long: stopped (a look that comes late proves
+         * nothing: only reads that saw no tick do) */
+        uint64_t same = now - d->tick_t;
+        d->tick_same = same / 1000u > UINT32_MAX ? UINT32_MAX : (uint32_t)(same / 1000u);
+        if (same > HBT_FROZEN_NS) {
+            d->froze = 1;
+            __atomic_store_n(&hbt_mon.stop_from, d->tick_t, __ATOMIC_RELAXED);
+            __atomic_store_n(&hbt_mon.stop_to, now, __ATOMIC_RELAXED);
+        }
+        return 0;
+    }
+    int stopped = (uint64_t)d->tick_same * HBT_US > HBT_FROZEN_NS;
+    d->tick_n = n;
+    d->tick_t = now;
+    d->tick_same = 0;
+    d->tick_new = 1;
+    return stopped;
+}
+
+/* Did the monitor see a CPU of this machine stopped between t0 and t1? */
+static int hbt_stop_within(uint64_t t0, uint64_t t1)
+{
+    uint64_t to = __atomic_load_n(&hbt_mon.stop_to, __ATOMIC_RELAXED);
+    return to && to >= t0 && __atomic_load_n(&hbt_mon.stop_from, __ATOMIC_RELAXED) <= t1;
+}
+
+static int hbt_view_lock(struct hbt_view *v, uint8_t *wait);
+static void hbt_view_unlock(struct hbt_view *v);
+
+/* Does a thread other than `self` beat on now: its latest beat after `t`
+ * and within its usual interval (one and a half, HBT_LATE_FLOOR_NS at
+ * least) of now? (A thread that beat once since and then fell silent too
+ * says nothing: it may wait for a stopped one.) */
+static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t now)
+{
+    uint32_t n = hbt_nthreads();
+    uint8_t nowait = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        struct hbt_heart *p = &hbt_hearts[k];
+        if (k == self || __atomic_load_n(&p->b.state, __ATOMIC_ACQUIRE) != HBT_HS_ACTIVE)
+            continue;
+        uint64_t bt = __atomic_load_n(&p->b.t_ns, __ATOMIC_ACQUIRE);
+        if (bt <= t || now - bt > 10 * HBT_MS || !hbt_view_lock(&p->v, &nowait))
+            continue;
+        double usual = 1.5 * p->v.base;
+        hbt_view_unlock(&p->v);
+        if ((double)(now - bt) <= (usual > (double)HBT_LATE_FLOOR_NS ? usual : (double)HBT_LATE_FLOOR_NS))
+            return 1;
+    }
+    return 0;
+}
+
+/* Was thread h's CPU seen to run (a tick) since its CPU time is counted
+ * from? 1 also when that cannot be told (no steal, no tick count), and when
+ * another thread beat meanwhile: the machine runs, and a thread whose CPU
+ * alone was stopped while the others beat on was not seen here (pi_pthread,
+ * whose threads beat on their own, had no false report in 16 normal runs
+ * without this wait, and waiting for a tick of each CPU, every 4 ms here,
+ * made its reports later by a tenth). */
+static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j)
+{
+    const struct hbt_dist *d = &h->d;
+    if (d->tick_cpu < 0 || !d->tick_t)
+        return 1;
+    if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze)
+        return 1;
+    return !d->froze && hbt_other_beating(j, h->v.probe_t, hbt_now_ns());
 }
 
 /* CPU time used by task `tid` of this process (its thread CPU clock, read
@@ -272,7 +508,7 @@ static uint32_t hbt_cpu_quartile(const struct hbt_cpu_tail *t)
     return y[(3 * (k - 1)) / 4];
 }
 
-static double hbt_peer_slowness(uint32_t self, int probe);
+static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since);
 
 /* One look's CPU time per beat into the thread's most, which forgets by half
  * every HBT_CPU_HALF_NS (a phase of long units of work is remembered a while;
@@ -303,7 +539,7 @@ static void hbt_cpu_most(struct hbt_dist *d, uint32_t self, double x, double own
      * its own reach (not for a team's thread: its units of work differ by
      * orders of magnitude, and its team says when it holds them up) */
     if (x > d->cpu_max && own > 1.0 && d->cpu_n >= HBT_CPU_WARM) {
-        double slow = hbt_peer_slowness(self, 0);
+        double slow = hbt_peer_slowness(self, 0, 0);
         x /= slow < own ? slow : own;
     }
     if (capped && d->cpu_n >= HBT_CPU_WARM && x > 1.5 * d->cpu_max)
@@ -404,8 +640,15 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now)
  * benchmarks/vm_stalls.c). A late thread that used much CPU time then is not busy-waiting:
  * its teammates are as slow or as late. (A fixed chain of arithmetic timed
  * by the checker does not tell: it slows 2x in those moments where the
- * program's work slows 9x.) A view another checker holds is passed. */
-static double hbt_peer_slowness(uint32_t self, int probe)
+ * program's work slows 9x.) A view another checker holds is passed.
+ *
+ * With `since`, the latest beat of thread `self`: a thread that went on
+ * beating for HBT_APART of its intervals after it fell silent may be waiting
+ * for it (NPB LU built with gcc: a thread spins on its neighbour's flag, no
+ * call the tracer sees), and its lateness and its unit in progress say
+ * nothing of the machine (with them, neither the thread that spun nor its
+ * waiting neighbour was ever reported). */
+static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
 {
     uint64_t now = hbt_now_ns();
     double r[16];
@@ -427,16 +670,17 @@ static double hbt_peer_slowness(uint32_t self, int probe)
             double x = (double)t->x[(t->n - 1) % HBT_CPU_LOOKS];
             uint64_t cpu;
             uint32_t nb = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) - v->probe_seq;
-            if (probe && v->probing && nb < 1024 && hbt_task_cpu(b->os_tid, &cpu) && cpu > v->probe_cpu) {
+            uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
+            int pr = probe && !(since && bt > since && (double)(bt - since) > HBT_APART * v->base);
+            if (pr && v->probing && nb < 1024 && hbt_task_cpu(b->os_tid, &cpu) && cpu > v->probe_cpu) {
                 /* since its checker's sample, per beat since (its unit in
                  * progress counted whole) */
                 double y = (double)(cpu - v->probe_cpu) / (double)(nb ? nb : 1);
                 if (y > x)
                     x = y;
             }
-            uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
             double u = hbt_usual(p);
-            double late = probe && u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
+            double late = pr && u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
             x /= (double)t->tail;
             r[m++] = late > x ? late : x;
         }
@@ -452,6 +696,64 @@ static double hbt_peer_slowness(uint32_t self, int probe)
         }
     double med = m % 2 ? r[m / 2] : 0.5 * (r[m / 2 - 1] + r[m / 2]);
     return med > 1.0 ? med : 1.0;
+}
+
+/* Did thread `self`, silent since `since`, fall silent waiting for a
+ * teammate? A teammate at work (not waiting in the OpenMP runtime) that
+ * fell silent before it, by more than HBT_APART of its intervals (`base`: it
+ * beat on meanwhile; within a few of them, who stopped first is chance) and
+ * at most `lim` (its lateness limit), and is still silent and late: 1; that
+ * was still silent, late, after `from`: 2. A teammate silent since about
+ * the same moment (either first) on a CPU not seen to run since: 1. Else 0.
+ * Its silence is then the teammate's doing, not its own: NPB LU's threads
+ * wait for their neighbour's flag in the program's own code (with gcc no
+ * call the tracer sees), spinning, and the thread that waited for a blocked
+ * or stopped neighbour was the busy-waiting report, beside or instead of
+ * the neighbour's (4 of 11 false reports in 12 runs with gcc). A thread
+ * silent for long before, a helper blocked in a read, is not such a
+ * teammate. */
+static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double base, uint64_t from,
+                              uint64_t now)
+{
+    uint32_t n = hbt_nthreads(), since_us = (uint32_t)(since / 1000u), from_us = (uint32_t)(from / 1000u);
+    uint32_t lim_us = lim >= 4e15 ? 0xFFFFFFFFu : (uint32_t)(lim / 1000.0);
+    uint8_t nowait = 0;
+    int r = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (k == self)
+            continue;
+        struct hbt_heart *p = &hbt_hearts[k];
+        const struct hbt_beatline *b = &p->b;
+        if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) != HBT_HS_ACTIVE ||
+            __atomic_load_n(&b->waiting, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&p->v.final, __ATOMIC_RELAXED) || !__atomic_load_n(&b->seq, __ATOMIC_ACQUIRE))
+            continue;
+        uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
+        uint64_t apart = bt > since ? bt - since : since - bt;
+        if ((double)apart <= lim && hbt_view_lock(&p->v, &nowait)) {
+            /* still silent since before it, and late by its own measure? Or
+             * silent since about when it fell silent, on a CPU not seen to
+             * run since (the host stopped it, maybe: the thread waits for it,
+             * whichever of the two beat last) */
+            const struct hbt_dist *d = &p->d;
+            int late = bt <= since && (double)apart > HBT_APART * base && p->v.base > 0 && now > bt &&
+                       (double)(now - bt) > hbt_limit(p);
+            int stopped = d->tick_t && d->tick_cpu >= 0 && d->tick_t > bt && (!d->tick_new || d->froze);
+            /* or blocked (reported conditional-waiting) since about when it fell
+             * silent: it waits for the blocked one, more likely than the
+             * reverse (a thread that blocks for another's work blocks first) */
+            int blocked = p->v.cur == HBT_BHV_COND_WAITING && (double)apart <= HBT_APART * base;
+            hbt_view_unlock(&p->v);
+            if (late || stopped || blocked)
+                return 1;
+        }
+        uint32_t lf = __atomic_load_n(&p->d.late_from, __ATOMIC_RELAXED);
+        uint32_t la = __atomic_load_n(&p->d.late_at, __ATOMIC_RELAXED);
+        uint32_t before = since_us - lf;   /* (mod 2^32 us) */
+        if (la && before <= lim_us && (double)before * 1000.0 > HBT_APART * base && (int32_t)(la - from_us) > 0)
+            r = 2;
+    }
+    return r;
 }
 
 /* Its CPU time since the sample, less what of it went to the OpenMP
@@ -675,6 +977,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         }
         v->proc_next = 0;   /* a beat came: the next lateness is judged at once */
         v->proc_gap = 0;
+        /* (its CPU time in the gap is not its own; or its CPU, followed while
+         * it was late, was never seen to run: stopped, maybe, up to the end) */
+        int froze = h->d.froze || (h->d.tick_t && h->d.tick_cpu >= 0 && !h->d.tick_new);
+        h->d.froze = 0;
+        h->d.tick_t = 0;
+        h->d.tick_cpu = -1;
         v->slow_end = warm && last >= lim ? 1 : 0;
         /* its CPU time counts from here while it stays silent; its CPU share
          * is learnt from usual work only */
@@ -691,7 +999,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         v->seen_seq = s->seq;
         v->seen_t = s->t;
         int hv = hbt_cpu_sample(h, s->seq, s->t - before_t, &per, &nb);
-        if (hv && !anomalous && !v->soft) {
+        /* its gap was a wait for a teammate silent before it: neither its
+         * busy-waiting nor a unit of its work */
+        int waited_peer = (gap_first || last >= lim) && !anomalous && !v->soft &&
+                          (hbt_waits_for_peer(j, before_t, lim, v->base, before_t, now) ||
+                           hbt_stop_within(before_t, gap_first ? end_t : s->t));
+        if (hv && !anomalous && !v->soft && !froze) {
             /* (a thread of a team is judged while its team waits for it, at
              * its late looks only). Its CPU time per beat is learnt from its
              * first looks on, before its baseline is (HBT_WARM beats): a
@@ -701,10 +1014,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
              * for the rate over the beats' span) */
             if (retro && warm && h->d.cpu_n >= HBT_CPU_WARM &&
                 (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max &&
-                (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j, 1)) {
-                hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
-                v->slow_end = 1;   /* the beat seen last ended the gap */
-            } else {
+                (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j, 1, before_t)) {
+                if (!waited_peer) {
+                    hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
+                    v->slow_end = 1;   /* the beat seen last ended the gap */
+                }
+            } else if (!waited_peer) {
                 hbt_cpu_learn(&h->d, j, per, now, retro);
             }
         }
@@ -715,7 +1030,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
          * quick ones in the look that saw it end; such a unit while its
          * teammate spun on a flag for it was a false busy-waiting report in
          * 3 of 4 normal runs) */
-        if (h->d.late_cpu > 0 && !anomalous && !v->soft && h->d.cpu_n) {
+        if (h->d.late_cpu > 0 && !anomalous && !v->soft && h->d.cpu_n && !froze && !waited_peer) {
             /* the late look saw part of the unit: the rest at the CPU share
              * it saw, up to the beat that ended the gap */
             double x = h->d.late_cpu;
@@ -766,12 +1081,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     }
 
     /* late: what is it doing? */
-    int gone = 0;
+    int gone = 0, on_cpu = -1;
     char ps;
     if (j == c->self)
         ps = 'R';   /* a final pass judging its own caller */
     else if (hbt_mon.have_proc)
-        ps = hbt_task_state(h->b.os_tid, &gone);
+        ps = hbt_task_state(h->b.os_tid, &gone, &on_cpu);
     else {
         uint64_t cpu;
         gone = !hbt_task_cpu(h->b.os_tid, &cpu);
@@ -796,6 +1111,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         if (hbt_beat_since(h, s, c))
             return HBT_J_ALIVE;
         v->probing = 0;
+        __atomic_store_n(&h->d.late_at, 0u, __ATOMIC_RELAXED);   /* it waits for others */
         hbt_backoff(v, gap, 0, now);
         c->look = now + hbt_again(base, gap);
         c->tol = (uint64_t)(HBT_BATCH * base);
@@ -806,10 +1122,20 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
      * since its last beat (since the first look after it): more than any of
      * its usual beats needs. A thread that is only late because it waits
      * for a CPU (a loaded machine) beats before it uses that much. */
+    /* late and at work: its teammates may be waiting for it */
+    __atomic_store_n(&h->d.late_from, (uint32_t)(s->t / 1000u), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->d.late_at, (uint32_t)(now / 1000u) | 1u, __ATOMIC_RELAXED);
     uint8_t bhv;
     double need = hbt_busy_bar(h);
     uint64_t cpu = 0;
     int have_cpu = hbt_task_cpu(h->b.os_tid, &cpu);
+    if (ps && hbt_follow_ticks(h, on_cpu, now))
+        v->probing = 0;   /* its CPU was stopped: its CPU time counts from here */
+    if (v->probing && hbt_stop_within(v->probe_t, now))
+        v->probing = 0;   /* a CPU was stopped meanwhile: so may its own have been */
+    int waits = v->probing ? hbt_waits_for_peer(j, s->t, lim, v->base, v->probe_t, now) : 0;
+    if (waits == 2)
+        v->probing = 0;   /* a teammate it waited for runs again: its own CPU time counts from here */
     if (!v->probing) {
         /* no sample since its last beat (it was waiting in the runtime, or
          * the first look failed): from now */
@@ -840,11 +1166,21 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         if (held && sampled > hold)
             used *= (double)hold / (double)sampled;
     }
+    if (waits == 1)
+        held = 0;   /* it waits for a teammate, silent before it */
     /* (a new verdict: not while the other threads' work is as much slower
      * than usual -- the machine runs slow) */
     if (used >= need && held &&
-        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1))) {
+        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
+        if (v->cur != HBT_BHV_BUSY_WAITING && !hbt_cpu_seen_running(h, j)) {
+            /* its CPU not seen to run since its CPU time counts: stopped by the
+             * host, maybe (NPB LU with source beats: 8 of 12 false reports in 12
+             * runs were threads on a stopped CPU, with gcc and clang) */
+            c->look = now + HBT_TICK_LOOK_NS;
+            c->tol = 0;
+            return HBT_J_ALIVE;
+        }
     } else if (!held || ps == 'R' || !have_cpu || sampled < HBT_COND_FLOOR_NS ||
                2 * unit >= (double)sampled) {
         /* running or runnable, not enough CPU time yet to tell: look again
@@ -865,7 +1201,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             lookg = until;   /* when its team will have waited long enough */
         c->look = now + (wait < lookg ? wait : lookg);
         c->tol = 0;
-        if (unit > h->d.late_cpu) {
+        if (unit > h->d.late_cpu && waits != 1) {
             h->d.late_cpu = unit;   /* learnt if it beats again with no verdict */
             h->d.late_share = sampled ? (float)(unit / (double)sampled) : 0.0f;
         }
