@@ -621,6 +621,14 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now)
     return any ? (uint64_t)(most ? most : 1) * HBT_US : 0;
 }
 
+/* Thread p is registered and at work: not waiting in the OpenMP runtime,
+ * not ended. */
+static int hbt_at_work(const struct hbt_heart *p)
+{
+    return __atomic_load_n(&p->b.state, __ATOMIC_ACQUIRE) == HBT_HS_ACTIVE &&
+           !__atomic_load_n(&p->b.waiting, __ATOMIC_RELAXED) && !__atomic_load_n(&p->v.final, __ATOMIC_RELAXED);
+}
+
 /* How much slower than usual the other threads go right now (1 when none can
  * tell): the median, over the threads at work (usual or busy-waiting, not
  * waiting in the runtime) that have a known CPU time per beat, of the largest
@@ -659,9 +667,7 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
             continue;
         struct hbt_heart *p = &hbt_hearts[k];
         const struct hbt_beatline *b = &p->b;
-        if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) != HBT_HS_ACTIVE ||
-            __atomic_load_n(&b->waiting, __ATOMIC_RELAXED) ||
-            __atomic_load_n(&p->v.final, __ATOMIC_RELAXED) || !hbt_view_lock(&p->v, &nowait))
+        if (!hbt_at_work(p) || !hbt_view_lock(&p->v, &nowait))
             continue;
         const struct hbt_view *v = &p->v;
         const struct hbt_cpu_tail *t = &p->d.cpu;
@@ -724,9 +730,7 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
             continue;
         struct hbt_heart *p = &hbt_hearts[k];
         const struct hbt_beatline *b = &p->b;
-        if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) != HBT_HS_ACTIVE ||
-            __atomic_load_n(&b->waiting, __ATOMIC_RELAXED) ||
-            __atomic_load_n(&p->v.final, __ATOMIC_RELAXED) || !__atomic_load_n(&b->seq, __ATOMIC_ACQUIRE))
+        if (!hbt_at_work(p) || !__atomic_load_n(&b->seq, __ATOMIC_ACQUIRE))
             continue;
         uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
         uint64_t apart = bt > since ? bt - since : since - bt;
