@@ -1005,9 +1005,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         int hv = hbt_cpu_sample(h, s->seq, s->t - before_t, &per, &nb);
         /* its gap was a wait for a teammate silent before it: neither its
          * busy-waiting nor a unit of its work */
-        int waited_peer = (gap_first || last >= lim) && !anomalous && !v->soft &&
-                          (hbt_waits_for_peer(j, before_t, lim, v->base, before_t, now) ||
-                           hbt_stop_within(before_t, gap_first ? end_t : s->t));
+        int waited_peer = v->held_peer ||
+                          ((gap_first || last >= lim) && !anomalous && !v->soft &&
+                           (hbt_waits_for_peer(j, before_t, lim, v->base, before_t, now) ||
+                            hbt_stop_within(before_t, gap_first ? end_t : s->t)));
+        v->held_peer = 0;
         if (hv && !anomalous && !v->soft && !froze) {
             /* (a thread of a team is judged while its team waits for it, at
              * its late looks only). Its CPU time per beat is learnt from its
@@ -1170,8 +1172,10 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         if (held && sampled > hold)
             used *= (double)hold / (double)sampled;
     }
-    if (waits == 1)
+    if (waits == 1) {
         held = 0;   /* it waits for a teammate, silent before it */
+        v->held_peer = 1;   /* (nor is its gap busy-waiting when it ends) */
+    }
     /* (a new verdict: not while the other threads' work is as much slower
      * than usual -- the machine runs slow) */
     if (used >= need && held &&
