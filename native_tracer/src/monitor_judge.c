@@ -744,9 +744,11 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
                        (double)(now - bt) > hbt_limit(p);
             int stopped = d->tick_t && d->tick_cpu >= 0 && d->tick_t > bt && (!d->tick_new || d->froze);
             /* or blocked (reported conditional-waiting) since about when it fell
-             * silent: it waits for the blocked one, more likely than the
-             * reverse (a thread that blocks for another's work blocks first) */
-            int blocked = p->v.cur == HBT_BHV_COND_WAITING && (double)apart <= HBT_APART * base;
+             * silent, either first: it waits for the blocked one, more likely
+             * than the reverse (a thread that blocks for another's work blocks
+             * first; NPB LU's spinning teammate of a blocked victim fell silent
+             * 15 us before it, 5 of its beat intervals) */
+            int blocked = p->v.cur == HBT_BHV_COND_WAITING;
             hbt_view_unlock(&p->v);
             if (late || stopped || blocked)
                 return 1;
@@ -1139,9 +1141,13 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         v->probing = 0;   /* its CPU was stopped: its CPU time counts from here */
     if (v->probing && hbt_stop_within(v->probe_t, now))
         v->probing = 0;   /* a CPU was stopped meanwhile: so may its own have been */
-    int waits = v->probing ? hbt_waits_for_peer(j, s->t, lim, v->base, v->probe_t, now) : 0;
-    if (waits == 2)
-        v->probing = 0;   /* a teammate it waited for runs again: its own CPU time counts from here */
+    /* (a thread that blocks is not held: its blocking is its own, whoever fell
+     * silent first -- LU's blocked victim, silent 20 us after its spinning
+     * teammate, went unreported) */
+    int waits = v->probing && (ps == 'R' || !ps) ? hbt_waits_for_peer(j, s->t, lim, v->base, v->probe_t, now) : 0;
+    if (waits)
+        v->probing = 0;   /* it waits for a teammate, or one it waited for runs again: its own
+                             CPU time counts from here */
     if (!v->probing) {
         /* no sample since its last beat (it was waiting in the runtime, or
          * the first look failed): from now */
