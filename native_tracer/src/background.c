@@ -183,6 +183,24 @@ void hbt_futex_wake(uint32_t *word, int n)
 /* ------------------------------------------------------------------ */
 /* the orphan check                                                    */
 
+/* The eight first fields of /proc/stat's "cpu " line (user nice system idle
+ * iowait irq softirq steal, in clock ticks) from `text`: 1, or 0 when it has
+ * fewer (kernels before 2.6.11) or is no such line. */
+int hbt_proc_stat_cpu(const char *text, uint64_t f[8])
+{
+    if (strncmp(text, "cpu ", 4) != 0)
+        return 0;
+    const char *q = text + 4;
+    for (int k = 0; k < 8; k++) {
+        char *end;
+        f[k] = strtoull(q, &end, 10);
+        if (end == q)
+            return 0;
+        q = end;
+    }
+    return 1;
+}
+
 ssize_t hbt_read_small(const char *path, char *buf, size_t size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

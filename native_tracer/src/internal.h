@@ -425,6 +425,7 @@ HBT_HIDDEN int  hbt_main_thread_gone(void);
 HBT_HIDDEN int  hbt_orphaned(void);
 /* Read a small file (one read(2)), NUL-terminated; bytes or -1 with errno. */
 HBT_HIDDEN ssize_t hbt_read_small(const char *path, char *buf, size_t size);
+HBT_HIDDEN int hbt_proc_stat_cpu(const char *text, uint64_t f[8]);
 HBT_HIDDEN uint64_t hbt_run_delay(int *ok);
 /* Run fn in every fork child, after the handlers added before it (once per
  * fn; one pthread_atfork for all). */

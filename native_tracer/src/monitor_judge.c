@@ -110,18 +110,8 @@ uint64_t hbt_steal_ticks(void)
     int saved = errno;
     ssize_t r = hbt_read_small("/proc/stat", buf, sizeof buf);
     errno = saved;
-    if (r <= 0 || strncmp(buf, "cpu ", 4) != 0)
-        return 0;
-    const char *q = buf + 4;
-    uint64_t v = 0;
-    for (int k = 0; k < 8; k++) {   /* user nice system idle iowait irq softirq steal */
-        char *end;
-        v = strtoull(q, &end, 10);
-        if (end == q)
-            return 0;
-        q = end;
-    }
-    return v;
+    uint64_t f[8];
+    return r > 0 && hbt_proc_stat_cpu(buf, f) ? f[7] : 0;
 }
 
 /* Has the host ever taken CPU time from this machine (steal time since

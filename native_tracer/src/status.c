@@ -208,15 +208,9 @@ static void hbt_sample_cpu(struct hbt_sample *s)
 {
     if (hbt_read_all("/proc/stat", S.buf, sizeof S.buf) <= 0)
         return;
-    if (strncmp(S.buf, "cpu ", 4) != 0)
+    uint64_t f[8];   /* user nice system idle iowait irq softirq steal */
+    if (!hbt_proc_stat_cpu(S.buf, f))
         return;
-    const char *p = S.buf + 4;
-    uint64_t f[8] = { 0 };   /* user nice system idle iowait irq softirq steal */
-    int n = 0;
-    while (n < 8 && hbt_next_u64(&p, &f[n]))
-        n++;
-    if (n < 8)
-        return;   /* kernels before 2.6.11 */
     uint64_t cur[5] = { f[0] + f[1], f[2] + f[5] + f[6], f[3], f[4], f[7] };
     for (int k = 0; k < 5; k++) {
         if (S.have_prev) {
