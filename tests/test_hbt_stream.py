@@ -394,11 +394,14 @@ def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burs
         assert all(isinstance(v, features.PiecewiseSeries) for v in series.values())
         got = [features_table(streamed), features_table(streamed, reference=streamed_ref)]
     # pieces pool their points in another order, so the fitted curves differ in the last bits
-    # (about 1e-12 of their scale); LHR divides by a window's fitted mean, which can be small
-    # (a burst thread's LHR of 854: the mean it divided by was small there), and magnifies that
-    # as much (1.4e-9 was seen). 1e-7 allows a magnification of 1e5, far below a printed digit
+    # (pooled sums differ by rounding; through a fit of degree 12 to a ragged rate, R^2 0.2,
+    # the curves differed by up to 1.6e-9 of their scale over 8 runs). LHR divides by a
+    # window's fitted mean: it once left in windows where the fit came near zero, and a burst
+    # thread's LHR of 1152 changed by 1.1e-6; windows under a tenth of the reference's mean
+    # rate are now left out, and over 52 runs LHR changed by at most 1.9e-7. 1e-5 is far
+    # below a printed digit
     for w, g in zip(want, got):
-        pd.testing.assert_frame_equal(w, g, check_exact=False, rtol=1e-7)
+        pd.testing.assert_frame_equal(w, g, check_exact=False, rtol=1e-5)
         assert np.isfinite(g["DTW"].to_numpy(float)).sum() >= 3   # the features were computed
     if name == "pi-shutdown":   # its threads made different numbers of beats
         assert want[0]["beats"].nunique() > 1

@@ -411,6 +411,9 @@ def _ltr_max(q: Series, c: Series, k: int) -> float:
     return float(np.max(dc[ok] / dq[ok])) if ok.any() else float("nan")
 
 
+LHR_FLOOR = 0.1
+
+
 def _lhr(q: Series, c: Series, s: FeatureSettings) -> float:
     """Mean over windows of the ratio of windowed means of the aligned fitted curves."""
     w = s.window
@@ -426,7 +429,12 @@ def _lhr(q: Series, c: Series, s: FeatureSettings) -> float:
     k = grid.size // s.lhr_window
     mq = yq[: k * s.lhr_window].reshape(k, -1).mean(axis=1)
     mc = yc[: k * s.lhr_window].reshape(k, -1).mean(axis=1)
-    ok = mq > 0
+    # a window where the reference's fitted rate is under LHR_FLOOR of its measured mean rate
+    # is not compared: there the polynomial swings through zero (a fit of degree 12 to a rate
+    # that scheduling made ragged went to -10 times its mean), not the thread, and the ratio
+    # turned a 1e-12 change of the fit into LHR 1152 instead of about 1
+    mean = q.mean_hr(w) if q.rate_defined(w) else float("nan")
+    ok = mq > LHR_FLOOR * mean if np.isfinite(mean) and mean > 0 else mq > 0
     if not ok.any():
         return float("nan")
     return float(np.mean(np.maximum(mc[ok], 0.0) / mq[ok]))
