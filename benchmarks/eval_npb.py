@@ -31,7 +31,8 @@ seed, seed+1, ...) and 3 more normal runs to train a model on:
 
 A busy-waiting report on the victim of `slow` after the fault is counted neither way (slow
 spins after each unit of work, which is busy-waiting, but on short units not always
-visible). Runs whose fault did nothing are counted and left out (stop under libomp skips nothing,
+visible); so is a fatal signal in another thread after the victim of `exit` called exit()
+(the exit's handlers ran while that thread still worked: cd-hit's crashed). Runs whose fault did nothing are counted and left out (stop under libomp skips nothing,
 docs/inject.md; a stop that skipped no chunk, in a program whose loops are all static).
 The online monitor is evaluated by benchmarks/eval_monitor.py (on these kernels with
 HBTRACE_MONITOR_BEATS=openmp, and on our examples).
@@ -40,6 +41,12 @@ Long: a few seconds per run; the defaults are 4 kernels x 2 compilers x 2 team s
 (8 kinds x 8 runs + 3): about 1,100 runs. `--runs 2 --kernels MG` is a quick look.
 `--keep DIR --rescore` judges the runs of an earlier `--keep DIR` again (a changed
 hbtool, the same traces).
+
+`--command "PROGRAM ARGS" [--cwd DIR]` evaluates any OpenMP or pthread program the same way
+instead of the kernels (the team size from OMP_NUM_THREADS, `--threads`): how a user checks
+hbtool's verdicts on their own program, e.g. ImageMagick, as Debian ships it:
+
+    python benchmarks/eval_npb.py --command "convert-im6.q16 in.miff -sharpen 0x4 out.miff" --threads 2
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -105,7 +113,7 @@ def hbtool(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.Co
 RESCORE = False   # --rescore: judge the runs a --keep folder holds again, without running them
 
 
-def record(exe: Path, out: Path, env: dict, kind: str, beats: str, seed: int) -> dict | None:
+def record(cmd: list[str], cwd: Path, out: Path, env: dict, kind: str, beats: str, seed: int) -> dict | None:
     if RESCORE:
         if not any(out.glob("*.hbt")):
             return None
@@ -115,7 +123,7 @@ def record(exe: Path, out: Path, env: dict, kind: str, beats: str, seed: int) ->
     args = ["record", "-o", str(out), "--force"]
     if kind != "normal":
         args += ["--inject", kind, "--thread", "random", "--beat", beats, "--inject-seed", str(seed)]
-    r = hbtool(args + ["--", str(exe)], env, cwd=exe.parent.parent)
+    r = hbtool(args + ["--", *cmd], env, cwd=cwd)
     if kind == "normal":
         if r.returncode != 0:
             print(f"  normal run failed ({r.returncode}): {r.stderr.strip()[-300:]}", file=sys.stderr)
@@ -191,10 +199,15 @@ def behavior_reports(trace: Path, env: dict) -> list[tuple[str, int, float, floa
     return out
 
 
-def excused(report, truth: dict) -> bool:
+def excused(report, truth: dict, slack_s: float = 0.05) -> bool:
     """A report neither right nor wrong: busy-waiting on the victim of `slow` after the fault
-    (slow spins after every unit of work: that is busy-waiting, but not always visible)."""
+    (slow spins after every unit of work: that is busy-waiting, but not always visible); a
+    fatal signal in another thread after the victim of `exit` called exit() (the exit's
+    handlers ran while that thread still worked, and it crashed: a real failure, which the
+    injected exit caused)."""
     b, thread, start, end = report
+    if truth["kind"] == "exit" and b == "failure":
+        return thread != truth.get("thread") and end >= truth["fired_at"]["trace_s"] - slack_s
     return (truth["kind"] == "slow" and b == "busy-waiting" and thread == truth.get("thread")
             and end >= truth["fired_at"]["trace_s"])
 
@@ -222,13 +235,16 @@ def macro_f1(pairs: list[tuple[str, str]], classes=("normal", "memoryleak", "shu
     return sum(f1s) / len(f1s) if f1s else float("nan")
 
 
-def evaluate(exe: Path, threads: int, runs: int, seed: int, work: Path, env: dict, keep: bool) -> dict:
+def evaluate(cmd: list[str], cwd: Path, threads: int, runs: int, seed: int, work: Path, env: dict,
+             keep: bool) -> dict:
+    """Every fault kind `runs` times on the program `cmd` (run in `cwd`), with `threads`
+    threads, under the injector; the runs go to `work`."""
     res = {"skipped": defaultdict(int), "diag": [], "diag_model": [], "beh_tp": defaultdict(int),
            "beh_fp": defaultdict(int), "beh_fn": defaultdict(int), "confusion": defaultdict(int), "runs": 0}
     train = []
     for i in range(3):
         d = work / f"train{i}"
-        if record(exe, d, env, "normal", "", 0):
+        if record(cmd, cwd, d, env, "normal", "", 0):
             train.append(d)
     if not train:
         return res
@@ -243,7 +259,7 @@ def evaluate(exe: Path, threads: int, runs: int, seed: int, work: Path, env: dic
         for i in range(runs):
             d = work / f"{kind}{i}"
             t = time.monotonic()
-            truth = record(exe, d, env, kind, f"{lo}-{hi}", seed + i)
+            truth = record(cmd, cwd, d, env, kind, f"{lo}-{hi}", seed + i)
             if truth is None or not effective(truth):
                 res["skipped"][kind] += 1
                 continue
@@ -305,6 +321,9 @@ def main() -> None:
                          "program's own beats added (benchmarks/npb_source_beats.py), which the analyses then use")
     ap.add_argument("--keep", type=Path, help="keep builds and traces here")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--command", help="evaluate this program instead of the NPB kernels: its command line, split as "
+                                      "the shell would (OMP_NUM_THREADS gives its threads)")
+    ap.add_argument("--cwd", type=Path, default=Path("."), help="the folder --command runs in (default: here)")
     ap.add_argument("--rescore", action="store_true",
                     help="judge again the runs that --keep DIR holds, with this hbtool, without running them")
     a = ap.parse_args()
@@ -315,31 +334,38 @@ def main() -> None:
     KINDS = [k for k in KINDS if k in a.kinds.split(",")]
     if a.rescore and not a.keep:
         sys.exit("eval_npb: --rescore needs --keep DIR (the folder of an earlier run)")
-    if not (NPB / "MG").is_dir():
+    if not a.command and not (NPB / "MG").is_dir():
         sys.exit(f"eval_npb: NPB is not at {NPB}")
+    kernels = a.kernels.split(",")
     work = a.keep or Path(tempfile.mkdtemp(prefix="hbtool-eval-npb-"))
     work.mkdir(parents=True, exist_ok=True)
-    kernels = a.kernels.split(",")
     table = {}
+
+    def judge(key: str, cmd: list[str], cwd: Path, n: int, run_dir: Path) -> None:
+        print(f"{key}:", file=sys.stderr)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        table[key] = s = summarize(evaluate(cmd, cwd, n, a.runs, a.seed, run_dir, env_for(n), bool(a.keep)))
+        print(f"{key}: diagnose macro-F1 {s['diagnose_macro_f1']:.2f} (model "
+              f"{s['diagnose_macro_f1_model']:.2f}); " + "; ".join(
+                  f"{b} P {v['precision']:.2f} R {v['recall']:.2f}" for b, v in s["behavior"].items()),
+              flush=True)
+
     try:
-        for cc in a.compilers.split(","):
+        if a.command:
+            cmd = shlex.split(a.command)
+            name = Path(cmd[0]).name
+            for n in map(int, a.threads.split(",")):
+                judge(f"{name} {n}t", cmd, a.cwd.resolve(), n, work / "runs" / f"{name}-{n}")
+        for cc in a.compilers.split(",") if not a.command else []:
             if shutil.which(cc) is None:
                 print(f"eval_npb: {cc} not found, skipped", file=sys.stderr)
                 continue
             bdir = build(cc, a.klass, kernels, work, source=a.beats == "source")
             for k in kernels:
                 for n in map(int, a.threads.split(",")):
-                    key = f"{k} {cc} {n}t" + (" source" if a.beats == "source" else "")
-                    print(f"{key}:", file=sys.stderr)
-                    run_dir = work / "runs" / (f"{k}-{cc}-{n}" + ("-source" if a.beats == "source" else ""))
-                    run_dir.mkdir(parents=True, exist_ok=True)
-                    res = evaluate(bdir / "bin" / f"{k.lower()}.{a.klass}", n, a.runs, a.seed, run_dir, env_for(n), bool(a.keep))
-                    table[key] = summarize(res)
-                    s = table[key]
-                    print(f"{key}: diagnose macro-F1 {s['diagnose_macro_f1']:.2f} (model "
-                          f"{s['diagnose_macro_f1_model']:.2f}); " + "; ".join(
-                              f"{b} P {v['precision']:.2f} R {v['recall']:.2f}" for b, v in s["behavior"].items()),
-                          flush=True)
+                    tail = "-source" if a.beats == "source" else ""
+                    judge(f"{k} {cc} {n}t" + (" source" if tail else ""), [str(bdir / "bin" / f"{k.lower()}.{a.klass}")],
+                          bdir, n, work / "runs" / f"{k}-{cc}-{n}{tail}")
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

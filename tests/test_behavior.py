@@ -391,6 +391,36 @@ def test_cli_says_which_view_to_believe_when_an_online_monitor_ran(tracer_built,
     assert "believe the timeline" not in out
 
 
+def test_a_crash_during_another_threads_exit_blames_the_exit_and_names_the_crash(tracer_built, tmp_path):
+    """Thread 1 calls exit(1) while thread 0 still works; the program's exit handler unmaps
+    what thread 0 reads, and thread 0 dies of SIGSEGV (tests/programs/exit_teardown.c; a
+    cd-hit worker's exit(1) did this in 3 of 4 runs). Thread 1 began the end: exited with
+    status 1; thread 0 failed during that exit; main, beatless, ended with the process. Before,
+    thread 1 only `ended` with the process, the exit went unreported, and main `failed`."""
+    import os
+    import subprocess
+
+    from conftest import ROOT, build_traced, hbtool_here
+
+    exe = build_traced(ROOT / "tests" / "programs" / "exit_teardown.c", tmp_path / "exit_teardown")
+    env = dict(os.environ, HBTRACE_DIR=str(tmp_path / "t"))
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([str(exe)], env=env, capture_output=True, timeout=60)
+    assert r.returncode == -11, r   # SIGSEGV
+    out = json.loads(hbtool_here("behavior", tmp_path / "t", "--format", "json").stdout)
+    last = {t["thread"]: t["intervals"][-1] for t in out["threads"]}
+    assert last[1]["behavior"] == "exited" and last[1]["ended_process"] and last[1]["exit_status"] == 1, last[1]
+    assert "thread 0 then received SIGSEGV" in last[1]["detail"], last[1]
+    assert last[0]["behavior"] == "failed" and last[0]["during_exit"] and last[0]["ended_process"], last[0]
+    assert "during the exit(1) thread 1 called at" in last[0]["detail"], last[0]
+    assert last[0]["start_s"] >= last[1]["start_s"]
+    assert last[2]["behavior"] == "ended", last[2]   # main, beatless in pthread_join: ended with the process
+    info = json.loads(hbtool_here("info", tmp_path / "t", "--format", "json").stdout)
+    ended = {t["thread"]: t["ended"] for t in info["threads"]}
+    assert ended[1].startswith("called exit(1); the process was then killed by SIGSEGV"), ended
+    assert ended[0].startswith("killed by SIGSEGV during the exit(1) another thread called"), ended
+
+
 def test_a_gap_spent_waiting_at_a_barrier_is_idle_not_conditional_waiting():
     # both threads stop beating for 0.5 s at the same point; the tracer saw thread 0 wait at
     # a barrier most of that time (for thread 1, which waited on something of its own)

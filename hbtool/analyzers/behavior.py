@@ -38,7 +38,7 @@ import pandas as pd
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
 from ..model.heartbeats import StreamedTrace
-from .summary import cpu_record_arrays, process_end, signal_name, unit_cpu
+from .summary import cpu_record_arrays, process_end, signal_name, unit_cpu, work_clock
 
 
 OFFLINE_BEHAVIORS = ["running", "busy-waiting", "conditional-waiting", "idle", "exited", "failed", "ended"]
@@ -80,6 +80,7 @@ class ThreadBeats:
     level: np.ndarray = field(default=None)    # running median of x, gaps left out (n-1)
     ref: float = float("nan")                  # usual level (log seconds)
     cpu: np.ndarray = field(default=None)      # per interval, the CPU time of its unit (-1 unknown): _unit_cpu
+    longest: dict = field(default=None)        # per construct, its two longest units: _longest_units
 
     @property
     def n(self) -> int:
@@ -615,25 +616,79 @@ def _outlier_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, s:
     t0, t1 = int(tb.t_ns[i]), int(tb.t_ns[i + 1])
     if not any(o.thread != tb.thread and o.beats_between(t0, t1) >= 2 for o in team):
         return None
+    top = _construct_top(tb, i, team, trace)
+    return used / top if top is not None and used >= s.gap_factor * top else None
+
+
+def _construct_top(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace) -> float | None:
+    """The 99th percentile of the CPU time (ns, 1 at least) of the units of work of the
+    construct that interval i of the thread ends in, its other units and its teammates' (the
+    tracer's cpu records), or None when the construct has too few such units to say
+    (config.BEHAVIOR_OUTLIER_UNITS), or when the records miss half its units or more: the
+    tracer records units of 2 ms or more, and where most are shorter the recorded ones are
+    the few a busy machine stretched, mostly waiting for a CPU (cd-hit's loop of 15 us
+    chunks on a loaded machine: a 99th percentile of 0.1 ms of CPU time, and its real chunks
+    of 0.1-0.3 s read as 100-1600x outliers, 20 busy-waiting reports in 8 normal runs)."""
     mine = tb.construct[i + 1] if tb.construct is not None and len(tb.construct) > i + 1 else ""
-    units = []
+    units, total = [], 0
     for o in team + ([tb] if not any(o is tb for o in team) else []):
         if not isinstance(o, ThreadBeats) or o.n < 2:
             continue
-        u = _unit_cpu(trace, o)
-        if not u.size:
-            continue
-        same = np.ones(u.size, dtype=bool)
+        same = np.ones(o.n - 1, dtype=bool)
         if o.construct is not None and len(o.construct) == o.n:
             same = np.asarray(o.construct[1:] == mine)
         if o is tb:
             same[i] = False
-        units.append(u[same & (u >= 0)])
+        total += int(same.sum())
+        u = _unit_cpu(trace, o)
+        if u.size:
+            units.append(u[same & (u >= 0)])
     units = np.concatenate(units) if units else np.empty(0)
-    if units.size < config.BEHAVIOR_OUTLIER_UNITS:
+    if units.size < config.BEHAVIOR_OUTLIER_UNITS or units.size < 0.5 * total:
         return None
-    top = max(float(np.quantile(units, 0.99)), 1.0)
-    return used / top if used >= s.gap_factor * top else None
+    return max(float(np.quantile(units, 0.99)), 1.0)
+
+
+def _longest_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
+    """Per construct name, the thread's two longest units of work in it (ns of its intervals
+    less its recorded waits in them, `waits`: a teammate's wait for it is no work of its own;
+    and the interval's index), longest first; computed once per thread."""
+    if tb.longest is None:
+        tb.longest = {}
+        if tb.construct is not None and len(tb.construct) == tb.n and tb.n > 1:
+            c = tb.construct[1:]
+            if isinstance(c, pd.Categorical):
+                names, codes = np.array([str(v) for v in c.categories] + [""], dtype=object), c.codes.astype(np.int64)
+                codes = np.where(codes < 0, len(names) - 1, codes)
+            else:
+                names, codes = np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)
+            d = np.diff(work_clock(tb.t_ns, waits.start, waits.end))
+            o = np.lexsort((-d, codes))   # by construct, the longest first within each
+            first = np.flatnonzero(np.r_[True, codes[o][1:] != codes[o][:-1]])
+            for k in first.tolist():
+                top = o[k:k + 2]
+                top = top[codes[top] == codes[o[k]]]
+                tb.longest[str(names[codes[o[k]]])] = [(int(d[j]), int(j)) for j in top]
+    return tb.longest
+
+
+def _longest_other(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, waits_cache: dict,
+                   span) -> int | None:
+    """The longest unit of work (_longest_units) of the construct that interval i of the
+    thread ends in, among its other units and its teammates', or None when it has none."""
+    mine = str(tb.construct[i + 1]) if tb.construct is not None and len(tb.construct) > i + 1 else None
+    if mine is None:
+        return None
+    best = None
+    for o in team + ([tb] if not any(o is tb for o in team) else []):
+        if not isinstance(o, ThreadBeats):
+            continue
+        for d, j in _longest_units(o, _thread_waits(trace, o, waits_cache, span)).get(mine, []):
+            if o is tb and j == i:
+                continue
+            best = d if best is None else max(best, d)
+            break
+    return best
 
 
 def _unit_cpu(trace: HeartbeatTrace, tb: ThreadBeats) -> np.ndarray:
@@ -891,6 +946,25 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
             # static loop, say): running
             team_waited = max((_waited_in(_thread_waits(trace, o, waits_cache, span), int(t[i]), int(t[i + 1]))[0]
                                for o in team if o.thread != tb.thread), default=0.0)
+            used = cpu_share * (t[i + 1] - t[i])
+            if team_waited >= s.explained_share * gap_s:
+                # one unit of work no more than the gap factor times its construct's longest
+                # (the 99th percentile of their CPU time where the tracer has enough of them,
+                # else the longest other unit's wall time): the team waited for real work (a
+                # dynamic loop's last long chunk, a teammate that skipped its share), not for a
+                # spin (cd-hit, whose teammate skipped its chunks: 9 such reports in 4 runs)
+                top = _construct_top(tb, i, team, trace)
+                longest = _longest_other(tb, i, team, trace, waits_cache, span) if top is None else None
+                like = (f"{used / 1e9:.3f} s of CPU time, where its construct's units took up to "
+                        f"{top / 1e9:.3f} s (their 99th percentile)" if top is not None and used < s.gap_factor * top
+                        else f"where its construct's longest other unit took {longest / 1e9:.3f} s of work"
+                        if longest is not None and t[i + 1] - t[i] - waited * 1e9 < s.gap_factor * longest else "")
+                if like:
+                    episodes.append((i, i + 1, "running",
+                                     f"no beats for {gap_s:.3f} s while its team waited {team_waited:.3f} s for it: "
+                                     f"one long unit of work, {like}{_where(tb, i + 1, i + 2)}",
+                                     int(t[i]), max(end, int(t[i]))))
+                    continue
             if team_waited >= s.explained_share * gap_s:
                 episodes.append((i, i + 1, "busy-waiting",
                                  f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
@@ -900,7 +974,7 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
             # its team had work of its own meanwhile (a static loop's shares): it spun all the
             # same if that one unit took many times the CPU time of the longest units of its
             # construct, its own and its teammates', while they beat on (_outlier_unit)
-            over = _outlier_unit(tb, i, team, trace, s, cpu_share * (t[i + 1] - t[i]))
+            over = _outlier_unit(tb, i, team, trace, s, used)
             if over is not None:
                 episodes.append((i, i + 1, "busy-waiting",
                                  f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU: "
@@ -1009,8 +1083,9 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
                                    "beats end here; the trace has no lifecycle records (legacy or table "
                                    "format), so exit and failure cannot be told apart"))
     elif end_rec is not None and (pend["t_ns"] is None or int(end_rec["t_ns"]) <= pend["t_ns"] and (
-            int(end_rec["t_ns"]) <= pend["began_ns"] or pend["end"].kind != "process_exit"
-            or pend["end"].os_tid in tb.os_tids)):
+            int(end_rec["t_ns"]) <= pend["began_ns"] or (pend["end"].kind != "process_exit"
+                                                          and pend["end"].exit_tid is None)
+            or pend["end"].began_tid in tb.os_tids)):
         # (a thread that ended after another called exit() was ended by that exit's handlers)
         how = THREAD_END_REASONS.get(int(end_rec["detail"]), f"end reason {int(end_rec['detail'])}")
         if int(end_rec["detail"]) == 2:
@@ -1025,17 +1100,35 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
                                    "the thread vanished without an end record (seen by the online monitor)"))
     elif pend["how"] == "died":
         death = pend["began_ns"]
-        culprit = pend["end"] is not None and pend["end"].os_tid in tb.os_tids
-        if culprit:
-            start = death
+        end = pend["end"]
+        # a fatal signal during an exit() call: the thread that called exit() began the end
+        # (exited), the one the signal hit crashed in the exit's handlers (failed)
+        began_here = end is not None and end.began_tid in tb.os_tids
+        crashed_here = end is not None and end.kind == "signal" and end.os_tid in tb.os_tids
+        def who(tid: int) -> str:
+            return next((f"thread {o.thread}" for o in team if tid in o.os_tids), "another thread")
+        if began_here or crashed_here:
+            start = death if began_here else end.t_ns
             # beats recorded while exit() ran its handlers still count as running
             if intervals[-1]["behavior"] == "running":
-                intervals[-1]["end_ns"] = max(intervals[-1]["end_ns"], death)
+                intervals[-1]["end_ns"] = max(intervals[-1]["end_ns"], start)
             start = max(start, intervals[-1]["end_ns"])
-            end = pend["end"]
-            if end.kind == "signal":
+            sig = signal_name(end.code) if end.kind == "signal" else ""
+            if end.exit_tid is not None and began_here:
+                then = (f"{sig} in this thread then killed the process in the exit's handlers" if crashed_here else
+                        f"{who(end.os_tid)} then received {sig}, which killed the process during the exit")
+                iv = _interval("exited", start, max(run_end, start), tb.n - 1, None,
+                               f"it called {end.exit_text}, ending the process with a failure status; {then}")
+                iv["exit_status"] = end.exit_code
+            elif end.exit_tid is not None:
                 iv = _interval("failed", start, max(run_end, start), tb.n - 1, None,
-                               f"{signal_name(end.code)} in this thread killed the process")
+                               f"{sig} in this thread killed the process during the {end.exit_text} "
+                               f"{who(end.exit_tid)} called at {end.called_ns / 1e9:.3f} s (a crash in the "
+                               f"exit's handlers, while this thread still ran)")
+                iv["during_exit"] = True
+            elif end.kind == "signal":
+                iv = _interval("failed", start, max(run_end, start), tb.n - 1, None,
+                               f"{sig} in this thread killed the process")
             else:
                 iv = _interval("exited", start, max(run_end, start), tb.n - 1, None,
                                f"it called {end.text}, ending the process with a failure status")
@@ -1046,14 +1139,19 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
             # another thread's fatal signal or failing exit ended it: it is not the one to blame,
             # and a gap before that death (e.g. at a barrier, waiting for the thread that died,
             # a wait that never ended and so was never recorded) is not its behaviour either
-            who = next((f"thread {o.thread}" for o in team if pend["end"] is not None
-                        and pend["end"].os_tid in o.os_tids), "another thread")
             start = max(last, intervals[-1]["end_ns"])
             quiet = (death - last) / 1e9
-            did = (f"received {signal_name(pend['end'].code)}, which killed" if pend["end"].kind == "signal"
-                   else f"called {pend['end'].text}, which ended") if pend["end"] is not None else "ended"
+            if end is None:
+                did = "another thread ended"
+            elif end.exit_tid is not None:
+                did = (f"{who(end.exit_tid)} called {end.exit_text}, and {who(end.os_tid)} received "
+                       f"{signal_name(end.code)} during the exit, which killed")
+            elif end.kind == "signal":
+                did = f"{who(end.os_tid)} received {signal_name(end.code)}, which killed"
+            else:
+                did = f"{who(end.os_tid)} called {end.text}, which ended"
             intervals.append(_interval("ended", start, max(run_end, start), tb.n - 1, None,
-                                       f"{who} {did} the process and this thread with it"
+                                       f"{did} the process and this thread with it"
                                        + (f"; this thread had made no beat for {quiet:.3f} s"
                                           if quiet > gap_s else "")))
     elif pend["how"] == "normal" or pend["finished_ns"] is not None:
@@ -1224,10 +1322,10 @@ def beatless_timelines(trace: HeartbeatTrace) -> list[dict]:
     rows = []
     for r in summary[summary["beats"] == 0].itertuples():
         start, end = int(round(r.first_s * 1e9)), int(round(r.last_s * 1e9))
-        if r.ending == "no_end_record" or r.ending == "unknown":
-            what = "ended"
+        if r.ending in ("no_end_record", "unknown", "process_signal", "process_exit"):
+            what = "ended"   # (another thread's fatal signal or exit ended it, as a beating thread)
         else:
-            what = "failed" if r.abnormal or r.ending == "cancelled" else "exited"
+            what = "failed" if r.ending in ("signal", "cancelled") else "exited"
         rows.append({"run": r.run, "process": int(r.process), "thread": int(r.thread),
                      "os_tid": r.os_tids[-1] if r.os_tids else -1, "beats": 0, "usual_interval_s": float("nan"),
                      "intervals": [_interval(what, end, end, None, None, r.ended) | {"online": None}],

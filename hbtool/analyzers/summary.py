@@ -45,6 +45,17 @@ class ProcessEnd:
     os_tid: int   # the thread that recorded it
     call: str = ""  # process_exit: "exit" or "_exit"
     called_ns: int | None = None  # exit(): when it was called, before its handlers ran (to t_ns)
+    # a fatal signal during an exit: the thread that called exit() first, and its status
+    # (a thread that calls exit() while others still work can make one of them crash in the
+    # exit handlers: cd-hit's did, in 3 of 4 runs)
+    exit_tid: int | None = None
+    exit_code: int | None = None
+
+    @property
+    def began_tid(self) -> int:
+        """The thread that began the end: the one that called exit() when a fatal signal
+        came during that exit, else the one that recorded the end."""
+        return self.os_tid if self.exit_tid is None else self.exit_tid
 
     @property
     def began_ns(self) -> int:
@@ -62,17 +73,28 @@ class ProcessEnd:
         """'killed by SIGSEGV' or 'exit(1)'."""
         return f"killed by {signal_name(self.code)}" if self.kind == "signal" else f"{self.call}({self.code})"
 
+    @property
+    def exit_text(self) -> str:
+        """The exit() a fatal signal came during: 'exit(1)' ('' when none did)."""
+        return "" if self.exit_tid is None else f"exit({self.exit_code})"
+
 
 def process_end(events: pd.DataFrame) -> ProcessEnd | None:
     """The end of one process from its events (run and process already selected), or None.
 
-    A fatal signal decides when there is one (the first, which began the death);
+    A fatal signal decides when there is one (the first, which began the death; with the
+    exit() call before it, if one came first: the signal came during that exit);
     otherwise the last exit record."""
     sig = events[events["kind"] == "signal"]
+    ex = events[events["kind"] == "process_exit"]
     if len(sig):
         r = sig.sort_values("t_ns", kind="stable").iloc[0]
+        called = ex[((ex["flags"].to_numpy().astype(np.int64) & 2) != 0) & (ex["t_ns"] <= r["t_ns"])]
+        if len(called):
+            c = called.sort_values("t_ns", kind="stable").iloc[0]
+            return ProcessEnd("signal", int(r["detail"]), int(r["t_ns"]), int(r["os_tid"]), called_ns=int(c["t_ns"]),
+                              exit_tid=int(c["os_tid"]), exit_code=int(c["detail"]))
         return ProcessEnd("signal", int(r["detail"]), int(r["t_ns"]), int(r["os_tid"]))
-    ex = events[events["kind"] == "process_exit"]
     if len(ex):
         # flag 2: exit() was called here (its handlers then ran); the record without it is the end
         called = (ex["flags"].to_numpy().astype(np.int64) & 2) != 0
@@ -115,8 +137,8 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
         # an end record after the process's exit began, in a thread other than the one that
         # called exit(): its runtime ended it in an exit handler (libomp's workers)
         ended_by_exit = {tid for tid, t in zip(te["os_tid"].tolist(), te["t_ns"].tolist())
-                         if pend is not None and pend.kind == "process_exit" and pend.os_tid != tid
-                         and t > pend.began_ns}
+                         if pend is not None and (pend.kind == "process_exit" or pend.exit_tid is not None)
+                         and pend.began_tid != tid and t > pend.began_ns}
         for tid in sorted(t for t in tids if t >= 0):
             if tid in last_end and tid not in ended_by_exit:
                 detail, t = last_end[tid]
@@ -124,7 +146,18 @@ def thread_endings(trace: HeartbeatTrace) -> pd.DataFrame:
                 rows.append((run, process, tid, why, why, float(t), False))
             elif pend is not None:
                 kind, text = pend.kind, pend.text
-                if pend.os_tid == tid:  # this thread ended the process
+                if pend.exit_tid is not None:   # a fatal signal during an exit() call
+                    during = f"during the {pend.exit_text} " + ("it called" if pend.exit_tid == tid else
+                                                                "another thread called")
+                    if pend.exit_tid == tid:
+                        kind = "exit"
+                        text = (f"called {pend.exit_text}, and was {text} during it" if pend.os_tid == tid
+                                else f"called {pend.exit_text}; the process was then {text} (in another thread)")
+                    elif pend.os_tid == tid:
+                        text = f"{text} {during}"
+                    else:
+                        kind, text = "process_signal", f"{text} (in another thread) {during}"
+                elif pend.os_tid == tid:  # this thread ended the process
                     if kind == "process_exit":
                         kind, text = "exit", f"called {text}"
                 elif kind == "process_exit":

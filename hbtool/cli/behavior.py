@@ -10,7 +10,7 @@ from .hsa_common import beats_line, beats_option, beats_used
 from .output import emit, output_options
 
 CSV_COLUMNS = ["run", "process", "thread", "behavior", "start_s", "end_s", "duration_s", "first_beat",
-               "last_beat", "detail", "ended_process", "exit_status", "online_detected_s", "online_latency_s"]
+               "last_beat", "detail", "ended_process", "exit_status", "during_exit", "online_detected_s", "online_latency_s"]
 
 
 def _s(ns):
@@ -80,7 +80,8 @@ def behavior(paths, slow_factor, gap_factor, min_wait, window, beats, fmt):
                         "duration_s": (iv["end_ns"] - iv["start_ns"]) / 1e9, "first_beat": iv["first_beat"],
                         "last_beat": iv["last_beat"], "detail": iv["detail"],
                         "ended_process": bool(iv.get("ended_process", False)),
-                        "exit_status": iv.get("exit_status"), "online": iv["online"]})
+                        "exit_status": iv.get("exit_status"), "during_exit": bool(iv.get("during_exit", False)),
+                        "online": iv["online"]})
         threads.append({"run": r["run"], "process": r["process"], "thread": r["thread"], "os_tid": r["os_tid"],
                         "beats": r["beats"], "usual_interval_s": r["usual_interval_s"], "intervals": ivs,
                         "online": r["online"], "notes": r["notes"]})
