@@ -421,6 +421,58 @@ def test_a_crash_during_another_threads_exit_blames_the_exit_and_names_the_crash
     assert ended[0].startswith("killed by SIGSEGV during the exit(1) another thread called"), ended
 
 
+@pytest.mark.parametrize("cc", ["gcc", pytest.param("clang", marks=pytest.mark.skipif(
+    __import__("shutil").which("clang") is None, reason="clang is not installed (scripts/install.sh installs it)"))])
+def test_a_team_waiting_for_long_real_chunks_is_not_busy_waiting(tracer_built, tmp_path, cc):
+    """A dynamic loop whose last iteration takes 250 ms of CPU work, four times: each time the
+    thread that took it works alone while its teammate waits at the loop's barrier
+    (tests/programs/omp_long_chunks.c; cd-hit's loops did this when a teammate skipped its
+    share). That is work, as long as the loop's other long units: not busy-waiting (before:
+    every such chunk was, 9 reports in 4 cd-hit runs)."""
+    import subprocess
+
+    from conftest import ROOT, hbtool_here, run_hbtool
+
+    exe = tmp_path / "omp_long_chunks"
+    subprocess.run([cc, "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_long_chunks.c"), "-o", str(exe)],
+                   check=True)
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    r = run_hbtool("record", "-o", tmp_path / "t", "--", exe, "4", "400", "250", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    out = json.loads(hbtool_here("behavior", tmp_path / "t", "--format", "json").stdout)
+    ivs = [iv for t in out["threads"] for iv in t["intervals"]]
+    assert not [iv for iv in ivs if iv["behavior"] in ("busy-waiting", "conditional-waiting")], ivs
+    long_units = [iv for iv in ivs if "one long unit of work" in iv["detail"]]
+    assert len(long_units) >= 3 and all(iv["behavior"] == "running" for iv in long_units), ivs
+    assert all(0.2 <= iv["duration_s"] < 1.0 for iv in long_units), long_units
+
+
+def test_a_long_chunk_is_not_judged_against_the_few_units_a_busy_machine_stretched():
+    """A dynamic loop of 20 us chunks and one real chunk of 0.2 s in thread 0, its teammate
+    beating on meanwhile. The tracer has the CPU time of units of 2 ms or more only: here 60
+    of thread 1's chunks that a busy machine stretched to 3 ms while they used 20 us. Their 99th
+    percentile is no measure of the loop's units (60 of 16,000), so the long chunk is work,
+    not a spin 9,500 times a usual unit (cd-hit on a loaded machine: 20 busy-waiting reports
+    in 8 normal runs)."""
+    n1 = 13_000
+    d0 = np.r_[np.full(3000, 20e-6), [0.2], np.full(3000, 20e-6)]
+    d1 = np.full(n1, 20e-6)
+    stretched = np.arange(100, n1, 200)[:60]
+    d1[stretched] = 3e-3
+    tr = _trace({0: d0, 1: d1}, _end_events({0: d0, 1: d1}, how=0))
+    tr.beats["construct"] = "loop cd-hit+0x10d95"
+    ends0 = np.round((0.01 + np.cumsum(d0)) * 1e9).astype(np.int64)
+    ends1 = np.round((0.01 + np.cumsum(d1)) * 1e9).astype(np.int64)
+    tr.cpu = pd.DataFrame({"run": "r", "process": 0, "thread": [0] + [1] * 60, "os_tid": [5000] + [5001] * 60,
+                           "t_ns": np.r_[ends0[3000], ends1[stretched]],
+                           "gap_ns": np.r_[200_000_000, np.full(60, 3_000_000)],
+                           "cpu_ns": np.r_[190_000_000, np.full(60, 20_000)], "queued_ns": -1})
+    tr.__post_init__()
+    rows = {r["thread"]: r for r in behavior_timelines(tr)}
+    assert "busy-waiting" not in _labels(rows[0]), rows[0]["intervals"]
+
+
 def test_a_gap_spent_waiting_at_a_barrier_is_idle_not_conditional_waiting():
     # both threads stop beating for 0.5 s at the same point; the tracer saw thread 0 wait at
     # a barrier most of that time (for thread 1, which waited on something of its own)

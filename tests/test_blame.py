@@ -504,3 +504,45 @@ def test_a_run_of_few_beats_gets_no_work_shift_and_a_longer_one_does(tmp_path, s
     ws = work_shifts(read_heartbeats(long)).set_index("thread")["work_shift"]
     # (about 5 and 0.2 on a quiet machine; beside a CPU hog, in wall time, 1.8 and 0.56 seen)
     assert ws[0] > 1.5 and ws[0] > 3 * ws[1], ws
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    """tests/programs/omp_dynamic.c (steps of a dynamic loop), built with gcc (libgomp)."""
+    import subprocess
+
+    d = tmp_path_factory.mktemp("dynamic")
+    exe = d / "omp_dynamic"
+    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_dynamic.c"), "-o", str(exe)],
+                   check=True)
+    return exe
+
+
+@pytest.mark.parametrize("kind,status", [("normal", "normal"), ("slow", "memoryleak"), ("stop", "shutdown")])
+def test_a_dynamic_loops_slowed_or_stopped_thread_is_found_by_its_team_over_time(tmp_path, dynamic, kind, status):
+    """In a dynamic loop a slowed thread takes fewer chunks and a stopped one none: the threads
+    make different numbers of beats, and beat i of one is not beat i of another. Its team's time
+    cut into windows, its median chunk against its teammate's (WS) finds the slowed thread, its
+    count of chunks against its teammate's (SS) the stopped one; two threads and no model, as
+    cd-hit was judged (there, before: 4 slowed and 4 stopped victims of 8 called normal)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / kind
+    fault = [] if kind == "normal" else ["--inject", kind, "--thread", "1", "--beat", "3000"]
+    r = run_hbtool("record", "-q", "-o", out, *fault, "--", dynamic, "60", "200", "60", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    if kind != "normal":
+        truth = json.loads((out / "inject-truth.json").read_text())
+        assert truth["fired"] and truth["thread"] == 1
+    d = diagnose(out)
+    beats = {k: t["beats"] for k, t in d.items()}
+    want = {0: "normal", 1: status}
+    assert {k: t["status"] for k, t in d.items()} == want, ({k: (t["WS"], t["SS"], t["reason"]) for k, t in d.items()},
+                                                            beats)
+    if kind == "slow":
+        assert d[1]["WS"] > 2 and "work shift" in d[1]["reason"], d[1]
+    if kind == "stop":
+        assert d[1]["SS"] < 0.05 and "share shift" in d[1]["reason"], d[1]
+        assert abs(d[1]["SS_beat"] - 3000) < 300, d[1]
