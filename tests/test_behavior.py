@@ -434,8 +434,8 @@ def test_a_team_waiting_for_long_real_chunks_is_not_busy_waiting(tracer_built, t
     from conftest import ROOT, hbtool_here, run_hbtool
 
     exe = tmp_path / "omp_long_chunks"
-    subprocess.run([cc, "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_long_chunks.c"), "-o", str(exe)],
-                   check=True)
+    programs = ROOT / "tests" / "programs"
+    subprocess.run([cc, "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_long_chunks.c"), "-o", str(exe)], check=True)
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
     env["OMP_NUM_THREADS"] = "2"
     r = run_hbtool("record", "-o", tmp_path / "t", "--", exe, "4", "400", "250", env=env)

@@ -513,8 +513,8 @@ def dynamic(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("dynamic")
     exe = d / "omp_dynamic"
-    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_dynamic.c"), "-o", str(exe)],
-                   check=True)
+    programs = Path(__file__).parent / "programs"
+    subprocess.run(["gcc", "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_dynamic.c"), "-o", str(exe)], check=True)
     return exe
 
 

@@ -10,24 +10,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double cpu_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static double work(double us)
-{
-    volatile double x = 0;
-    double until = cpu_us() + us;
-    while (cpu_us() < until)
-        for (int k = 0; k < 20; k++)
-            x += k * 0.5;
-    return x;
-}
+#include "cpu_work.h"
 
 int main(int argc, char **argv)
 {
@@ -41,7 +25,7 @@ int main(int argc, char **argv)
     for (int s = 0; s < steps; s++) {
 #pragma omp parallel for schedule(dynamic, 1) reduction(+ : sum)
         for (int i = 0; i < n; i++)
-            sum += work(us);
+            sum += work(us / 1000);
     }
     printf("done%s\n", sum < 0 ? "!" : "");
     return 0;

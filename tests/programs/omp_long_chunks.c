@@ -11,24 +11,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double cpu_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static double work(double ms)
-{
-    volatile double x = 0;
-    double until = cpu_ms() + ms;
-    while (cpu_ms() < until)
-        for (int k = 0; k < 100; k++)
-            x += k * 0.5;
-    return x;
-}
+#include "cpu_work.h"
 
 int main(int argc, char **argv)
 {
