@@ -854,6 +854,26 @@ def _waited_in(waits: ThreadWaits, t0: int, t1: int) -> tuple[float, str]:
     return float(over.sum()) / 1e9, SYNC_WORDS.get(sync, sync)
 
 
+def _longest_quiet(waits: ThreadWaits, t0: int, t1: int) -> tuple[int, int]:
+    """The longest stretch (ns) of [t0, t1] in which the thread made no recorded wait (the
+    stretches between the gap's ends and its waits' starts and ends), and how many waits it
+    made in it."""
+    if not len(waits):
+        return t1 - t0, 0
+    j0 = int(np.searchsorted(waits.end, t0, side="right"))
+    j1 = int(np.searchsorted(waits.end, t1 + waits.longest, side="right"))
+    st, en = waits.start[j0:j1], waits.end[j0:j1]
+    inside = (en > t0) & (st < t1)
+    st, en = np.clip(st[inside], t0, t1), np.clip(en[inside], t0, t1)
+    if not st.size:
+        return t1 - t0, 0
+    o = np.argsort(st, kind="stable")
+    st, en = st[o], en[o]
+    reach = np.maximum.accumulate(en)   # the latest a wait so far ended
+    quiet = np.r_[st[0] - t0, st[1:] - reach[:-1], t1 - reach[-1]]
+    return int(max(quiet.max(), 0)), int(st.size)
+
+
 def _gap_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, column: str) -> float | None:
     """The share of [t0, t1] that `column` of the tracer's `cpu` records of the thread's gaps
     gives (each record spread evenly over its gap; records where it is unknown, -1, left
@@ -1048,6 +1068,19 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
                 episodes.append((i, i + 1, "running",
                                  f"no beats for {gap_s:.3f} s: it got {100 * cpu_share:.0f} % of a CPU, its team "
                                  f"{100 * top:.0f} % at most (the machine ran other work)", int(t[i]), max(end, int(t[i]))))
+                continue
+        if cpu_share is None:
+            # no CPU time for the gap: the thread made other records through it (the tracer
+            # writes its CPU time only with a record that ends 2 ms or more without one). A
+            # thread that entered critical sections all through its gap was at work: one long
+            # unit (clustalo's loop of 6 chunks of 0.2-0.3 s, thousands of critical sections
+            # in each: 111 conditional-waiting reports in 28 runs), not blocked
+            quiet, n = _longest_quiet(waits, int(t[i]), int(t[i + 1]))
+            if n and quiet / 1e9 < min(s.min_wait_s, 0.5 * gap_s):
+                episodes.append((i, i + 1, "running",
+                                 f"no beats for {gap_s:.3f} s, but it made {n} recorded waits through it, at most "
+                                 f"{quiet / 1e9:.3f} s apart: one long unit of work{_where(tb, i + 1, i + 2)}",
+                                 int(t[i]), max(end, int(t[i]))))
                 continue
         cpu_text = "" if cpu_share is None else f", blocked (it used {100 * cpu_share:.0f} % of a CPU)"
         episodes.append((i, i + 1, "conditional-waiting",
