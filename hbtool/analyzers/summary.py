@@ -457,12 +457,8 @@ class _UnitHistograms:
     (config.SHIFT_BINS_PER_OCTAVE): what the medians need, in memory that does not grow with
     the thread's beats. Fed in consecutive pieces of its beats, in time order."""
 
-    def __init__(self, edges: np.ndarray, by_time: bool = False):
+    def __init__(self, edges: np.ndarray):
         self.edges = edges
-        # by_time: the edges are times (ns), the same for the whole team, and a unit belongs to
-        # the window its end falls in (a team whose threads made different numbers of beats)
-        self.by_time = by_time
-        self.edge_beat = np.zeros(edges.size, dtype=np.int64)   # by time: the beats before each edge
         self.labels: dict[str, int] = {}
         self.counts: dict[int, int] = {}
         self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
@@ -471,18 +467,14 @@ class _UnitHistograms:
         self.clock = None      # the work clock at the last beat seen
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
-    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None) -> None:
+    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None) -> None:
         """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct;
-        cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none; t: the
-        beats' times (windows by time)."""
+        cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none."""
         n = clock.size
         if not n:
             return
-        if self.by_time:
-            self.edge_beat += np.searchsorted(t, self.edges, side="left")
-        else:
-            at = (self.edges >= self.at) & (self.edges < self.at + n)
-            self.edge_clock[at] = clock[self.edges[at] - self.at]
+        at = (self.edges >= self.at) & (self.edges < self.at + n)
+        self.edge_clock[at] = clock[self.edges[at] - self.at]
         first = 0 if self.clock is not None else 1   # the thread's first beat closes no unit
         steps = np.diff(clock) if self.clock is None else np.diff(np.r_[self.clock, clock])
         ending = self.at + np.arange(first, n)      # the beat index closing each unit
@@ -490,10 +482,7 @@ class _UnitHistograms:
         self.clock = clock[-1]
         if not steps.size:
             return
-        if self.by_time:
-            window = np.clip(np.searchsorted(self.edges, t[first:], side="right") - 1, 0, self.edges.size - 2)
-        else:
-            window = np.searchsorted(self.edges, ending, side="left") - 1
+        window = np.searchsorted(self.edges, ending, side="left") - 1
         cat = labels if isinstance(labels, pd.Categorical) else pd.Categorical(np.asarray(labels, dtype=object))
         # (a missing label, code -1, is the program's own: "")
         idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in [*cat.categories, ""]],
@@ -514,22 +503,13 @@ class _UnitHistograms:
         names = {i: n for n, i in self.labels.items()}
         return {names.get(c, ""): m / n for c, (n, m) in self.cover.items() if n}
 
-    def window_counts(self) -> np.ndarray:
-        """The thread's units of work in each window."""
-        out = np.zeros(self.edges.size - 1, dtype=np.int64)
-        for key, n in self.counts.items():
-            out[key >> (_LABEL_BITS + _BIN_BITS)] += n
-        return out
-
     def window_work(self) -> np.ndarray:
         """The thread's work (ns) in each window: the work clock's step from edge to edge."""
         return np.diff(self.edge_clock).astype(np.float64)
 
     def medians(self, cpu: bool = False) -> pd.Series:
         """The median unit (ns) per (window, construct), from the bins (a bin's middle, on the log
-        scale); `cpu`: of the units whose CPU time is known, in CPU time. Windows by time: only
-        where the thread has config.SHIFT_MIN_BEATS units of the construct at least (a window of
-        beats holds that many by its making)."""
+        scale); `cpu`: of the units whose CPU time is known, in CPU time."""
         table = self.cpu_counts if cpu else self.counts
         if not table:
             return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
@@ -547,9 +527,6 @@ class _UnitHistograms:
         value = 2.0 ** (((keys[pos] & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
         names = {i: n for n, i in self.labels.items()}
         g = group[starts]
-        if self.by_time:
-            enough = total >= config.SHIFT_MIN_BEATS
-            g, value = g[enough], value[enough]
         index = pd.MultiIndex.from_arrays([g >> _LABEL_BITS, [names.get(int(c), "") for c in (g & ((1 << _LABEL_BITS) - 1))]],
                                           names=["window", "construct"])
         return pd.Series(value, index=index)
@@ -593,22 +570,20 @@ def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
     return out
 
 
-def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None,
-                 by_time: bool = False) -> _UnitHistograms:
+def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None) -> _UnitHistograms:
     """_UnitHistograms of one thread held whole (beat times sorted, their constructs, its
     waits sorted by end, its cpu records: cpu_record_arrays)."""
-    h = _UnitHistograms(edges, by_time)
-    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns)
+    h = _UnitHistograms(edges)
+    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu))
     return h
 
 
-def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple,
-                    by_time: bool = False) -> _UnitHistograms:
+def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple) -> _UnitHistograms:
     """_UnitHistograms of one thread of a streamed trace, its beats and waits read in
     pieces, neither held whole: the waits are taken in as the beats reach them (a thread's
     waits come in time order, as its beats do; when either does not, the thread is read
     whole and sorted)."""
-    h = _UnitHistograms(edges, by_time)
+    h = _UnitHistograms(edges)
     waits = iter(trace.thread_wait_pieces(key))
     s_buf, e_buf = np.empty(0, np.int64), np.empty(0, np.int64)
     base, last_wait, last_beat, more = 0, None, None, True
@@ -616,7 +591,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
         if not t.size:
             continue
         if (last_beat is not None and t[0] < last_beat) or (t.size > 1 and (np.diff(t) < 0).any()):
-            return _units_whole(trace, key, edges, cpu, by_time)
+            return _units_whole(trace, key, edges, cpu)
         while more and (not e_buf.size or e_buf[-1] <= t[-1]):
             try:
                 end, length, _ = next(waits)
@@ -629,26 +604,26 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
             o = np.argsort(end, kind="stable")
             end, start = end[o], (end - np.asarray(length, dtype=np.int64))[o]
             if last_wait is not None and end[0] < last_wait:
-                return _units_whole(trace, key, edges, cpu, by_time)
+                return _units_whole(trace, key, edges, cpu)
             last_wait = end[-1]
             s_buf, e_buf = np.r_[s_buf, start], np.r_[e_buf, end]
         done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
         base += int((e_buf[:done] - s_buf[:done]).sum())
         s_buf, e_buf = s_buf[done:], e_buf[done:]
-        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu), t)
+        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu))
         last_beat = t[-1]
     return h
 
 
 
-def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple, by_time: bool = False) -> _UnitHistograms:
+def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple) -> _UnitHistograms:
     """_units_streamed of a thread whose beats or waits are not in time order: read whole."""
     t, labels = trace.thread_beats(key)
     o = np.argsort(t, kind="stable")
     w = trace.thread_waits(key)
     end = w["t_ns"].to_numpy(np.int64)
     ow = np.argsort(end, kind="stable")
-    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu, by_time)
+    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu)
 
 
 def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
@@ -656,8 +631,9 @@ def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
     static loops and constructs make them (beat i of every thread ends the same unit of work),
     or nearly (config.SHIFT_SAME_BEATS: a static loop whose iterations do not divide evenly
     among the threads): the k-th window of every thread then holds the same units. Else None:
-    a dynamic loop's chunks go to whoever is free (a slow thread takes fewer); work_shifts
-    then cuts the team's time into windows instead (docs/methods.md, "WS")."""
+    a dynamic loop's chunks go to whoever is free (a slow thread takes fewer), and windows of
+    wall time would make a teammate's one long stall, which the others wait through, look
+    like a shift of theirs."""
     n = list(counts.values())
     if len(n) < 2 or max(n) > config.SHIFT_SAME_BEATS * min(n) or _window_edges(min(n)) is None:
         return None
@@ -667,17 +643,14 @@ def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
     return edges
 
 
-def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False) -> pd.Series:
+def _shift_series(mine: pd.Series, others: pd.Series) -> pd.Series:
     """Per window: the median over constructs of how much longer the thread's units took than
     its teammates' (log of the ratio of medians), each construct's ratio taken relative to its
     own usual ratio over the run (a construct that is always lopsided, such as a loop whose
     iterations do not divide evenly, or one the master does alone, is not a shift), among the
     constructs whose units are work (config.SHIFT_UNIT_FLOOR_NS) and that the run keeps
     coming back to (config.SHIFT_CONSTRUCT_SHARE: not its set-up's, whose one window would
-    hold its own usual ratio). `by_time` (windows of the team's time, threads of different
-    numbers of beats: a dynamic loop's chunks, drawn from one pool): the raw ratio, of the
-    constructs in two windows at least (a construct runs in its phase of the run, and its
-    usual ratio would be the slowed one where the phase is mostly after a fault)."""
+    hold its own usual ratio)."""
     both = pd.concat([mine.rename("mine"), others.rename("others")], axis=1, join="inner")
     if not len(both):
         return pd.Series(dtype=np.float64)
@@ -685,11 +658,11 @@ def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False) -> 
     both["r"] = np.log(np.maximum(both["mine"], floor) / np.maximum(both["others"], floor))
     by = both.groupby(level="construct", sort=False)
     windows = both.index.get_level_values("window").nunique()
-    common = by["r"].transform("size") >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows)
+    common = by["r"].transform("size") >= config.SHIFT_CONSTRUCT_SHARE * windows
     # work for the thread and for its teammates alike: a slowed thread's sub-floor units grown
     # past the floor are not work that its teammates do too
     work = (np.minimum(by["mine"].transform("median"), by["others"].transform("median")) >= floor) & common
-    d = (both["r"] if by_time else both["r"] - by["r"].transform("median"))[work]
+    d = (both["r"] - by["r"].transform("median"))[work]
     return d.groupby(level="window").median().sort_index()
 
 
@@ -730,19 +703,14 @@ def _team_medians(units: dict) -> dict:
 
 def _construct_series(units: dict) -> dict:
     """Per thread of a team, _shift_series against its teammates' medians; {} when a thread has
-    fewer than six windows of common constructs (a run too short to come back to them). With
-    windows by time, such a thread alone goes without (a thread that stopped working has no
-    units in the windows after)."""
+    fewer than six windows of common constructs (a run too short to come back to them)."""
     med = _team_medians(units)
     table = pd.concat(med, axis=1)
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
-    by_time = any(u.by_time for u in units.values())
     out = {}
     for i, k in enumerate(units):
-        q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time)
+        q = _shift_series(med[k], _others(table, i, whole).dropna())
         if len(q) < 6:
-            if by_time:
-                continue
             return {}
         out[k] = q
     return out
@@ -785,42 +753,6 @@ def split_shift(v: np.ndarray) -> tuple[float, int]:
     return float(np.exp(_middle_toward(late, np.median(early)) - _middle_toward(early, np.median(late)))), at
 
 
-def _share_shifts(units: dict) -> dict:
-    """Per thread of a team cut into windows of its time: the share shift (its units of work
-    per window against its teammates', later in the run against earlier: split_shift of the
-    log of (its units + 1) over (its teammates' median + 1), in the windows where they did 8
-    units at least) and the window its later part starts at; none with fewer than 6 such
-    windows. A thread that stopped working while its team went on (it skips its chunks of a
-    dynamic loop, or hangs outside the loop while the others take them) falls by 100x and
-    more; one that slowed down takes fewer chunks, by its slow-down."""
-    counts = np.array([u.window_counts() for u in units.values()], dtype=np.float64)
-    whole = np.median(counts, axis=0) if len(units) > config.SHIFT_WHOLE_TEAM else None
-    out = {}
-    for i, k in enumerate(units):
-        others = _others(counts, i, whole)
-        ok = counts[i] + others >= 2 * config.SHIFT_MIN_BEATS
-        if ok.sum() < 6:
-            continue
-        v = np.log((counts[i][ok] + 1) / (others[ok] + 1))
-        shift, at = split_shift(v)
-        out[k] = (shift, int(np.flatnonzero(ok)[at]))
-    return out
-
-
-def _team_span(trace: HeartbeatTrace, team: list[tuple], beats_of: dict | None) -> tuple[int, int]:
-    """The time (ns) from the team's first beat to its last."""
-    if beats_of is None:
-        st = trace.stats
-        keys = {(str(k[0]), int(k[1]), int(k[2])) for k in team}
-        mine = np.array([(str(r), int(p), int(th)) in keys
-                         for r, p, th in zip(st["run"].astype(str), st["process"], st["thread"])], dtype=bool)
-        if not mine.any():
-            return 0, 0
-        return int(st["first_ns"][mine].min()), int(st["last_ns"][mine].max())
-    t = [beats_of[k]["t_ns"].to_numpy(np.int64) for k in team if k in beats_of]
-    return min(int(v.min()) for v in t if v.size), max(int(v.max()) for v in t if v.size)
-
-
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per thread of a team with wait records: how many times longer its own work took,
     against its team's, after some beat than before it (docs/methods.md, "Work shift").
@@ -834,18 +766,15 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     for it where the tracer sees no wait (a flag the program spins on) only in the constructs
     where it waits. These per-window values are split where they change most (the split into
     an earlier and a later part, of two windows or more each, whose values lie closest to
-    their part's median: least absolute deviation; a team whose threads made different
-    numbers of beats: windows of the team's time, and the ratios taken raw, _shift_series),
-    and the shift is the later part's median
+    their part's median: least absolute deviation), and the shift is the later part's median
     over the earlier's (split_shift): a thread that became slower from some beat on (a slow
     or leaking thread) shifts by that factor; its teammates, which wait for it, do not (theirs falls);
     the team's phases and the machine's load move every thread alike. Columns: run,
-    process, thread, work_shift (NaN: too few beats, no teammate, no waits, or too few windows
-    with units of its own: a thread that stopped working), shift_beat (about the first beat of the later
-    part), share_shift and share_beat (_share_shifts, for a team cut by time; NaN and 0 else),
-    by_time (the team was cut into windows of its time)."""
+    process, thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose
+    threads made different numbers of beats), shift_beat (about the first beat of the later
+    part)."""
     key = ["run", "process", "thread"]
-    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time"]
+    cols = key + ["work_shift", "shift_beat"]
     if not trace.beat_count():
         return pd.DataFrame(columns=cols)
     streamed = isinstance(trace, StreamedTrace)
@@ -867,17 +796,10 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     rows = []
     for (run, process), team in teams.items():
         edges = _same_units({k: counts[k] for k in team})
-        by_time = edges is None
-        if by_time:   # threads of different numbers of beats (dynamic loops): windows of the team's time
-            if len(team) < 2 or min(counts[k] for k in team) < config.SHIFT_MIN_BEATS * 6:
-                continue
-            lo, hi = _team_span(trace, team, beats_of)
-            if not hi > lo:
-                continue
-            common = np.linspace(lo, hi, config.SHIFT_WINDOWS + 1).round().astype(np.int64)
-            edges = {k: common for k in team}
+        if edges is None:
+            continue
         if streamed:   # each thread's units read in pieces, as histograms: none held whole
-            units = {k: _units_streamed(trace, k, edges[k], cpu_record_arrays(cpu_of.get(k)), by_time) for k in team}
+            units = {k: _units_streamed(trace, k, edges[k], cpu_record_arrays(cpu_of.get(k))) for k in team}
         else:
             waits = _waits_by_thread(team, waits_of)
             units = {}
@@ -886,18 +808,12 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 t = g["t_ns"].to_numpy(np.int64)
                 o = np.argsort(t, kind="stable")
                 labels = pd.Categorical(g["construct"])[o] if "construct" in g else np.full(t.size, "", dtype=object)
-                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)), by_time)
-        series = _construct_series(units) or ({} if by_time else _window_series(units))
-        shares = _share_shifts(units) if by_time else {}
+                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)))
+        series = _construct_series(units) or _window_series(units)
         for k in team:
-            if k not in series and k not in shares:
+            if k not in series:
                 continue
-            shift, beat = np.nan, 0
-            if k in series:
-                q = series[k]
-                shift, at = split_shift(q.to_numpy())
-                beat = int((units[k].edge_beat if by_time else edges[k])[int(q.index[at])]) + 1
-            share, share_beat = shares.get(k, (np.nan, -1))
-            rows.append((run, process, k[2], shift, beat, share, int(units[k].edge_beat[share_beat]) + 1
-                         if share_beat >= 0 else 0, by_time))
+            q = series[k]
+            shift, at = split_shift(q.to_numpy())
+            rows.append((run, process, k[2], shift, int(edges[k][int(q.index[at])]) + 1))
     return pd.DataFrame(rows, columns=cols)
