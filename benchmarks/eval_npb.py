@@ -306,6 +306,11 @@ def summarize(res: dict) -> dict:
     return out
 
 
+def refuse(why: str) -> None:
+    print(f"eval_npb: {why}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     global RESCORE, KINDS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -334,6 +339,15 @@ def main() -> None:
     KINDS = [k for k in KINDS if k in a.kinds.split(",")]
     if a.rescore and not a.keep:
         sys.exit("eval_npb: --rescore needs --keep DIR (the folder of an earlier run)")
+    if a.command is not None:   # one line and exit status 2, before anything runs
+        try:
+            command = shlex.split(a.command)
+        except ValueError as e:
+            refuse(f"--command: {e} (quote the command line as a shell would)")
+        if not command:
+            refuse("--command is empty: give the program and its arguments")
+        if not a.cwd.is_dir():
+            refuse(f"--cwd {a.cwd}: no such folder")
     if not a.command and not (NPB / "MG").is_dir():
         sys.exit(f"eval_npb: NPB is not at {NPB}")
     kernels = a.kernels.split(",")
@@ -352,10 +366,9 @@ def main() -> None:
 
     try:
         if a.command:
-            cmd = shlex.split(a.command)
-            name = Path(cmd[0]).name
+            name = Path(command[0]).name
             for n in map(int, a.threads.split(",")):
-                judge(f"{name} {n}t", cmd, a.cwd.resolve(), n, work / "runs" / f"{name}-{n}")
+                judge(f"{name} {n}t", command, a.cwd.resolve(), n, work / "runs" / f"{name}-{n}")
         for cc in a.compilers.split(",") if not a.command else []:
             if shutil.which(cc) is None:
                 print(f"eval_npb: {cc} not found, skipped", file=sys.stderr)

@@ -620,6 +620,11 @@ def _outlier_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, s:
     return used / top if top is not None and used >= s.gap_factor * top else None
 
 
+def _and_itself(tb: ThreadBeats, team: list) -> list:
+    """The team with the thread in it (a team passed without it gets it added)."""
+    return team if any(o is tb for o in team) else team + [tb]
+
+
 def _construct_top(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace) -> float | None:
     """The 99th percentile of the CPU time (ns, 1 at least) of the units of work of the
     construct that interval i of the thread ends in, its other units and its teammates' (the
@@ -631,7 +636,7 @@ def _construct_top(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace) -
     of 0.1-0.3 s read as 100-1600x outliers, 20 busy-waiting reports in 8 normal runs)."""
     mine = tb.construct[i + 1] if tb.construct is not None and len(tb.construct) > i + 1 else ""
     units, total = [], 0
-    for o in team + ([tb] if not any(o is tb for o in team) else []):
+    for o in _and_itself(tb, team):
         if not isinstance(o, ThreadBeats) or o.n < 2:
             continue
         same = np.ones(o.n - 1, dtype=bool)
@@ -680,7 +685,7 @@ def _longest_other(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, w
     if mine is None:
         return None
     best = None
-    for o in team + ([tb] if not any(o is tb for o in team) else []):
+    for o in _and_itself(tb, team):
         if not isinstance(o, ThreadBeats):
             continue
         for d, j in _longest_units(o, _thread_waits(trace, o, waits_cache, span)).get(mine, []):
