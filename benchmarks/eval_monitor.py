@@ -7,6 +7,7 @@ thread fault injector, on a quiet machine and beside a CPU hog.
                                       [--compilers gcc,clang] [--threads 2,4] [--class W]
                                       [--hog both|off|on] [--wait-ms 300] [--skip LU:4] [--json FILE]
                                       [--keep DIR] [--beats openmp|source]
+    python benchmarks/eval_monitor.py --command "PROGRAM ARGS" [--cwd DIR] [--threads 2] ...
 
 Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
   pi_pthread  pthreads, API beats (~1 ms of work each), no synchronisation between threads;
@@ -17,6 +18,10 @@ Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
               helpers, automatic OpenMP beats (HBTRACE_MONITOR_BEATS=openmp); with
               `--beats source`, a copy with the program's own beats added to every shared
               loop (benchmarks/npb_source_beats.py), which the monitor judges (api).
+  --command   any program (one that nobody here wrote: `cd-hit -i prot.fa ...`), run in
+              --cwd, OMP_NUM_THREADS from --threads, judged by its automatic OpenMP beats
+              (the program's own heartbeat calls, when it makes some, with --beats source);
+              nothing else is run.
 Per program, team size and mode: `--runs` normal runs (every busy-waiting or conditional-
 waiting report is spurious) and `--runs` runs of each of the injector's busy and cond
 faults (`--inject busy|cond --thread random --beat LO-HI --inject-seed S`, S = seed,
@@ -201,9 +206,13 @@ def main(argv=None) -> None:
     ap.add_argument("--beats", choices=["openmp", "source"], default="openmp",
                     help="NPB: the unmodified kernels' automatic beats (default), or a copy with source beats "
                          "added (benchmarks/npb_source_beats.py), which the monitor then judges")
+    ap.add_argument("--command", help="evaluate this program instead: its command line, split as the shell "
+                                      "would (OMP_NUM_THREADS gives its threads)")
+    ap.add_argument("--cwd", type=Path, default=Path("."), help="the folder --command runs in (default: here)")
     a = ap.parse_args(argv)
+    command = eval_npb.split_command(a.command, a.cwd, "eval_monitor") if a.command is not None else None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # the hogs and the work folder go too
-    progs = a.programs.split(",")
+    progs = a.programs.split(",") if command is None else ["command"]
     if "npb" in progs and not (eval_npb.NPB / "MG").is_dir():
         sys.exit(f"eval_monitor: NPB is not at {eval_npb.NPB}")
     work = Path(tempfile.mkdtemp(prefix="hbtool-eval-monitor-"))
@@ -221,6 +230,9 @@ def main(argv=None) -> None:
                 if hog else []
             try:
                 for n in map(int, a.threads.split(",")):
+                    if command is not None:
+                        rows += evaluate(Path(command[0]).name, command, "api" if a.beats == "source" else "openmp",
+                                         n, a, work, a.cwd.resolve(), hog)
                     if "examples" in progs:
                         cmds = example_commands(n)
                         for name in a.examples.split(","):

@@ -306,9 +306,23 @@ def summarize(res: dict) -> dict:
     return out
 
 
-def refuse(why: str) -> None:
-    print(f"eval_npb: {why}", file=sys.stderr)
+def refuse(why: str, prog: str = "eval_npb") -> None:
+    print(f"{prog}: {why}", file=sys.stderr)
     sys.exit(2)
+
+
+def split_command(text: str, cwd: Path, prog: str = "eval_npb") -> list[str]:
+    """--command split as the shell would, with --cwd checked: a command line it cannot
+    split, an empty one or a missing folder is one line on stderr and exit status 2."""
+    try:
+        command = shlex.split(text)
+    except ValueError as e:
+        refuse(f"--command: {e} (quote the command line as a shell would)", prog)
+    if not command:
+        refuse("--command is empty: give the program and its arguments", prog)
+    if not cwd.is_dir():
+        refuse(f"--cwd {cwd}: no such folder", prog)
+    return command
 
 
 def main() -> None:
@@ -340,14 +354,7 @@ def main() -> None:
     if a.rescore and not a.keep:
         sys.exit("eval_npb: --rescore needs --keep DIR (the folder of an earlier run)")
     if a.command is not None:   # one line and exit status 2, before anything runs
-        try:
-            command = shlex.split(a.command)
-        except ValueError as e:
-            refuse(f"--command: {e} (quote the command line as a shell would)")
-        if not command:
-            refuse("--command is empty: give the program and its arguments")
-        if not a.cwd.is_dir():
-            refuse(f"--cwd {a.cwd}: no such folder")
+        command = split_command(a.command, a.cwd)
     if not a.command and not (NPB / "MG").is_dir():
         sys.exit(f"eval_npb: NPB is not at {NPB}")
     kernels = a.kernels.split(",")

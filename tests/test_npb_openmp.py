@@ -262,16 +262,18 @@ def test_source_beats_added_to_a_copy_of_ep_beat_once_per_iteration_of_its_share
     assert all(t["status"] == "normal" and t["DTW"] is not None for t in d.values()), d
 
 
+@pytest.mark.parametrize("script", ["eval_npb", "eval_monitor"])
 @pytest.mark.parametrize("args,says", [
     (["--command", '"unbalanced'], "--command: No closing quotation"),
     (["--command", "  "], "--command is empty"),
     (["--command", "true", "--cwd", "/no/such/folder"], "--cwd /no/such/folder: no such folder"),
 ])
-def test_eval_npb_refuses_a_bad_command_in_one_line(tmp_path, args, says):
-    """`benchmarks/eval_npb.py --command` evaluates any program: a command line it cannot
-    split, an empty one, or a folder that is not there get one line and exit status 2,
-    before anything runs."""
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_npb.py"), *args, "--keep", str(tmp_path / "k")],
+def test_eval_npb_refuses_a_bad_command_in_one_line(tmp_path, script, args, says):
+    """`benchmarks/eval_npb.py --command` and `eval_monitor.py --command` evaluate any
+    program: a command line they cannot split, an empty one, or a folder that is not there
+    get one line naming the script and exit status 2, before anything runs."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), *args, "--keep", str(tmp_path / "k")],
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith(f"{script}: ") \
+        and says in r.stderr, r.stderr
     assert not (tmp_path / "k").exists()

@@ -262,7 +262,7 @@ void hbt_spin_close(struct hbt_tls *t)
         struct hbt_beatline *b = t->beat;
         t->spin_marked = 0;
         if (b && b->waiting == HBT_SYNC_FLAG) {
-            __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)((last - first) / 1000u),
+            __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)((last - first + 999u) / 1000u),
                              __ATOMIC_RELEASE);
             __atomic_store_n(&b->waiting, (uint16_t)0, __ATOMIC_RELEASE);
         }

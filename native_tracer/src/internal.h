@@ -586,9 +586,12 @@ static inline __attribute__((always_inline)) void hbt_wait_mark(uint32_t sync)
         t->wait_from = hbt_now_ns();
         __atomic_store_n(&b->wait_us, (uint32_t)(t->wait_from / 1000u), __ATOMIC_RELAXED);
     } else if (!sync && was) {
-        /* the CPU time it spun away there is no work of its own */
+        /* the CPU time it spun away there is no work of its own (rounded up: a
+         * thread whose every wait took under 1 us has waited in the runtime too,
+         * and is judged as a thread of its team -- the monitor tells so by a
+         * waited_us above 0) */
         uint64_t d = t->wait_from ? hbt_now_ns() - t->wait_from : 0;
-        __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)(d / 1000u), __ATOMIC_RELEASE);
+        __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)((d + 999u) / 1000u), __ATOMIC_RELEASE);
     }
     if (sync != was)
         __atomic_store_n(&b->waiting, (uint16_t)sync, __ATOMIC_RELEASE);

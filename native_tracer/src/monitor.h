@@ -41,6 +41,9 @@
                                                copying took up to 0.93 ms of CPU, no tracer) */
 #define HBT_FROZEN_NS       (10 * HBT_MS)   /* a CPU with no timer tick for this long while a
                                                 thread ran on it was stopped by the host */
+#define HBT_OVERSLEPT_NS    HBT_MS          /* the monitor thread woke this late, not queued for a
+                                               CPU: its CPU was stopped (benchmarks/wake_lateness.c:
+                                               with the CPUs busy, 8 of 40,000 wakes here, 1-3 ms) */
 #define HBT_APART           4.0             /* of its beat intervals: a thread that beat on this
                                                long after a teammate fell silent fell silent
                                                after it */
@@ -120,7 +123,9 @@ struct hbt_dist {
     double   cpu_max;     /* its most CPU time per beat (of a thread outside a team: the
                              tail of `cpu`), ns, forgotten by half every HBT_CPU_HALF_NS */
     uint64_t cpu_t;       /* when cpu_max was last updated */
-    uint32_t cpu_n;       /* such looks (saturating) */
+    uint16_t cpu_n;       /* such looks (saturating) */
+    int16_t  tick_cpu;    /* late on a machine whose host steals CPU time: the CPU it was on
+                             (-1: not followed; with tick_n, tick_t, tick_same below) */
     uint32_t probe_waited;/* probing: its waited_us at the sample */
     double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
                              progress (since the sample after its latest beat), ns */
@@ -128,13 +133,16 @@ struct hbt_dist {
     uint32_t tick_n;      /* late on a machine whose host steals CPU time: the timer tick
                              count of its CPU, */
     uint64_t tick_t;      /* ... when it was read first or seen to change (0: not followed) */
-    uint32_t tick_same;   /* ... and for how long after that it was read unchanged, us */
-    int16_t  tick_cpu;    /* ... of this CPU (-1: not followed) */
+    uint16_t tick_same;   /* ... and for how long after that it was read unchanged, us
+                             (saturating: only whether over HBT_FROZEN_NS counts) */
     uint8_t  tick_new;    /* ... tick_t is a change, not the first read */
     uint8_t  froze;       /* its CPU was seen stopped since its latest beat */
     uint32_t late_from;   /* atomic: late and at work at its latest such look: its latest
                              beat then, us (mod 2^32) */
     uint32_t late_at;     /* atomic: ... the time of that look, us (mod 2^32) */
+    uint32_t gap_end;     /* atomic: the first beat after its latest gap a look saw end (one
+                             of its lateness limit or more, or the one it was late in at
+                             late_at), us (mod 2^32; older than late_at: that one not yet) */
 };
 
 /* A thread's counters as a checker (ring checks, Monitor calls, final

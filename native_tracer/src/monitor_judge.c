@@ -134,15 +134,18 @@ static int hbt_machine_steals(void)
 }
 
 /* The monitor thread woke at `to` for a look due at `from`, and waited
- * `queued` ns for a CPU meanwhile (its run-queue delay): over HBT_FROZEN_NS
- * late with no CPU to wait for, on a machine whose host steals, its CPU was
- * stopped (its timer could not fire): every thread's CPU time over that
- * span is counted afresh. (Late because a CPU hog held its CPU, it was
- * queued: counting that as a stop hid 2 of 16 injected spins beside the
- * hogs, their CPU time counted afresh again and again.) */
+ * `queued` ns for a CPU meanwhile (its run-queue delay): over
+ * HBT_OVERSLEPT_NS late with no CPU to wait for, on a machine whose host
+ * steals, its CPU was stopped (its timer could not fire): every thread's CPU
+ * time over that span is counted afresh. (Late because a CPU hog held its
+ * CPU, it was queued: counting that as a stop hid 2 of 16 injected spins
+ * beside the hogs, their CPU time counted afresh again and again. Over 10 ms
+ * until the twenty-first session: flag_buffer's threads, both silent 2.7 ms
+ * while the host stopped the machine, the monitor woke 2 ms late, and the
+ * CPU time one of them was charged for the stop was a busy-waiting report.) */
 void hbt_mon_overslept(uint64_t from, uint64_t to, uint64_t queued)
 {
-    if (to > from + queued + HBT_FROZEN_NS && hbt_machine_steals()) {
+    if (to > from + queued + HBT_OVERSLEPT_NS && hbt_machine_steals()) {
         __atomic_store_n(&hbt_mon.stop_from, from, __ATOMIC_RELAXED);
         __atomic_store_n(&hbt_mon.stop_to, to, __ATOMIC_RELAXED);
     }
@@ -239,7 +242,7 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
         /* read unchanged this long: stopped (a look that comes late proves
          * nothing: only reads that saw no tick do) */
         uint64_t same = now - d->tick_t;
-        d->tick_same = same / 1000u > UINT32_MAX ? UINT32_MAX : (uint32_t)(same / 1000u);
+        d->tick_same = same / 1000u > UINT16_MAX ? UINT16_MAX : (uint16_t)(same / 1000u);
         if (same > HBT_FROZEN_NS) {
             d->froze = 1;
             __atomic_store_n(&hbt_mon.stop_from, d->tick_t, __ATOMIC_RELAXED);
@@ -265,11 +268,25 @@ static int hbt_stop_within(uint64_t t0, uint64_t t1)
 static int hbt_view_lock(struct hbt_view *v, uint8_t *wait);
 static void hbt_view_unlock(struct hbt_view *v);
 
+/* The first beat after thread p's latest gap (of its lateness limit or
+ * more), us (mod 2^32): its beat line's, until a look takes it, then the
+ * one that look kept. */
+static uint32_t hbt_gap_end(const struct hbt_heart *p)
+{
+    uint64_t g = __atomic_load_n(&p->b.gap_t, __ATOMIC_ACQUIRE);
+    return g ? (uint32_t)(g / 1000u) : __atomic_load_n(&p->d.gap_end, __ATOMIC_RELAXED);
+}
+
 /* Does a thread other than `self` beat on now: its latest beat after `t`
  * and within its usual interval (one and a half, HBT_LATE_FLOOR_NS at
  * least) of now? (A thread that beat once since and then fell silent too
- * says nothing: it may wait for a stopped one.) */
-static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t now)
+ * says nothing: it may wait for a stopped one. Nor one that was silent
+ * itself, a gap that ended after `since`, the judged thread's latest beat:
+ * the two fell silent together, and its beats say that its own CPU runs
+ * again, not the judged thread's -- flag_buffer's threads, both silent
+ * 3-4 ms, one of them called busy-waiting in the 0.3 ms between the
+ * other's first beat and its own.) */
+static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t since, uint64_t now)
 {
     uint32_t n = hbt_nthreads();
     uint8_t nowait = 0;
@@ -282,6 +299,9 @@ static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t now)
             continue;
         double usual = 1.5 * p->v.base;
         hbt_view_unlock(&p->v);
+        uint32_t ge = hbt_gap_end(p);
+        if (ge && (int32_t)(ge - (uint32_t)(since / 1000u)) > 0 && (int32_t)((uint32_t)(now / 1000u) - ge) >= 0)
+            continue;   /* silent with it: its CPU, not the judged thread's, runs again */
         if ((double)(now - bt) <= (usual > (double)HBT_LATE_FLOOR_NS ? usual : (double)HBT_LATE_FLOOR_NS))
             return 1;
     }
@@ -302,7 +322,7 @@ static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j)
         return 1;
     if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze)
         return 1;
-    return !d->froze && hbt_other_beating(j, h->v.probe_t, hbt_now_ns());
+    return !d->froze && hbt_other_beating(j, h->v.probe_t, h->v.seen_t, hbt_now_ns());
 }
 
 /* CPU time used by task `tid` of this process (its thread CPU clock, read
@@ -546,7 +566,7 @@ static void hbt_cpu_learn(struct hbt_dist *d, uint32_t self, uint64_t per, uint6
                  per > UINT32_MAX ? UINT32_MAX : (uint32_t)per);
     d->cpu.tail = hbt_cpu_quartile(&d->cpu);
     hbt_cpu_most(d, self, (double)per, own, now, capped);
-    if (d->cpu_n < UINT32_MAX)
+    if (d->cpu_n < UINT16_MAX)
         d->cpu_n++;
 }
 
@@ -700,7 +720,8 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
  * beat on meanwhile; within a few of them, who stopped first is chance) and
  * at most `lim` (its lateness limit), and is still silent and late: 1; that
  * was still silent, late, after `from`: 2. A teammate silent since about
- * the same moment (either first) on a CPU not seen to run since: 1. Else 0.
+ * the same moment (either first) on a CPU not seen to run since: 1; at work
+ * again since `from`: 2. Else 0.
  * Its silence is then the teammate's doing, not its own: NPB LU's threads
  * wait for their neighbour's flag in the program's own code (with gcc no
  * call the tracer sees), spinning, and the thread that waited for a blocked
@@ -745,9 +766,30 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
         }
         uint32_t lf = __atomic_load_n(&p->d.late_from, __ATOMIC_RELAXED);
         uint32_t la = __atomic_load_n(&p->d.late_at, __ATOMIC_RELAXED);
-        uint32_t before = since_us - lf;   /* (mod 2^32 us) */
-        if (la && before <= lim_us && (double)before * 1000.0 > HBT_APART * base && (int32_t)(la - from_us) > 0)
+        if (!la)
+            continue;
+        int32_t before = (int32_t)(since_us - lf);   /* (mod 2^32 us) */
+        /* the lateness seen at la ended at `end` (a look saw the beat that
+         * ended it, or none has yet: its beat line still holds it) */
+        uint32_t end = hbt_gap_end(p);
+        int ended = (int32_t)(end - la) >= 0;
+        if (before >= 0 && (uint32_t)before <= lim_us && (double)before * 1000.0 > HBT_APART * base) {
+            /* still silent after `from`: seen late since, or its gap ended since. A
+             * look that comes between the beat that ends the teammate's gap and the
+             * thread's own next beat, a few of its units later, would else count the
+             * CPU time it spun for the teammate as its own (flag_buffer: thread 1
+             * called busy-waiting at the end of thread 0's 300 ms spin) */
+            if ((int32_t)(la - from_us) > 0 || (ended && (int32_t)(end - from_us) > 0))
+                r = 2;
+        } else if (ended && fabs((double)before) * 1000.0 <= HBT_APART * base && (int32_t)(end - from_us) > 0) {
+            /* silent since about the same moment, either first, and at work again
+             * since the sample: the two stopped together (a third took their CPUs,
+             * or the host stopped them) and it spins for the teammate until it
+             * catches up (flag_buffer's thread 0, 8 units ahead, silent 22 us after
+             * thread 1 for 4.3 ms while thread 1 waited for a CPU: busy-waiting in
+             * the 0.2 ms between thread 1's first beat and its own) */
             r = 2;
+        }
     }
     return r;
 }
@@ -917,6 +959,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
          * work again (the beat line keeps it) */
         uint64_t end_t = hbt_take_gap(h, warm ? lim : UINT32_MAX);
         int gap_first = end_t > v->seen_t && end_t <= s->t;
+        uint32_t la = __atomic_load_n(&h->d.late_at, __ATOMIC_RELAXED);
+        if (gap_first || (la && (int32_t)(__atomic_load_n(&h->d.gap_end, __ATOMIC_RELAXED) - la) < 0))
+            /* at work again after a gap (or after the lateness a full look saw):
+             * when, for its teammates (hbt_waits_for_peer, hbt_other_beating) */
+            __atomic_store_n(&h->d.gap_end, (uint32_t)((gap_first ? end_t : s->t) / 1000u), __ATOMIC_RELAXED);
         if (!anomalous && !v->soft)
             hbt_tail_add(&h->d.wall, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);   /* the gap of a reported anomaly is not its usual */
         if (!warm || avg < S * v->base)
@@ -1166,7 +1213,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         if (hold && !held)
             until = (uint64_t)(lim - (double)hold) + 1;
         if (held && sampled > hold)
-            used *= (double)hold / (double)sampled;
+            /* what it must have used while they waited: all it could have used
+             * before is left out (taken at its CPU share over the window, a
+             * thread that spun on a flag at full speed and was then preempted
+             * while its team waited -- omp_flag_pipeline's thread 1, 3.4 ms
+             * behind a CPU hog -- was busy-waiting) */
+            used = used > (double)(sampled - hold) ? used - (double)(sampled - hold) : 0.0;
     }
     if (waits == 1) {
         held = 0;   /* it waits for a teammate, silent before it */
