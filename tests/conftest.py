@@ -18,7 +18,8 @@ from hbtool.model import HeartbeatTrace
 #: overheads, races with a running program): they run with the machine to themselves.
 #: scripts/test.sh runs the other modules two at a time first (pytest-xdist), then these
 #: one at a time; marked `alone` here, so `pytest -m alone` selects them. A test of another
-#: module that races with a running program carries the mark itself.
+#: module that races with a running program carries the mark itself; a test of these modules
+#: marked `analysis_only` (what it asserts does not hang on timing) runs with the others.
 ALONE = {
     "test_blame", "test_inject", "test_memory", "test_monitor", "test_mpi_polling", "test_mpi_profiler",
     "test_npb_openmp", "test_probes_status", "test_queue_tracer", "test_sanitizers", "test_starved_team",
@@ -34,7 +35,7 @@ FIRST = ("test_install", "test_hbt_stream", "test_stream_writers", "test_hostile
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__ in ALONE:
+        if item.module.__name__ in ALONE and not item.get_closest_marker("analysis_only"):
             item.add_marker(pytest.mark.alone)
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.module.__name__, len(FIRST)))  # stable: else as collected

@@ -146,6 +146,7 @@ def test_a_model_keeps_what_normal_threads_retained(tmp_path, exe):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.analysis_only
 def test_damaged_memory_records_are_read_or_refused_in_one_line(tmp_path, exe, capsys):
     """Bit flips, random values, unknown scopes in the memory records of a real trace: every
     command gives a result or one line and exit status 2, never a traceback."""

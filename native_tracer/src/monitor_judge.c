@@ -277,16 +277,31 @@ static uint32_t hbt_gap_end(const struct hbt_heart *p)
     return g ? (uint32_t)(g / 1000u) : __atomic_load_n(&p->d.gap_end, __ATOMIC_RELAXED);
 }
 
+/* Was thread p silent with a thread silent since `since` (whose intervals
+ * are `base`), and at work again by `now`: a gap a full look saw (late_from,
+ * late_at) that began within HBT_APART of those intervals of `since` (and
+ * 0.5 ms) and ended after it. The two stopped together: a third took their
+ * CPUs, or the host stopped them. (Two threads that a CPU hog takes turns
+ * with fall silent at moments of their own.) */
+static int hbt_silent_with(const struct hbt_heart *p, uint64_t since, double base, uint64_t now)
+{
+    uint32_t la = __atomic_load_n(&p->d.late_at, __ATOMIC_RELAXED);
+    uint32_t lf = __atomic_load_n(&p->d.late_from, __ATOMIC_RELAXED);
+    uint32_t ge = hbt_gap_end(p), since_us = (uint32_t)(since / 1000u);
+    double apart = HBT_APART * base < (double)HBT_LATE_FLOOR_NS ? HBT_APART * base : (double)HBT_LATE_FLOOR_NS;
+    return la && (int32_t)(ge - la) >= 0 && (int32_t)(ge - since_us) > 0 &&
+           (int32_t)((uint32_t)(now / 1000u) - ge) >= 0 && fabs((double)(int32_t)(since_us - lf)) * 1000.0 <= apart;
+}
+
 /* Does a thread other than `self` beat on now: its latest beat after `t`
  * and within its usual interval (one and a half, HBT_LATE_FLOOR_NS at
  * least) of now? (A thread that beat once since and then fell silent too
  * says nothing: it may wait for a stopped one. Nor one that was silent
- * itself, a gap that ended after `since`, the judged thread's latest beat:
- * the two fell silent together, and its beats say that its own CPU runs
- * again, not the judged thread's -- flag_buffer's threads, both silent
- * 3-4 ms, one of them called busy-waiting in the 0.3 ms between the
- * other's first beat and its own.) */
-static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t since, uint64_t now)
+ * with the judged thread, `since` its latest beat: its beats say that its
+ * own CPU runs again, not the judged thread's -- flag_buffer's threads,
+ * both silent 3-4 ms, one of them called busy-waiting in the 0.3 ms
+ * between the other's first beat and its own.) */
+static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t since, double base, uint64_t now)
 {
     uint32_t n = hbt_nthreads();
     uint8_t nowait = 0;
@@ -299,9 +314,8 @@ static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t since, uint64_t
             continue;
         double usual = 1.5 * p->v.base;
         hbt_view_unlock(&p->v);
-        uint32_t ge = hbt_gap_end(p);
-        if (ge && (int32_t)(ge - (uint32_t)(since / 1000u)) > 0 && (int32_t)((uint32_t)(now / 1000u) - ge) >= 0)
-            continue;   /* silent with it: its CPU, not the judged thread's, runs again */
+        if (hbt_silent_with(p, since, base, now))
+            continue;   /* its CPU, not the judged thread's, runs again */
         if ((double)(now - bt) <= (usual > (double)HBT_LATE_FLOOR_NS ? usual : (double)HBT_LATE_FLOOR_NS))
             return 1;
     }
@@ -322,7 +336,7 @@ static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j)
         return 1;
     if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze)
         return 1;
-    return !d->froze && hbt_other_beating(j, h->v.probe_t, h->v.seen_t, hbt_now_ns());
+    return !d->froze && hbt_other_beating(j, h->v.probe_t, h->v.seen_t, h->v.base, hbt_now_ns());
 }
 
 /* CPU time used by task `tid` of this process (its thread CPU clock, read
@@ -781,7 +795,7 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
              * called busy-waiting at the end of thread 0's 300 ms spin) */
             if ((int32_t)(la - from_us) > 0 || (ended && (int32_t)(end - from_us) > 0))
                 r = 2;
-        } else if (ended && fabs((double)before) * 1000.0 <= HBT_APART * base && (int32_t)(end - from_us) > 0) {
+        } else if (hbt_silent_with(p, since, base, now) && (int32_t)(end - from_us) > 0) {
             /* silent since about the same moment, either first, and at work again
              * since the sample: the two stopped together (a third took their CPUs,
              * or the host stopped them) and it spins for the teammate until it
