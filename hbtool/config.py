@@ -218,6 +218,19 @@ SHIFT_MIN_BEATS = 4
 #: team's is more than this many times what it was before (a round bound, not fitted: twice
 #: as long over the same units of work as its own earlier self, beside the same teammates)
 SHIFT_MAX = 2.0
+#: diagnose: a share shift (summary._share_shifts: a thread's units of work per window of its
+#: team's time against its teammates', later against earlier) under this is a thread that
+#: stopped working while its team went on: shutdown. A round figure, not fitted: cd-hit's
+#: stopped threads fell to 0.001-0.002, its slowed, spinning and blocked ones to 0.17 at the
+#: least, normal ones 0.43 (docs/methods.md, "SS")
+SHARE_SHIFT_MIN = 0.05
+#: summary.work_shifts, a team cut into windows of its time: a window in which a thread waited
+#: for a CPU (its run-queue delay, the tracer's sched records) longer than the least-waiting
+#: thread of its team by more than this share of the window is one the machine, not the
+#: thread, decided: its share shift leaves it out, and its team's work shifts do (a round
+#: figure: heat_omp's crowded-out master 0.19-0.33 over its teammates; threads sharing the
+#: CPUs evenly within 0.07 of each other)
+SHIFT_CROWDED_SHARE = 0.10
 #: a team's threads "made as many beats" for summary.work_shifts when the most is at most this
 #: many times the fewest (static loops give one thread an iteration more than another)
 SHIFT_SAME_BEATS = 1.02

@@ -505,3 +505,97 @@ def test_a_run_of_few_beats_gets_no_work_shift_and_a_longer_one_does(tmp_path, s
     # (about 5 and 0.2 on a quiet machine; beside a CPU hog, in wall time, 1.8 and 0.56 seen)
     assert ws[0] > 1.5 and ws[0] > 3 * ws[1], ws
 
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    """tests/programs/omp_long_chunks.c (steps of a dynamic loop), built with gcc (libgomp)."""
+    import subprocess
+
+    d = tmp_path_factory.mktemp("dynamic")
+    exe = d / "omp_long_chunks"
+    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_long_chunks.c"), "-o",
+                    str(exe)], check=True)
+    return exe
+
+
+def _uncrowded_windows(out: Path) -> int:
+    """Windows of a two-thread team's time in which neither thread waited for a CPU 10 % of the
+    window longer than the other (summary._crowded, from the tracer's sched records)."""
+    from hbtool import config
+    from hbtool.analyzers.summary import _crowded
+    from hbtool.io import read_heartbeats
+
+    tr = read_heartbeats(out)
+    team = [(str(r), int(p), int(t)) for (r, p, t), _ in tr.threads()]
+    t = tr.beats["t_ns"]
+    edges = np.linspace(t.min(), t.max(), config.SHIFT_WINDOWS + 1).round().astype(np.int64)
+    assert len(tr.sched), "the tracer wrote no sched records"
+    return int((~_crowded(tr.sched, team, edges).any(axis=0)).sum())
+
+
+@pytest.mark.parametrize("kind,status", [("normal", "normal"), ("slow", "memoryleak"), ("stop", "shutdown")])
+def test_a_dynamic_loops_slowed_or_stopped_thread_is_found_by_its_team_over_time(tmp_path, dynamic, kind, status):
+    """In a dynamic loop a slowed thread takes fewer chunks and a stopped one none: the threads
+    make different numbers of beats, and beat i of one is not beat i of another. Its team's time
+    cut into windows, its median chunk against its teammate's (WS) finds the slowed thread, its
+    count of chunks against its teammate's (SS) the stopped one; two threads and no model, as
+    cd-hit was judged (there, before: 4 slowed and 4 stopped victims of 8 called normal)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / kind
+    fault = [] if kind == "normal" else ["--inject", kind, "--thread", "1", "--beat", "3000"]
+    r = run_hbtool("record", "-q", "-o", out, *fault, "--", dynamic, "60", "200", "0.06", "60", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    if kind != "normal":
+        truth = json.loads((out / "inject-truth.json").read_text())
+        assert truth["fired"] and truth["thread"] == 1
+    d = diagnose(out)
+    beats = {k: t["beats"] for k, t in d.items()}
+    want = {0: "normal", 1: status}
+    if kind == "slow" and d[1]["WS"] is None:
+        # the one honest miss: the machine's other work kept one thread or the other off its CPU
+        # in so many windows (beside another program; never seen with the machine to itself)
+        # that fewer than six were left to judge the team's work in
+        assert _uncrowded_windows(out) < 6, d
+        want[1] = "normal"
+    assert {k: t["status"] for k, t in d.items()} == want, ({k: (t["WS"], t["SS"], t["reason"]) for k, t in d.items()},
+                                                            beats)
+    if kind == "slow" and want[1] != "normal":
+        assert d[1]["WS"] > 2 and "work shift" in d[1]["reason"], d[1]
+    if kind == "stop":
+        assert d[1]["SS"] < 0.05 and "share shift" in d[1]["reason"], d[1]
+        assert abs(d[1]["SS_beat"] - 3000) < 300, d[1]
+
+
+def test_sched_records_cover_each_thread_and_show_it_waited_for_a_cpu(tmp_path, dynamic):
+    """The tracer's sched records: each thread's spans follow each other with no hole, its CPU
+    time and run-queue delay fit in them, and two threads pinned to one CPU each waited for it
+    a large share of the time (the kernel's schedstat, read by the thread itself)."""
+    import os
+    import shutil
+
+    from hbtool.io import read_heartbeats
+
+    if not shutil.which("taskset"):
+        pytest.skip("taskset (util-linux) is not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / "pinned"
+    r = run_hbtool("record", "-q", "-o", out, "--", "taskset", "-c", "0", dynamic, "40", "200", "0.06", "60", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    tr = read_heartbeats(out)
+    sc = tr.sched
+    assert set(sc["thread"]) == {0, 1}, sc
+    for th, g in sc.groupby("thread"):
+        g = g.sort_values("t_ns")
+        end, span = g["t_ns"].to_numpy(), g["span_ns"].to_numpy()
+        assert len(g) >= 10 and (span >= 20_000_000 - 1000).all(), g
+        # each span starts where the one before ended (microseconds in the file: rounding only)
+        assert (np.abs((end[1:] - span[1:]) - end[:-1]) <= 2_000).all(), g
+        assert (g["cpu_ns"] + g["queued_ns"] <= g["span_ns"] + 1_000_000).all(), g
+        # two threads that both want the one CPU: each waits for it for much of the time
+        busy = g["cpu_ns"].sum() + g["queued_ns"].sum()
+        assert g["queued_ns"].sum() > 0.2 * busy, (th, g["queued_ns"].sum(), busy)

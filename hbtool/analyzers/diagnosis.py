@@ -125,9 +125,16 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     keys = list(zip(table["run"].astype(str), table["process"], table["thread"]))
     table["WS"] = [float(shifts["work_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["WS_beat"] = [int(shifts["shift_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
+    table["SS"] = [float(shifts["share_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
+    table["SS_beat"] = [int(shifts["share_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
     # where the team judges a thread over time (WS), other runs' work does not: the model's
-    # normal runs ran under another load (the same reason work_ratios prefers the team)
-    modelled = table["WR_against"].astype(str).str.endswith(MODEL_RUNS) & np.isfinite(table["WS"].to_numpy(float))
+    # normal runs ran under another load (the same reason work_ratios prefers the team). Not
+    # where the team was cut by time (a dynamic loop's): its WS follows a slow-down that lasts,
+    # not one long stall, which its whole work against the model's runs still shows
+    by_time = [bool(shifts["by_time"].get(k, False)) if len(shifts) else False for k in keys]
+    table["WS_by_time"] = by_time
+    modelled = (table["WR_against"].astype(str).str.endswith(MODEL_RUNS) & np.isfinite(table["WS"].to_numpy(float))
+                & ~np.asarray(by_time, dtype=bool))
     table.loc[modelled, "WR"], table.loc[modelled, "WR_against"] = np.nan, ""
     table = table.join(memory_leaks(trace, table, reference, retained_reference))
     # a thread's count of automatic OpenMP beats is the runtime's choice (who takes how many

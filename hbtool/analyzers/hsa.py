@@ -136,6 +136,13 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
         return "memoryleak", (f"kept {_mib(row['retained'])} it allocated over its run, more than "
                               f"{_mib(row['retained_bound'])} (bound from {row.get('retained_against')}), "
                               f"and its process kept it too")
+    ss = row.get("SS", float("nan"))
+    if ss is not None and np.isfinite(ss) and ss < config.SHARE_SHIFT_MIN:
+        # (hbtool's) in a team cut by time (a dynamic loop's chunks): it stopped taking its
+        # share of the units of work while its team went on
+        return "shutdown", (f"from about its beat {int(row.get('SS_beat') or 0)} on, it did {ss:.2g} of the share "
+                            f"of its team's units of work it did before (share shift, < {config.SHARE_SHIFT_MIN:g}): "
+                            f"it stopped working while its team went on")
     wr = row.get("WR", float("nan"))
     wr_known = "WR" in rg and wr is not None and np.isfinite(wr)
     shifted = _work_shift(row)
@@ -380,8 +387,9 @@ def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd
     ref = np.array([work.get(int(t), np.nan) for t in out["thread"]], dtype=float)
     # as work_ratios and features_table: the team first, and none where the team judges it over time (WS)
     fill = np.isnan(out["WR"].to_numpy(dtype=float)) & np.isfinite(ref)
-    if "WS" in out:
-        fill &= ~np.isfinite(out["WS"].to_numpy(dtype=float))
+    if "WS" in out:   # (a team cut by time: its WS follows a lasting slow-down only, diagnosis.py)
+        by_time = out["WS_by_time"].to_numpy(dtype=bool) if "WS_by_time" in out else np.zeros(len(out), bool)
+        fill &= ~(np.isfinite(out["WS"].to_numpy(dtype=float)) & ~by_time)
     out.loc[fill, "WR"] = w[fill] / ref[fill]
     out.loc[fill, "WR_against"] = [f"thread {int(t)}{MODEL_RUNS}" for t in out.loc[fill, "thread"]]
     return out, work
@@ -430,6 +438,7 @@ class Diagnosis:
                          "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
                          **{f: r[f] for f in FEATURES}, "WR_against": r.get("WR_against", ""),
                          "WS": r.get("WS", float("nan")), "WS_beat": int(r.get("WS_beat") or 0),
+                         "SS": r.get("SS", float("nan")), "SS_beat": int(r.get("SS_beat") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
                          "retained_against": r.get("retained_against") or "",
                          "reference": r["reference"],

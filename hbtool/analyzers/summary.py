@@ -457,8 +457,12 @@ class _UnitHistograms:
     (config.SHIFT_BINS_PER_OCTAVE): what the medians need, in memory that does not grow with
     the thread's beats. Fed in consecutive pieces of its beats, in time order."""
 
-    def __init__(self, edges: np.ndarray):
+    def __init__(self, edges: np.ndarray, by_time: bool = False):
         self.edges = edges
+        # by_time: the edges are times (ns), the same for the whole team, and a unit belongs to
+        # the window its end falls in (a team whose threads made different numbers of beats)
+        self.by_time = by_time
+        self.edge_beat = np.zeros(edges.size, dtype=np.int64)   # by time: the beats before each edge
         self.labels: dict[str, int] = {}
         self.counts: dict[int, int] = {}
         self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
@@ -467,14 +471,18 @@ class _UnitHistograms:
         self.clock = None      # the work clock at the last beat seen
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
-    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None) -> None:
+    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None) -> None:
         """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct;
-        cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none."""
+        cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none; t: the
+        beats' times (windows by time)."""
         n = clock.size
         if not n:
             return
-        at = (self.edges >= self.at) & (self.edges < self.at + n)
-        self.edge_clock[at] = clock[self.edges[at] - self.at]
+        if self.by_time:
+            self.edge_beat += np.searchsorted(t, self.edges, side="left")
+        else:
+            at = (self.edges >= self.at) & (self.edges < self.at + n)
+            self.edge_clock[at] = clock[self.edges[at] - self.at]
         first = 0 if self.clock is not None else 1   # the thread's first beat closes no unit
         steps = np.diff(clock) if self.clock is None else np.diff(np.r_[self.clock, clock])
         ending = self.at + np.arange(first, n)      # the beat index closing each unit
@@ -482,7 +490,10 @@ class _UnitHistograms:
         self.clock = clock[-1]
         if not steps.size:
             return
-        window = np.searchsorted(self.edges, ending, side="left") - 1
+        if self.by_time:
+            window = np.clip(np.searchsorted(self.edges, t[first:], side="right") - 1, 0, self.edges.size - 2)
+        else:
+            window = np.searchsorted(self.edges, ending, side="left") - 1
         cat = labels if isinstance(labels, pd.Categorical) else pd.Categorical(np.asarray(labels, dtype=object))
         # (a missing label, code -1, is the program's own: "")
         idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in [*cat.categories, ""]],
@@ -503,13 +514,22 @@ class _UnitHistograms:
         names = {i: n for n, i in self.labels.items()}
         return {names.get(c, ""): m / n for c, (n, m) in self.cover.items() if n}
 
+    def window_counts(self) -> np.ndarray:
+        """The thread's units of work in each window."""
+        out = np.zeros(self.edges.size - 1, dtype=np.int64)
+        for key, n in self.counts.items():
+            out[key >> (_LABEL_BITS + _BIN_BITS)] += n
+        return out
+
     def window_work(self) -> np.ndarray:
         """The thread's work (ns) in each window: the work clock's step from edge to edge."""
         return np.diff(self.edge_clock).astype(np.float64)
 
     def medians(self, cpu: bool = False) -> pd.Series:
         """The median unit (ns) per (window, construct), from the bins (a bin's middle, on the log
-        scale); `cpu`: of the units whose CPU time is known, in CPU time."""
+        scale); `cpu`: of the units whose CPU time is known, in CPU time. Windows by time: only
+        where the thread has config.SHIFT_MIN_BEATS units of the construct at least (a window of
+        beats holds that many by its making)."""
         table = self.cpu_counts if cpu else self.counts
         if not table:
             return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
@@ -527,6 +547,9 @@ class _UnitHistograms:
         value = 2.0 ** (((keys[pos] & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
         names = {i: n for n, i in self.labels.items()}
         g = group[starts]
+        if self.by_time:
+            enough = total >= config.SHIFT_MIN_BEATS
+            g, value = g[enough], value[enough]
         index = pd.MultiIndex.from_arrays([g >> _LABEL_BITS, [names.get(int(c), "") for c in (g & ((1 << _LABEL_BITS) - 1))]],
                                           names=["window", "construct"])
         return pd.Series(value, index=index)
@@ -570,20 +593,22 @@ def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
     return out
 
 
-def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None) -> _UnitHistograms:
+def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None,
+                 by_time: bool = False) -> _UnitHistograms:
     """_UnitHistograms of one thread held whole (beat times sorted, their constructs, its
     waits sorted by end, its cpu records: cpu_record_arrays)."""
-    h = _UnitHistograms(edges)
-    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu))
+    h = _UnitHistograms(edges, by_time)
+    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns)
     return h
 
 
-def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple) -> _UnitHistograms:
+def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple,
+                    by_time: bool = False) -> _UnitHistograms:
     """_UnitHistograms of one thread of a streamed trace, its beats and waits read in
     pieces, neither held whole: the waits are taken in as the beats reach them (a thread's
     waits come in time order, as its beats do; when either does not, the thread is read
     whole and sorted)."""
-    h = _UnitHistograms(edges)
+    h = _UnitHistograms(edges, by_time)
     waits = iter(trace.thread_wait_pieces(key))
     s_buf, e_buf = np.empty(0, np.int64), np.empty(0, np.int64)
     base, last_wait, last_beat, more = 0, None, None, True
@@ -591,7 +616,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
         if not t.size:
             continue
         if (last_beat is not None and t[0] < last_beat) or (t.size > 1 and (np.diff(t) < 0).any()):
-            return _units_whole(trace, key, edges, cpu)
+            return _units_whole(trace, key, edges, cpu, by_time)
         while more and (not e_buf.size or e_buf[-1] <= t[-1]):
             try:
                 end, length, _ = next(waits)
@@ -604,26 +629,26 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
             o = np.argsort(end, kind="stable")
             end, start = end[o], (end - np.asarray(length, dtype=np.int64))[o]
             if last_wait is not None and end[0] < last_wait:
-                return _units_whole(trace, key, edges, cpu)
+                return _units_whole(trace, key, edges, cpu, by_time)
             last_wait = end[-1]
             s_buf, e_buf = np.r_[s_buf, start], np.r_[e_buf, end]
         done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
         base += int((e_buf[:done] - s_buf[:done]).sum())
         s_buf, e_buf = s_buf[done:], e_buf[done:]
-        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu))
+        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu), t)
         last_beat = t[-1]
     return h
 
 
 
-def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple) -> _UnitHistograms:
+def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple, by_time: bool = False) -> _UnitHistograms:
     """_units_streamed of a thread whose beats or waits are not in time order: read whole."""
     t, labels = trace.thread_beats(key)
     o = np.argsort(t, kind="stable")
     w = trace.thread_waits(key)
     end = w["t_ns"].to_numpy(np.int64)
     ow = np.argsort(end, kind="stable")
-    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu)
+    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu, by_time)
 
 
 def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
@@ -631,9 +656,8 @@ def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
     static loops and constructs make them (beat i of every thread ends the same unit of work),
     or nearly (config.SHIFT_SAME_BEATS: a static loop whose iterations do not divide evenly
     among the threads): the k-th window of every thread then holds the same units. Else None:
-    a dynamic loop's chunks go to whoever is free (a slow thread takes fewer), and windows of
-    wall time would make a teammate's one long stall, which the others wait through, look
-    like a shift of theirs."""
+    a dynamic loop's chunks go to whoever is free (a slow thread takes fewer); work_shifts
+    then cuts the team's time into windows instead (docs/methods.md, "WS")."""
     n = list(counts.values())
     if len(n) < 2 or max(n) > config.SHIFT_SAME_BEATS * min(n) or _window_edges(min(n)) is None:
         return None
@@ -643,14 +667,17 @@ def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
     return edges
 
 
-def _shift_series(mine: pd.Series, others: pd.Series) -> pd.Series:
+def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False) -> pd.Series:
     """Per window: the median over constructs of how much longer the thread's units took than
     its teammates' (log of the ratio of medians), each construct's ratio taken relative to its
     own usual ratio over the run (a construct that is always lopsided, such as a loop whose
     iterations do not divide evenly, or one the master does alone, is not a shift), among the
     constructs whose units are work (config.SHIFT_UNIT_FLOOR_NS) and that the run keeps
     coming back to (config.SHIFT_CONSTRUCT_SHARE: not its set-up's, whose one window would
-    hold its own usual ratio)."""
+    hold its own usual ratio). `by_time` (windows of the team's time, threads of different
+    numbers of beats: a dynamic loop's chunks, drawn from one pool): the raw ratio, of the
+    constructs in two windows at least (a construct runs in its phase of the run, and its
+    usual ratio would be the slowed one where the phase is mostly after a fault)."""
     both = pd.concat([mine.rename("mine"), others.rename("others")], axis=1, join="inner")
     if not len(both):
         return pd.Series(dtype=np.float64)
@@ -658,11 +685,11 @@ def _shift_series(mine: pd.Series, others: pd.Series) -> pd.Series:
     both["r"] = np.log(np.maximum(both["mine"], floor) / np.maximum(both["others"], floor))
     by = both.groupby(level="construct", sort=False)
     windows = both.index.get_level_values("window").nunique()
-    common = by["r"].transform("size") >= config.SHIFT_CONSTRUCT_SHARE * windows
+    common = by["r"].transform("size") >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows)
     # work for the thread and for its teammates alike: a slowed thread's sub-floor units grown
     # past the floor are not work that its teammates do too
     work = (np.minimum(by["mine"].transform("median"), by["others"].transform("median")) >= floor) & common
-    d = (both["r"] - by["r"].transform("median"))[work]
+    d = (both["r"] if by_time else both["r"] - by["r"].transform("median"))[work]
     return d.groupby(level="window").median().sort_index()
 
 
@@ -701,16 +728,77 @@ def _team_medians(units: dict) -> dict:
     return out
 
 
-def _construct_series(units: dict) -> dict:
+def sched_shares(sched: pd.DataFrame, team: list[tuple], edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per thread of `team` (rows) and window between `edges` (ns; columns): the share of the
+    window the thread was runnable, waiting for a CPU (its run-queue delay), and the share it
+    ran, from the tracer's sched records (each span's figures spread evenly over it); NaN
+    where its spans cover less than half the window (no records: another tracer, or a thread
+    that did not record)."""
+    out = np.full((len(team), edges.size - 1), np.nan)
+    ran = out.copy()
+    if not len(sched):
+        return out, ran
+    width = np.diff(edges).astype(np.float64)
+    for i, (run, process, thread) in enumerate(team):
+        g = sched[(sched["run"].astype(str) == run) & (sched["process"] == process) & (sched["thread"] == thread)]
+        if not len(g):
+            continue
+        queued, covered, cpu = np.zeros(edges.size - 1), np.zeros(edges.size - 1), np.zeros(edges.size - 1)
+        for _, h in g.groupby("os_tid", sort=False):
+            h = h.sort_values("t_ns", kind="stable")
+            end = h["t_ns"].to_numpy(np.int64)
+            span = h["span_ns"].to_numpy(np.int64)
+            # one OS thread's spans follow each other: the cumulative delay and covered time are
+            # piecewise linear between the spans' ends, from the first span's start
+            at = np.r_[end[0] - span[0], end].astype(np.float64)
+            if (np.diff(at) <= 0).any():
+                continue   # spans out of order (a damaged file): not used
+            q = np.r_[0, np.cumsum(h["queued_ns"].to_numpy(np.float64))]
+            c = np.r_[0, np.cumsum(span.astype(np.float64))]
+            u = np.r_[0, np.cumsum(h["cpu_ns"].to_numpy(np.float64))]
+            e = edges.astype(np.float64)
+            queued += np.diff(np.interp(e, at, q))
+            covered += np.diff(np.interp(e, at, c))
+            cpu += np.diff(np.interp(e, at, u))
+        known = covered >= 0.5 * width
+        out[i, known] = queued[known] / covered[known]
+        ran[i, known] = cpu[known] / covered[known]
+    return out, ran
+
+
+def _crowded(sched: pd.DataFrame, team: list[tuple], edges: np.ndarray) -> np.ndarray:
+    """Per thread of `team` and window: True where the machine kept the thread off a CPU
+    more than its teammates (its run-queue delay over the window exceeds the least of its
+    team's by config.SHIFT_CROWDED_SHARE of the window): it could not take its share of a
+    dynamic loop's chunks then, and its units stretched in wall time. heat_omp at 3 threads
+    on 2 CPUs: the master, preempted by the teammates it had just woken, waited 26-40 % of
+    each window for a CPU from some moment on, its teammates 0-7 %, and took no chunk after."""
+    share, _ = sched_shares(sched, team, edges)
+    least = np.nanmin(np.where(np.isnan(share), np.inf, share), axis=0)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(share) & np.isfinite(least) & (share - least > config.SHIFT_CROWDED_SHARE)
+
+
+def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     """Per thread of a team, _shift_series against its teammates' medians; {} when a thread has
-    fewer than six windows of common constructs (a run too short to come back to them)."""
+    fewer than six windows of common constructs (a run too short to come back to them). With
+    windows by time, such a thread alone goes without (a thread that stopped working has no
+    units in the windows after), and leaves out the windows where a thread of the team was
+    crowded off its CPU (`crowded`, _crowded: a short chunk's median holds, but the few
+    chunks a crowded thread takes are the ones the machine stretched, and its teammates'
+    ratios move with them)."""
     med = _team_medians(units)
     table = pd.concat(med, axis=1)
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
+    by_time = any(u.by_time for u in units.values())
     out = {}
     for i, k in enumerate(units):
-        q = _shift_series(med[k], _others(table, i, whole).dropna())
+        q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time)
+        if by_time and crowded is not None and len(q):
+            q = q[~crowded.any(axis=0)[q.index.to_numpy(dtype=np.int64)]]
         if len(q) < 6:
+            if by_time:
+                continue
             return {}
         out[k] = q
     return out
@@ -753,6 +841,44 @@ def split_shift(v: np.ndarray) -> tuple[float, int]:
     return float(np.exp(_middle_toward(late, np.median(early)) - _middle_toward(early, np.median(late)))), at
 
 
+def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
+    """Per thread of a team cut into windows of its time: the share shift (its units of work
+    per window against its teammates', later in the run against earlier: split_shift of the
+    log of (its units + 1) over (its teammates' median + 1), in the windows where they did 8
+    units at least) and the window its later part starts at; none with fewer than 6 such
+    windows. A thread that stopped working while its team went on (it skips its chunks of a
+    dynamic loop, or hangs outside the loop while the others take them) falls by 100x and
+    more; one that slowed down takes fewer chunks, by its slow-down."""
+    counts = np.array([u.window_counts() for u in units.values()], dtype=np.float64)
+    whole = np.median(counts, axis=0) if len(units) > config.SHIFT_WHOLE_TEAM else None
+    out = {}
+    for i, k in enumerate(units):
+        others = _others(counts, i, whole)
+        ok = counts[i] + others >= 2 * config.SHIFT_MIN_BEATS
+        if crowded is not None:
+            ok &= ~crowded[i]
+        if ok.sum() < 6:
+            continue
+        v = np.log((counts[i][ok] + 1) / (others[ok] + 1))
+        shift, at = split_shift(v)
+        out[k] = (shift, int(np.flatnonzero(ok)[at]))
+    return out
+
+
+def _team_span(trace: HeartbeatTrace, team: list[tuple], beats_of: dict | None) -> tuple[int, int]:
+    """The time (ns) from the team's first beat to its last."""
+    if beats_of is None:
+        st = trace.stats
+        keys = {(str(k[0]), int(k[1]), int(k[2])) for k in team}
+        mine = np.array([(str(r), int(p), int(th)) in keys
+                         for r, p, th in zip(st["run"].astype(str), st["process"], st["thread"])], dtype=bool)
+        if not mine.any():
+            return 0, 0
+        return int(st["first_ns"][mine].min()), int(st["last_ns"][mine].max())
+    t = [beats_of[k]["t_ns"].to_numpy(np.int64) for k in team if k in beats_of]
+    return min(int(v.min()) for v in t if v.size), max(int(v.max()) for v in t if v.size)
+
+
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per thread of a team with wait records: how many times longer its own work took,
     against its team's, after some beat than before it (docs/methods.md, "Work shift").
@@ -766,15 +892,18 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     for it where the tracer sees no wait (a flag the program spins on) only in the constructs
     where it waits. These per-window values are split where they change most (the split into
     an earlier and a later part, of two windows or more each, whose values lie closest to
-    their part's median: least absolute deviation), and the shift is the later part's median
+    their part's median: least absolute deviation; a team whose threads made different
+    numbers of beats: windows of the team's time, and the ratios taken raw, _shift_series),
+    and the shift is the later part's median
     over the earlier's (split_shift): a thread that became slower from some beat on (a slow
     or leaking thread) shifts by that factor; its teammates, which wait for it, do not (theirs falls);
     the team's phases and the machine's load move every thread alike. Columns: run,
-    process, thread, work_shift (NaN: too few beats, no teammate, no waits or a team whose
-    threads made different numbers of beats), shift_beat (about the first beat of the later
-    part)."""
+    process, thread, work_shift (NaN: too few beats, no teammate, no waits, or too few windows
+    with units of its own: a thread that stopped working), shift_beat (about the first beat of the later
+    part), share_shift and share_beat (_share_shifts, for a team cut by time; NaN and 0 else),
+    by_time (the team was cut into windows of its time)."""
     key = ["run", "process", "thread"]
-    cols = key + ["work_shift", "shift_beat"]
+    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time"]
     if not trace.beat_count():
         return pd.DataFrame(columns=cols)
     streamed = isinstance(trace, StreamedTrace)
@@ -796,10 +925,17 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     rows = []
     for (run, process), team in teams.items():
         edges = _same_units({k: counts[k] for k in team})
-        if edges is None:
-            continue
+        by_time = edges is None
+        if by_time:   # threads of different numbers of beats (dynamic loops): windows of the team's time
+            if len(team) < 2 or min(counts[k] for k in team) < config.SHIFT_MIN_BEATS * 6:
+                continue
+            lo, hi = _team_span(trace, team, beats_of)
+            if not hi > lo:
+                continue
+            common = np.linspace(lo, hi, config.SHIFT_WINDOWS + 1).round().astype(np.int64)
+            edges = {k: common for k in team}
         if streamed:   # each thread's units read in pieces, as histograms: none held whole
-            units = {k: _units_streamed(trace, k, edges[k], cpu_record_arrays(cpu_of.get(k))) for k in team}
+            units = {k: _units_streamed(trace, k, edges[k], cpu_record_arrays(cpu_of.get(k)), by_time) for k in team}
         else:
             waits = _waits_by_thread(team, waits_of)
             units = {}
@@ -808,12 +944,21 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 t = g["t_ns"].to_numpy(np.int64)
                 o = np.argsort(t, kind="stable")
                 labels = pd.Categorical(g["construct"])[o] if "construct" in g else np.full(t.size, "", dtype=object)
-                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)))
-        series = _construct_series(units) or _window_series(units)
+                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)), by_time)
+        # a team cut by time: the windows where the machine kept a thread off its CPU more
+        # than its teammates are left out of its share shift, and of every work shift
+        crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
+        series = _construct_series(units, crowded) or ({} if by_time else _window_series(units))
+        shares = _share_shifts(units, crowded) if by_time else {}
         for k in team:
-            if k not in series:
+            if k not in series and k not in shares:
                 continue
-            q = series[k]
-            shift, at = split_shift(q.to_numpy())
-            rows.append((run, process, k[2], shift, int(edges[k][int(q.index[at])]) + 1))
+            shift, beat = np.nan, 0
+            if k in series:
+                q = series[k]
+                shift, at = split_shift(q.to_numpy())
+                beat = int((units[k].edge_beat if by_time else edges[k])[int(q.index[at])]) + 1
+            share, share_beat = shares.get(k, (np.nan, -1))
+            rows.append((run, process, k[2], shift, beat, share, int(units[k].edge_beat[share_beat]) + 1
+                         if share_beat >= 0 else 0, by_time))
     return pd.DataFrame(rows, columns=cols)

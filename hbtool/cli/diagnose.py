@@ -27,6 +27,9 @@ WR_LEGEND = ("WR: its own work in the parallel regions (time there less its wait
 WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the others), construct by "
              "construct,\n  later in its beats over earlier, split where it changed most (1 = unchanged; a thread "
              "that slowed\n  down in its own work shifts up, the teammates that wait for it down).")
+SS_LEGEND = ("SS: share shift (teams whose threads made different numbers of beats: a dynamic loop's "
+             "chunks): its units\n  of work per window of the team's time against its team's, later over "
+             "earlier (1 = unchanged;\n  under 0.05: it stopped working while its team went on).")
 #: under the table when it shows what threads kept
 KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
                "signal; a leak\n  is kept step after step, by its process too).")
@@ -119,14 +122,17 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
             columns.insert(columns.index("progress") + 1, "WR")
         if any(r["WS"] is not None and r["WS"] == r["WS"] for r in rows):
             columns.insert(columns.index("WR") + 1 if "WR" in columns else columns.index("progress") + 1, "WS")
+        if any(r["SS"] is not None and r["SS"] == r["SS"] for r in rows):
+            columns.insert(columns.index("WS") + 1 if "WS" in columns else columns.index("progress") + 1, "SS")
         if any(r["kept_MiB"] is not None for r in rows):
             columns.insert(columns.index("compared_with"), "kept_MiB")
     footer = ["", *LEGEND, *([WR_LEGEND] if "WR" in columns and fmt != "csv" else []),
               *([WS_LEGEND] if "WS" in columns and fmt != "csv" else []),
+              *([SS_LEGEND] if "SS" in columns and fmt != "csv" else []),
               *([KEPT_LEGEND] if "kept_MiB" in columns and fmt != "csv" else []),
               *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
     emit(fmt, rows, columns, key="threads", extra=extra, preamble=preamble, headers=HEADERS,
-         decimals={**DECIMALS, "WS": 2, "kept_MiB": 1}, footer=footer)
+         decimals={**DECIMALS, "WS": 2, "SS": 3, "kept_MiB": 1}, footer=footer)
     stages["report"] = time.perf_counter() - t
     if timings:
         total = sum(stages.values())

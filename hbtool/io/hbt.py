@@ -17,7 +17,8 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from ..model import BEHAVIORS, CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, WAIT_COLUMNS, HeartbeatTrace, empty_frame
+from ..model import (BEHAVIORS, CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, SCHED_COLUMNS, WAIT_COLUMNS,
+                     HeartbeatTrace, empty_frame)
 from .registry import MAGIC_HBTRACE, ReadOptions, head, written_end
 
 MAGIC = MAGIC_HBTRACE
@@ -57,6 +58,7 @@ CPU_QUEUED = 0x8000
 CPU_QUEUED_SHIFT = 4
 CPU_QUEUED_MAX = 2047
 REC_MEMORY = 19
+REC_SCHED = 20
 #: scope of a memory record (flags bits 4..7)
 MEMORY_SCOPES = {0: "thread", 1: "process"}
 #: largest code _dense maps with a table (construct ids are at most a few thousand)
@@ -517,7 +519,7 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
     parsed = [read_hbt_file(p, fh) for p, fh in zip(paths, files or [None] * len(paths))]
     warnings = [w for p in parsed for w in p["warnings"]]
     offsets, zero_mono = run_offsets(parsed)
-    beats, events, monitor, waits, cpu, memory, procmeta = [], [], [], [], [], [], []
+    beats, events, monitor, waits, cpu, memory, sched, procmeta = [], [], [], [], [], [], [], []
     for process, i in enumerate(process_order(parsed, offsets)):
         p = parsed[i]
         hdr, r = p["header"], p["records"]
@@ -567,6 +569,9 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
         mem = memory_frame(r, ~isbeat, t_ns, thread, run, proc)
         if mem is not None:
             memory.append(mem)
+        sc = sched_frame(r, ~isbeat, t_ns, thread, run, proc)
+        if sc is not None:
+            sched.append(sc)
         procmeta.append(process_meta(paths[i], proc, hdr, p["meta"], offsets[i]))
     return HeartbeatTrace(
         beats=pd.concat(beats, ignore_index=True),
@@ -577,7 +582,31 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
         waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
         cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
         memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
+        sched=pd.concat(sched, ignore_index=True) if sched else empty_frame(SCHED_COLUMNS),
     )
+
+
+def sched_frame(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, run: str, proc: int):
+    """The sched records among the records `sel` of one process (SCHED_COLUMNS), or None:
+    microseconds in the file (span in iter, CPU time in seq, run-queue delay in aux), ns
+    here; a span that is not positive, or CPU time or delay longer than the span (a damaged
+    record; the kernel's clocks agree to a tick), is left out."""
+    iss = sel & (r["kind"] == REC_SCHED)
+    if not iss.any():
+        return None
+    span = r["iter"][iss].astype(np.int64) * 1000
+    cpu = r["seq"][iss].astype(np.int64) * 1000
+    queued = r["aux"][iss].astype(np.int64) * 1000
+    tick = 10_000_000
+    ok = (span > 0) & (cpu <= span + tick) & (queued <= span + tick) & (cpu + queued <= span + 2 * tick)
+    if not ok.any():
+        return None
+    idx = np.flatnonzero(iss)[ok]
+    return pd.DataFrame({
+        "run": run, "process": proc, "thread": thread[idx], "os_tid": r["os_tid"][idx].astype(np.int64),
+        "t_ns": t_ns[idx], "span_ns": span[ok], "cpu_ns": np.minimum(cpu[ok], span[ok]),
+        "queued_ns": np.minimum(queued[ok], span[ok]),
+    })
 
 
 def memory_frame(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, run: str, proc: int):
@@ -646,7 +675,8 @@ def side_frames(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray, 
     known = sel & np.isin(kind, list(REC_KINDS))
     ismon = sel & np.isin(kind, list(MONITOR_KINDS))
     # instruments (queues, probes, status) are read by hbtool.io.instruments
-    unknown = sel & (kind != REC_BEAT) & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu & (kind != REC_MEMORY)
+    unknown = (sel & (kind != REC_BEAT) & ~known & ~ismon & ((kind < 12) | (kind > 16)) & ~iswait & ~iscpu
+               & (kind != REC_MEMORY) & (kind != REC_SCHED))
     if unknown.any():
         warnings.append(
             f"{path}: skipped {int(unknown.sum())} records of kinds this hbtool does not "

@@ -45,12 +45,13 @@ import pandas as pd
 from .. import config
 from ..errors import HbtoolError, TraceFormatError
 from ..model import HeartbeatTrace, empty_frame
-from ..model.heartbeats import CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace
+from ..model.heartbeats import (CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, SCHED_COLUMNS, STATS_COLUMNS,
+                                WAIT_STATS_COLUMNS, StreamedTrace)
 from . import hbt
 from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
                   _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
                   metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
-                  time_bounds)
+                  sched_frame, time_bounds)
 from .registry import written_end
 
 #: source name -> its code in the records' flags
@@ -878,7 +879,7 @@ def read_hbt_stream(paths: list[str], run: str) -> StreamedTrace:
 def _assemble(stream: HbtStream) -> StreamedTrace:
     run = stream.run
     warnings = [w for s in stream.scans for w in s.warnings]
-    stats, events, monitor, wstats, cpu, memory, procmeta = [], [], [], [], [], [], []
+    stats, events, monitor, wstats, cpu, memory, sched, procmeta = [], [], [], [], [], [], [], []
     live = []
     for process, i in enumerate(stream.order):
         s = stream.scans[i]
@@ -910,6 +911,9 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         mem = memory_frame(r, sel, t_ns, thread, run, proc)
         if mem is not None:
             memory.append(mem)
+        sc = sched_frame(r, sel, t_ns, thread, run, proc)
+        if sc is not None:
+            sched.append(sc)
         pm = process_meta(s.path, proc, hdr, s.meta, stream.offsets[i])
         if s.live:
             pm["live"] = True
@@ -928,6 +932,7 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         wait_stats=pd.concat(wstats, ignore_index=True),
         cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
         memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
+        sched=pd.concat(sched, ignore_index=True) if sched else empty_frame(SCHED_COLUMNS),
     )
 
 

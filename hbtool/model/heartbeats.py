@@ -91,6 +91,21 @@ CPU_COLUMNS: dict[str, str] = {
     "queued_ns": "int64",   # time it was runnable in it, waiting for a CPU (-1: unknown)
 }
 
+#: columns of HeartbeatTrace.sched: a thread's CPU time and the time it was runnable, waiting
+#: for a CPU (run-queue delay), over consecutive spans of its run of about 20 ms (tracer
+#: `sched` records, since 2026-11-29): what tells a thread the machine kept off its CPU from
+#: one that did not take the work it could have
+SCHED_COLUMNS: dict[str, str] = {
+    "run": "category",
+    "process": "int64",
+    "thread": "int64",
+    "os_tid": "int64",
+    "t_ns": "int64",        # the span's end
+    "span_ns": "int64",     # its length
+    "cpu_ns": "int64",      # CPU time the thread used in it
+    "queued_ns": "int64",   # time it was runnable in it, waiting for a CPU
+}
+
 #: columns of HeartbeatTrace.memory: the memory signal (tracer `memory` records). Rows of
 #: scope "thread": what that OS thread allocated and freed since it started (usable bytes;
 #: `resident` and `heap` -1); rows of scope "process": the process's resident bytes and the
@@ -184,6 +199,8 @@ class HeartbeatTrace:
       CPU_COLUMNS (the tracer's `cpu` records; empty for other sources).
     * ``memory``: the memory signal, columns MEMORY_COLUMNS (the tracer's `memory`
       records; empty for other sources).
+    * ``sched``: threads' CPU time and run-queue delay over spans of their run, columns
+      SCHED_COLUMNS (the tracer's `sched` records; empty for other sources).
     """
 
     beats: pd.DataFrame
@@ -194,6 +211,7 @@ class HeartbeatTrace:
     waits: pd.DataFrame = field(default_factory=lambda: empty_frame(WAIT_COLUMNS))
     cpu: pd.DataFrame = field(default_factory=lambda: empty_frame(CPU_COLUMNS))
     memory: pd.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_COLUMNS))
+    sched: pd.DataFrame = field(default_factory=lambda: empty_frame(SCHED_COLUMNS))
 
     def __post_init__(self) -> None:
         self.beats = conform(self.beats, BEAT_COLUMNS)
@@ -204,6 +222,7 @@ class HeartbeatTrace:
         self.waits = conform(self.waits, WAIT_COLUMNS)
         self.cpu = conform(self.cpu, CPU_COLUMNS)
         self.memory = conform(self.memory, MEMORY_COLUMNS)
+        self.sched = conform(self.sched, SCHED_COLUMNS)
         self.events = conform(self.events, EVENT_COLUMNS)
         self.monitor = conform(self.monitor, MONITOR_COLUMNS)
         if len(self.beats):
@@ -228,7 +247,7 @@ class HeartbeatTrace:
         Traces whose beats stay in their files (StreamedTrace) are joined into one such."""
         if traces and all(isinstance(tr, StreamedTrace) for tr in traces):
             return StreamedTrace.join(traces)
-        beats, events, monitor, waits, cpu, memory, runs, warnings = [], [], [], [], [], [], {}, []
+        beats, events, monitor, waits, cpu, memory, sched, runs, warnings = [], [], [], [], [], [], [], {}, []
         for tr in traces:
             rename = _renames(tr.runs, runs)
             b = tr.beats.copy()
@@ -237,6 +256,7 @@ class HeartbeatTrace:
             w = tr.waits.copy()
             c = tr.cpu.copy()
             mem = tr.memory.copy()
+            sc = tr.sched.copy()
             if any(k != v for k, v in rename.items()):
                 b["run"] = b["run"].map(rename)
                 e["run"] = e["run"].map(rename)
@@ -244,12 +264,14 @@ class HeartbeatTrace:
                 w["run"] = w["run"].map(rename)
                 c["run"] = c["run"].map(rename)
                 mem["run"] = mem["run"].map(rename)
+                sc["run"] = sc["run"].map(rename)
             beats.append(b)
             events.append(e)
             monitor.append(m)
             waits.append(w)
             cpu.append(c)
             memory.append(mem)
+            sched.append(sc)
             warnings.extend(tr.warnings)
         return HeartbeatTrace(
             beats=pd.concat(beats, ignore_index=True) if beats else empty_frame(BEAT_COLUMNS),
@@ -260,6 +282,7 @@ class HeartbeatTrace:
             waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
             cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
             memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
+            sched=pd.concat(sched, ignore_index=True) if sched else empty_frame(SCHED_COLUMNS),
         )
 
     def sources(self) -> dict[tuple, dict[str, int]]:
@@ -294,7 +317,7 @@ class HeartbeatTrace:
                 b = b[mask].reset_index(drop=True)
         return HeartbeatTrace(beats=b, events=self.events, runs=runs_with_sources(self.runs, chosen, available),
                               warnings=list(self.warnings), monitor=self.monitor, waits=self.waits, cpu=self.cpu,
-                              memory=self.memory)
+                              memory=self.memory, sched=self.sched)
 
 
 def _renames(names, taken: dict) -> dict[str, str]:
@@ -342,7 +365,7 @@ class StreamedTrace(HeartbeatTrace):
     :meth:`thread_loaders` reads one thread's beat times when an analysis asks for them, so
     that memory does not grow with the trace; ``wait_stats`` (WAIT_STATS_COLUMNS) likewise
     stands in for the waits, and :meth:`wait_overlap` gives what summary.region_work asks
-    of them. Events, monitor and cpu records are in memory as in HeartbeatTrace. Reading ``beats`` or ``waits`` reads the whole trace into memory (as
+    of them. Events, monitor, cpu, memory and sched records are in memory as in HeartbeatTrace. Reading ``beats`` or ``waits`` reads the whole trace into memory (as
     the eager reader does), for the analyses that need the whole tables.
 
     ``source`` is the reader's object: ``materialize()`` -> HeartbeatTrace,
@@ -352,7 +375,8 @@ class StreamedTrace(HeartbeatTrace):
     def __init__(self, source, stats: pd.DataFrame, events: pd.DataFrame | None = None, runs: dict | None = None,
                  warnings: list[str] | None = None, monitor: pd.DataFrame | None = None,
                  wait_stats: pd.DataFrame | None = None, which: str | None = None,
-                 cpu: pd.DataFrame | None = None, memory: pd.DataFrame | None = None):
+                 cpu: pd.DataFrame | None = None, memory: pd.DataFrame | None = None,
+                 sched: pd.DataFrame | None = None):
         self._source = source
         self._beats = None
         self._waits = None
@@ -370,6 +394,7 @@ class StreamedTrace(HeartbeatTrace):
         self.monitor = conform(monitor if monitor is not None else empty_frame(MONITOR_COLUMNS), MONITOR_COLUMNS)
         self.cpu = conform(cpu if cpu is not None else empty_frame(CPU_COLUMNS), CPU_COLUMNS)
         self.memory = conform(memory if memory is not None else empty_frame(MEMORY_COLUMNS), MEMORY_COLUMNS)
+        self.sched = conform(sched if sched is not None else empty_frame(SCHED_COLUMNS), SCHED_COLUMNS)
 
     def _materialize(self) -> None:
         whole = self._source.materialize()
@@ -427,7 +452,7 @@ class StreamedTrace(HeartbeatTrace):
             st = st[np.asarray(keep, dtype=bool)].reset_index(drop=True)
         out = StreamedTrace(self._source, st, self.events, runs_with_sources(self.runs, chosen, available),
                             list(self.warnings), self.monitor, self.wait_stats, which=which, cpu=self.cpu,
-                            memory=self.memory)
+                            memory=self.memory, sched=self.sched)
         out._waits = self._waits
         return out
 
@@ -435,7 +460,7 @@ class StreamedTrace(HeartbeatTrace):
     def join(traces: list["StreamedTrace"]) -> "StreamedTrace":
         """Streamed traces of different runs as one (HeartbeatTrace.concat's renaming)."""
         runs, warnings, by_run = {}, [], {}
-        stats, wstats, events, monitor, cpu, memory = [], [], [], [], [], []
+        stats, wstats, events, monitor, cpu, memory, sched = [], [], [], [], [], [], []
         for tr in traces:
             rename = _renames(tr.runs, runs)
             for old, new in rename.items():
@@ -453,11 +478,13 @@ class StreamedTrace(HeartbeatTrace):
             monitor.append(renamed(tr.monitor))
             cpu.append(renamed(tr.cpu))
             memory.append(renamed(tr.memory))
+            sched.append(renamed(tr.sched))
             warnings.extend(tr.warnings)
         return StreamedTrace(_JoinedSources(by_run, [tr._source for tr in traces]), pd.concat(stats, ignore_index=True),
                              pd.concat(events, ignore_index=True), runs, warnings,
                              pd.concat(monitor, ignore_index=True), pd.concat(wstats, ignore_index=True),
-                             cpu=pd.concat(cpu, ignore_index=True), memory=pd.concat(memory, ignore_index=True))
+                             cpu=pd.concat(cpu, ignore_index=True), memory=pd.concat(memory, ignore_index=True),
+                             sched=pd.concat(sched, ignore_index=True))
 
     def _thread_groups(self) -> list[tuple]:
         """(key, first row, end row) of each thread's rows of `stats` (sorted, so contiguous)."""

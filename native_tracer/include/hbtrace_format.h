@@ -288,6 +288,25 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
 #define HBT_MEM_THREAD         0u
 #define HBT_MEM_PROCESS        1u
 
+#define HBT_REC_SCHED         20u  /* a thread's CPU time and run-queue delay over a span
+                                      of its run, written by that thread from its cold
+                                      path (src/autobeat.c) while it records, at most
+                                      every HBT_SCHED_NS or a 1/HBT_SCHED_PARTS of its
+                                      time since its first reading, whichever is
+                                      longer, where /proc/thread-self/schedstat can be
+                                      read; the spans of one thread follow each other
+                                      with no hole from its first such reading:
+                                      t_ns   = the span's end,
+                                      seq    = CPU microseconds it used in the span,
+                                      aux    = microseconds it was runnable, waiting for
+                                               a CPU (run-queue delay) in the span,
+                                      thread = as for the record that ended the span,
+                                      loop   = construct id of that record (0 unknown),
+                                      iter   = the span in microseconds (saturated),
+                                      flags  = source of that record (bits 0..3) */
+#define HBT_SCHED_NS       20000000ull  /* 20 ms */
+#define HBT_SCHED_PARTS    512u
+
 /* flags of automatic beats (HBT_REC_BEAT) and of HBT_REC_WAIT: bits 0..3 the source,
  * bits 4..15 the event (beats) or the sync kind (waits). API beats have flags 0. */
 #define HBT_SRC_MASK           0xFu

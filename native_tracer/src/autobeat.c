@@ -332,6 +332,38 @@ uint64_t hbt_run_delay(int *ok)
     return *ok ? v : 0;
 }
 
+/* A sched record (HBT_REC_SCHED) for the span since the thread's last one, once it
+ * lasts HBT_SCHED_NS; the first reading only starts the first span. */
+static void hbt_sched_span(struct hbt_tls *t, uint64_t now, uint64_t cpu, uint64_t rq,
+                           int32_t thread, uint32_t construct, uint16_t source)
+{
+    uint64_t at = t->sched_at_ns;
+    if (at && (now <= at || cpu < t->sched_cpu_ns || rq < t->sched_rq_ns))
+        at = 0;   /* a clock that went back (fork: another thread's values) starts again */
+    /* spans of HBT_SCHED_NS, or a 512th of the thread's time since its first reading
+     * if longer: a thread writes about 500 such records in its first 10 s, then a
+     * few hundred more each time its age grows by e (3,500 in an hour) */
+    uint64_t every = at ? (now - t->sched_first_ns) / HBT_SCHED_PARTS : 0;
+    if (at && now - at < (every > HBT_SCHED_NS ? every : HBT_SCHED_NS))
+        return;
+    if (at) {
+        uint32_t i = hbt_take_slot(t, HBT_MODE_BEAT);
+        if (i == HBT_NO_SLOT)
+            return;   /* the span goes on: the next record covers it */
+        uint64_t span = (now - at) / 1000u, used = (cpu - t->sched_cpu_ns) / 1000u,
+                 queued = (rq - t->sched_rq_ns) / 1000u;
+        hbt_store(t, i, now, hbt_kindflags(HBT_REC_SCHED, source),
+                  used > UINT32_MAX ? UINT32_MAX : (uint32_t)used, thread, (int32_t)construct,
+                  span > INT32_MAX ? INT32_MAX : (int32_t)span,
+                  queued > UINT32_MAX ? UINT32_MAX : (uint32_t)queued);
+    }
+    if (!at)
+        t->sched_first_ns = now;
+    t->sched_at_ns = now;
+    t->sched_cpu_ns = cpu;
+    t->sched_rq_ns = rq;
+}
+
 /* The cold path of hbt_cpu_track (internal.h): read the thread's CPU clock and its
  * run-queue delay; if a gap of HBT_CPU_GAP_NS or more ended at `now`, record the CPU
  * time it used in it, and the share of the gap it spent runnable, waiting for a CPU
@@ -355,6 +387,8 @@ void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
     t->cpu_ns = cpu;
     t->rq_ns = rq;
     t->rq_known = (uint8_t)rq_ok;
+    if (rq_ok)
+        hbt_sched_span(t, now, cpu, rq, thread, construct, source);
     if (!at || !last || last < at || now - last < HBT_CPU_GAP_NS)
         return;
     /* CPU at the gap's start: the last reading, plus the time from it to the start

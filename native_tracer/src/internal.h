@@ -192,6 +192,10 @@ struct hbt_tls {
     uint64_t cpu_ns;          /* what it read then (hbt_cpu_track) */
     uint64_t rq_ns;           /* its run-queue delay then (schedstat), if rq_known */
     uint8_t  rq_known;
+    uint64_t sched_at_ns;     /* end of its last sched span (0: no reading yet) */
+    uint64_t sched_first_ns;  /* its first sched reading */
+    uint64_t sched_cpu_ns;    /* its CPU clock and run-queue delay then */
+    uint64_t sched_rq_ns;
     uint64_t mem_allocated;   /* bytes this thread allocated (memory.c: usable sizes) */
     uint64_t mem_freed;       /* bytes it freed, whoever allocated them */
     uint64_t mem_rec_allocated, mem_rec_freed;   /* as of its last memory record */
