@@ -17,8 +17,8 @@ import pandas as pd
 
 from .. import config
 from ..errors import TraceFormatError
-from ..model import (BEHAVIORS, CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, MONITOR_MODES, SCHED_COLUMNS, WAIT_COLUMNS,
-                     HeartbeatTrace, empty_frame)
+from ..model import BEHAVIORS, MONITOR_MODES, HeartbeatTrace
+from ..model.heartbeats import joined_tables
 from .registry import MAGIC_HBTRACE, ReadOptions, head, written_end
 
 MAGIC = MAGIC_HBTRACE
@@ -578,11 +578,7 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
         events=pd.concat(events, ignore_index=True),
         runs={run: run_meta(paths, zero_mono, procmeta)},
         warnings=warnings,
-        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
-        waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
-        cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
-        memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
-        sched=pd.concat(sched, ignore_index=True) if sched else empty_frame(SCHED_COLUMNS),
+        **joined_tables({"monitor": monitor, "waits": waits, "cpu": cpu, "memory": memory, "sched": sched}),
     )
 
 

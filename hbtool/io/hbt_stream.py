@@ -45,8 +45,7 @@ import pandas as pd
 from .. import config
 from ..errors import HbtoolError, TraceFormatError
 from ..model import HeartbeatTrace, empty_frame
-from ..model.heartbeats import (CPU_COLUMNS, MEMORY_COLUMNS, MONITOR_COLUMNS, SCHED_COLUMNS, STATS_COLUMNS,
-                                WAIT_STATS_COLUMNS, StreamedTrace)
+from ..model.heartbeats import STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace, joined_tables
 from . import hbt
 from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
                   _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
@@ -928,11 +927,8 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         events=pd.concat(events, ignore_index=True),
         runs={run: meta},
         warnings=warnings,
-        monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
         wait_stats=pd.concat(wstats, ignore_index=True),
-        cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
-        memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
-        sched=pd.concat(sched, ignore_index=True) if sched else empty_frame(SCHED_COLUMNS),
+        **joined_tables({"monitor": monitor, "cpu": cpu, "memory": memory, "sched": sched}),
     )
 
 

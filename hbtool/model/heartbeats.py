@@ -278,11 +278,7 @@ class HeartbeatTrace:
             events=pd.concat(events, ignore_index=True) if events else empty_frame(EVENT_COLUMNS),
             runs=runs,
             warnings=warnings,
-            monitor=pd.concat(monitor, ignore_index=True) if monitor else empty_frame(MONITOR_COLUMNS),
-            waits=pd.concat(waits, ignore_index=True) if waits else empty_frame(WAIT_COLUMNS),
-            cpu=pd.concat(cpu, ignore_index=True) if cpu else empty_frame(CPU_COLUMNS),
-            memory=pd.concat(memory, ignore_index=True) if memory else empty_frame(MEMORY_COLUMNS),
-            sched=pd.concat(sched, ignore_index=True) if sched else empty_frame(SCHED_COLUMNS),
+            **joined_tables({"monitor": monitor, "waits": waits, "cpu": cpu, "memory": memory, "sched": sched}),
         )
 
     def sources(self) -> dict[tuple, dict[str, int]]:
@@ -318,6 +314,15 @@ class HeartbeatTrace:
         return HeartbeatTrace(beats=b, events=self.events, runs=runs_with_sources(self.runs, chosen, available),
                               warnings=list(self.warnings), monitor=self.monitor, waits=self.waits, cpu=self.cpu,
                               memory=self.memory, sched=self.sched)
+
+
+def joined_tables(parts: dict[str, list]) -> dict[str, pd.DataFrame]:
+    """Each of a trace's record tables (monitor, waits, cpu, memory, sched) named in `parts`,
+    its pieces joined (an empty table of its columns when it has none)."""
+    columns = {"monitor": MONITOR_COLUMNS, "waits": WAIT_COLUMNS, "cpu": CPU_COLUMNS, "memory": MEMORY_COLUMNS,
+               "sched": SCHED_COLUMNS}
+    return {name: pd.concat(pieces, ignore_index=True) if pieces else empty_frame(columns[name])
+            for name, pieces in parts.items()}
 
 
 def _renames(names, taken: dict) -> dict[str, str]:
