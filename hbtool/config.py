@@ -227,10 +227,15 @@ SHARE_SHIFT_MIN = 0.05
 #: summary.work_shifts, a team cut into windows of its time: a window in which a thread waited
 #: for a CPU (its run-queue delay, the tracer's sched records) longer than the least-waiting
 #: thread of its team by more than this share of the window is one the machine, not the
-#: thread, decided: its share shift leaves it out, and its team's work shifts do (a round
-#: figure: heat_omp's crowded-out master 0.19-0.33 over its teammates; threads sharing the
-#: CPUs evenly within 0.07 of each other)
+#: thread, decided: its share shift leaves it out (a round figure: heat_omp's crowded-out
+#: master 0.19-0.33 over its teammates; threads sharing the CPUs evenly within 0.07 of each
+#: other)
 SHIFT_CROWDED_SHARE = 0.10
+#: ... and its team's work shifts leave out a window crowded for a thread that took fewer than
+#: this many units in it (the median of many units holds: the few the machine preempted are its
+#: slow tail; heat_omp's crowded master took 14-15 units a window, one a step, and its median
+#: doubled; a thread sharing its CPU with another program took hundreds, its median unmoved)
+SHIFT_CROWDED_UNITS = 32
 #: a team's threads "made as many beats" for summary.work_shifts when the most is at most this
 #: many times the fewest (static loops give one thread an iteration more than another)
 SHIFT_SAME_BEATS = 1.02

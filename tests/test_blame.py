@@ -560,6 +560,7 @@ def test_a_dynamic_loops_slowed_or_stopped_thread_is_found_by_its_team_over_time
         # in so many windows (beside another program; never seen with the machine to itself)
         # that fewer than six were left to judge the team's work in
         assert _uncrowded_windows(out) < 6, d
+        assert d[1]["crowded"] > 14 and "not judged" in d[1]["reason"], d[1]
         want[1] = "normal"
     assert {k: t["status"] for k, t in d.items()} == want, ({k: (t["WS"], t["SS"], t["reason"]) for k, t in d.items()},
                                                             beats)

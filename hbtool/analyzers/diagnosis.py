@@ -127,6 +127,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table["WS_beat"] = [int(shifts["shift_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
     table["SS"] = [float(shifts["share_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["SS_beat"] = [int(shifts["share_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
+    table["crowded"] = [int(shifts["crowded"].get(k, 0)) if len(shifts) else 0 for k in keys]
     # where the team judges a thread over time (WS), other runs' work does not: the model's
     # normal runs ran under another load (the same reason work_ratios prefers the team). Not
     # where the team was cut by time (a dynamic loop's): its WS follows a slow-down that lasts,

@@ -229,11 +229,24 @@ def records(table: pd.DataFrame) -> list[dict]:
         [{} for _ in range(len(table))]
 
 
+def _with_crowding(row, status: str, reason: str) -> tuple[str, str]:
+    """A normal verdict on a thread whose team's work over time could not be judged, because
+    the machine kept a thread of its team off its CPU in so many windows that fewer than six
+    were left (summary._crowded), says so: it is normal only as far as the rest of the trace
+    tells."""
+    n = int(row.get("crowded") or 0)
+    ws = row.get("WS", float("nan"))
+    if status == "normal" and n > config.SHIFT_WINDOWS - 6 and not (ws is not None and np.isfinite(ws)):
+        reason += (f"; its work over its team's time not judged: the machine kept a thread of its team off "
+                   f"its CPU in {n} of {config.SHIFT_WINDOWS} windows")
+    return status, reason
+
+
 def classify(features: pd.DataFrame, model: HsaModel) -> pd.DataFrame:
     """Status, reason and out-of-range features of every row of a features table."""
     features = with_progress(features, model.expected_beats)
     rows = records(features)
-    res = [classify_row(r, model) for r in rows]
+    res = [_with_crowding(r, *classify_row(r, model)) for r in rows]
     return pd.DataFrame({
         "status": [s for s, _ in res],
         "reason": [w for _, w in res],
@@ -439,6 +452,7 @@ class Diagnosis:
                          **{f: r[f] for f in FEATURES}, "WR_against": r.get("WR_against", ""),
                          "WS": r.get("WS", float("nan")), "WS_beat": int(r.get("WS_beat") or 0),
                          "SS": r.get("SS", float("nan")), "SS_beat": int(r.get("SS_beat") or 0),
+                         "crowded": int(r.get("crowded") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
                          "retained_against": r.get("retained_against") or "",
                          "reference": r["reference"],

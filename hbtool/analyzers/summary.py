@@ -784,10 +784,16 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     fewer than six windows of common constructs (a run too short to come back to them). With
     windows by time, such a thread alone goes without (a thread that stopped working has no
     units in the windows after), and leaves out the windows where a thread of the team was
-    crowded off its CPU (`crowded`, _crowded: a short chunk's median holds, but the few
-    chunks a crowded thread takes are the ones the machine stretched, and its teammates'
-    ratios move with them)."""
+    crowded off its CPU (`crowded`, _crowded) and took fewer than config.SHIFT_CROWDED_UNITS
+    units: the few chunks a crowded thread takes are the ones the machine stretched, and its
+    teammates' ratios move with them."""
     med = _team_medians(units)
+    if crowded is not None:
+        # a window where a crowded thread took few units: preemptions stretched a good part
+        # of them, and its median with them (a median of many units holds: the few the
+        # machine preempted are the slow tail)
+        counts = np.array([u.window_counts() for u in units.values()])
+        stretched = (crowded & (counts < config.SHIFT_CROWDED_UNITS)).any(axis=0)
     table = pd.concat(med, axis=1)
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
     by_time = any(u.by_time for u in units.values())
@@ -795,7 +801,7 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     for i, k in enumerate(units):
         q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time)
         if by_time and crowded is not None and len(q):
-            q = q[~crowded.any(axis=0)[q.index.to_numpy(dtype=np.int64)]]
+            q = q[~stretched[q.index.to_numpy(dtype=np.int64)]]
         if len(q) < 6:
             if by_time:
                 continue
@@ -901,9 +907,10 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     process, thread, work_shift (NaN: too few beats, no teammate, no waits, or too few windows
     with units of its own: a thread that stopped working), shift_beat (about the first beat of the later
     part), share_shift and share_beat (_share_shifts, for a team cut by time; NaN and 0 else),
-    by_time (the team was cut into windows of its time)."""
+    by_time (the team was cut into windows of its time), crowded (of its windows, how many the
+    machine crowded one of its team's threads in: _crowded; 0 for teams not cut by time)."""
     key = ["run", "process", "thread"]
-    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time"]
+    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded"]
     if not trace.beat_count():
         return pd.DataFrame(columns=cols)
     streamed = isinstance(trace, StreamedTrace)
@@ -950,8 +957,10 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
         series = _construct_series(units, crowded) or ({} if by_time else _window_series(units))
         shares = _share_shifts(units, crowded) if by_time else {}
+        # windows the machine crowded one of the team's threads in
+        left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
         for k in team:
-            if k not in series and k not in shares:
+            if k not in series and k not in shares and not left_out:
                 continue
             shift, beat = np.nan, 0
             if k in series:
@@ -960,5 +969,5 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 beat = int((units[k].edge_beat if by_time else edges[k])[int(q.index[at])]) + 1
             share, share_beat = shares.get(k, (np.nan, -1))
             rows.append((run, process, k[2], shift, beat, share, int(units[k].edge_beat[share_beat]) + 1
-                         if share_beat >= 0 else 0, by_time))
+                         if share_beat >= 0 else 0, by_time, left_out))
     return pd.DataFrame(rows, columns=cols)
