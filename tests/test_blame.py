@@ -600,3 +600,10 @@ def test_sched_records_cover_each_thread_and_show_it_waited_for_a_cpu(tmp_path, 
         # two threads that both want the one CPU: each waits for it for much of the time
         busy = g["cpu_ns"].sum() + g["queued_ns"].sum()
         assert g["queued_ns"].sum() > 0.2 * busy, (th, g["queued_ns"].sum(), busy)
+    # hbtool info shows the same, per thread
+    r = hbtool_here("info", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+    for th in (0, 1):
+        assert rows[th]["queued_pct"] > 10 and 0 < rows[th]["cpu_pct"] <= 100, rows[th]
+        assert rows[th]["cpu_pct"] + rows[th]["queued_pct"] <= 105, rows[th]

@@ -358,6 +358,23 @@ def region_work(trace: HeartbeatTrace) -> pd.DataFrame:
     return span[key + ["work_s"]]
 
 
+def cpu_shares(trace: HeartbeatTrace) -> pd.DataFrame:
+    """Per (run, process, thread) with sched records (the tracer's): ``cpu_pct``, the share of
+    the time its records cover that it ran on a CPU, and ``queued_pct``, the share it was
+    runnable but waited for one (its run-queue delay: the machine's other work, or more
+    threads than CPUs), in percent; ``sched_s``, the time covered."""
+    sc = trace.sched
+    if not len(sc):
+        return pd.DataFrame(columns=["run", "process", "thread", "cpu_pct", "queued_pct", "sched_s"])
+    g = sc.assign(run=sc["run"].astype(str)).groupby(["run", "process", "thread"], sort=True)
+    out = g[["span_ns", "cpu_ns", "queued_ns"]].sum().reset_index()
+    span = out["span_ns"].to_numpy(np.float64)
+    out["cpu_pct"] = 100 * out["cpu_ns"] / span
+    out["queued_pct"] = 100 * out["queued_ns"] / span
+    out["sched_s"] = span / 1e9
+    return out[["run", "process", "thread", "cpu_pct", "queued_pct", "sched_s"]]
+
+
 def memory_retained(trace: HeartbeatTrace) -> pd.DataFrame:
     """Per (run, process, thread) with memory records (the tracer's memory signal):
     ``retained``, the bytes the thread allocated and did not free between its first and its

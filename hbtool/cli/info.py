@@ -9,9 +9,10 @@ from .output import emit, output_options, warn
 
 COLUMNS = ["run", "process", "thread", "beats", "first_s", "last_s", "duration_s", "mean_rate", "ended"]
 HEADERS = {"mean_rate": "beats/s", "first_s": "first_s", "duration_s": "duration_s", "wait_pct": "waiting %",
-           "kept_MiB": "kept MiB"}
+           "kept_MiB": "kept MiB", "cpu_pct": "cpu %", "queued_pct": "queued %"}
 #: one number format per column (times to 0.1 ms)
-DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1, "wait_s": 4, "wait_pct": 1, "kept_MiB": 1}
+DECIMALS = {"first_s": 4, "last_s": 4, "duration_s": 4, "mean_rate": 1, "wait_s": 4, "wait_pct": 1, "kept_MiB": 1,
+            "cpu_pct": 1, "queued_pct": 1}
 
 
 @click.command()
@@ -32,7 +33,7 @@ def info(paths, beats, fmt):
     """
     import numpy as np
 
-    from ..analyzers.summary import memory_retained, summarize_threads, wait_times
+    from ..analyzers.summary import cpu_shares, memory_retained, summarize_threads, wait_times
     from .hsa_common import read_all
 
     trace = read_all(paths, beats=beats, need_beats=False, stream=True)
@@ -50,6 +51,14 @@ def info(paths, beats, fmt):
                   zip(kept["run"], kept["process"], kept["thread"], kept["retained"])}
         s["kept_MiB"] = [by_key.get((str(r), int(p), int(t)), np.nan) / 2**20
                          for r, p, t in zip(s["run"], s["process"], s["thread"])]
+    shares = cpu_shares(trace)
+    if len(shares):   # the tracer's sched records: how much of its time each thread ran, and waited for a CPU
+        by_key = {(str(r), int(p), int(t)): (c, q) for r, p, t, c, q in
+                  zip(shares["run"], shares["process"], shares["thread"], shares["cpu_pct"], shares["queued_pct"])}
+        got = [by_key.get((str(r), int(p), int(t)), (np.nan, np.nan))
+               for r, p, t in zip(s["run"], s["process"], s["thread"])]
+        s["cpu_pct"] = [c for c, _ in got]
+        s["queued_pct"] = [q for _, q in got]
     rows = s.to_dict(orient="records")
     runs = []
     preamble = []
@@ -126,9 +135,12 @@ def info(paths, beats, fmt):
         cols = cols[:-1] + ["wait_s", "wait_pct"] + cols[-1:]
     if len(kept):
         cols = cols[:-1] + ["kept_MiB"] + cols[-1:]
+    if len(shares):
+        cols = cols[:-1] + ["cpu_pct", "queued_pct"] + cols[-1:]
     if fmt == "csv":
         cols = COLUMNS + ["ending", "os_tids"] + (["wait_s", "wait_pct"] if len(waits) else []) + \
-            (["kept_MiB"] if len(kept) else []) + (["rank"] if has_rank else [])
+            (["kept_MiB"] if len(kept) else []) + (["cpu_pct", "queued_pct"] if len(shares) else []) + \
+            (["rank"] if has_rank else [])
     emit(fmt, rows, cols, key="threads", extra={"runs": runs}, preamble=preamble, headers=HEADERS,
          decimals=DECIMALS)
 
