@@ -47,6 +47,47 @@ EXAMPLES = TRACER / "examples" / "bin"
 SAMPLES = ROOT / "sample_traces"
 
 
+def damaged_copies(data: bytes, kind: int, seed: int, n: int = 40):
+    """n copies of a tracer file's bytes, each with one record of `kind` damaged: a bit flipped,
+    its fields or its flags set at random, or the whole record random but its kind (the
+    fuzzing of one record kind's reader). Asserts the file holds 10 such records at least."""
+    import random
+    import struct
+
+    at = [i for i in range(4096, len(data) - 32, 32) if struct.unpack_from("<H", data, i + 28)[0] == kind]
+    assert len(at) >= 10, f"{len(at)} records of kind {kind}"
+    rng = random.Random(seed)
+    for k in range(n):
+        b = bytearray(data)
+        i = rng.choice(at)
+        op = k % 4
+        if op == 0:
+            b[i + rng.randrange(32)] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            b[i + 8:i + 28] = rng.randbytes(20)
+        elif op == 2:
+            struct.pack_into("<H", b, i + 30, rng.randrange(65536))   # flags: any value
+        else:
+            b[i:i + 28] = rng.randbytes(28)
+        yield bytes(b)
+
+
+def check_damaged_records(capsys, tmp_path: Path, out: Path, kind: int, seed: int,
+                          commands=("info", "diagnose")) -> None:
+    """Every command on each of damaged_copies of the trace in `out` (one file) gives a
+    result, or one line and exit status 2: never a traceback."""
+    f = next(out.glob("*.hbt"))
+    for k, b in enumerate(damaged_copies(f.read_bytes(), kind, seed)):
+        case = tmp_path / f"case{kind}-{k}"
+        case.mkdir()
+        (case / f.name).write_bytes(b)
+        for cmd in commands:
+            code, _, err = run_cli(capsys, cmd, case)
+            assert code in (0, 2) and "Traceback" not in err, (k, cmd, err)
+            if code == 2:
+                assert len(err.strip().splitlines()) == 1, err
+
+
 def run_cli(capsys, *args, stdin_text: str | None = None, monkeypatch=None):
     """Run `hbtool ARGS` in-process: (exit status, stdout, stderr)."""
     if stdin_text is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, hbtool_here, run_hbtool
+from conftest import EXAMPLES, check_damaged_records, hbtool_here, run_hbtool
 
 THREADS = 3  # a worker is judged against the team's other workers: two at least
 HEAT = [str(EXAMPLES / "heat_omp"), "--threads", str(THREADS), "--size", "512", "--steps", "300"]
@@ -607,3 +607,18 @@ def test_sched_records_cover_each_thread_and_show_it_waited_for_a_cpu(tmp_path, 
     for th in (0, 1):
         assert rows[th]["queued_pct"] > 10 and 0 < rows[th]["cpu_pct"] <= 100, rows[th]
         assert rows[th]["cpu_pct"] + rows[th]["queued_pct"] <= 105, rows[th]
+
+
+@pytest.mark.analysis_only
+def test_damaged_sched_records_are_read_or_refused_in_one_line(tmp_path, dynamic, capsys):
+    """Bit flips, random values and flags in the sched records of a real dynamic-loop team's
+    trace (which diagnose reads for its crowded windows): info and diagnose give a result or
+    one line and exit status 2, never a traceback."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / "dyn"
+    r = run_hbtool("record", "-q", "-o", out, "--", dynamic, "60", "200", "0.06", "60", env=env)
+    assert r.returncode == 0, r.stderr
+    check_damaged_records(capsys, tmp_path, out, 20, seed=20)

@@ -756,9 +756,10 @@ def sched_shares(sched: pd.DataFrame, team: list[tuple], edges: np.ndarray) -> t
     if not len(sched):
         return out, ran
     width = np.diff(edges).astype(np.float64)
-    for i, (run, process, thread) in enumerate(team):
-        g = sched[(sched["run"].astype(str) == run) & (sched["process"] == process) & (sched["thread"] == thread)]
-        if not len(g):
+    of = dict(iter(sched.assign(run=sched["run"].astype(str)).groupby(["run", "process", "thread"], sort=False)))
+    for i, key in enumerate(team):
+        g = of.get(key)
+        if g is None:
             continue
         queued, covered, cpu = np.zeros(edges.size - 1), np.zeros(edges.size - 1), np.zeros(edges.size - 1)
         for _, h in g.groupby("os_tid", sort=False):
