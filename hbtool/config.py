@@ -224,6 +224,11 @@ SHIFT_MAX = 2.0
 #: stopped threads fell to 0.001-0.002, its slowed, spinning and blocked ones to 0.17 at the
 #: least, normal ones 0.43 (docs/methods.md, "SS")
 SHARE_SHIFT_MIN = 0.05
+#: ... judged in the windows where its teammates (the lower median of them) spent at least
+#: this share of the window in units of shared work: its team went on working (heat_omp's
+#: master, at 3 threads on 2 CPUs with a leaking teammate, took none of the chunks that a
+#: teammate awake took in 3-5 % of its time while the team waited for the leaking one)
+SHARE_TEAM_BUSY = 0.25
 #: summary.work_shifts, a team cut into windows of its time: a window in which a thread waited
 #: for a CPU (its run-queue delay, the tracer's sched records) longer than the least-waiting
 #: thread of its team by more than this share of the window is one the machine, not the
@@ -246,6 +251,10 @@ SHIFT_WHOLE_TEAM = 8
 SHIFT_UNIT_FLOOR_NS = 1_000
 #: summary.work_shifts compares the constructs found in at least this share of the windows
 SHIFT_CONSTRUCT_SHARE = 0.5
+#: ... and that hold at least this share of the team's work (the sum of its units over the
+#: run): the few microseconds from a region's last construct to its end, beat at each region,
+#: are the runtime's, and would vote as much as the sections or loop that hold the work
+SHIFT_CONSTRUCT_WORK = 0.01
 #: windows of less work than this (ns) are noise to summary.work_shifts, not work (a run too
 #: short to compare its constructs: its windows' whole work is compared)
 SHIFT_WINDOW_FLOOR_NS = 10_000

@@ -571,6 +571,43 @@ def test_a_dynamic_loops_slowed_or_stopped_thread_is_found_by_its_team_over_time
         assert abs(d[1]["SS_beat"] - 3000) < 300, d[1]
 
 
+@pytest.fixture(scope="module")
+def sections(tmp_path_factory):
+    """tests/programs/omp_sections.c (sections of different lengths), built with gcc (libgomp)."""
+    import subprocess
+
+    d = tmp_path_factory.mktemp("sections")
+    exe = d / "omp_sections"
+    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_sections.c"), "-o",
+                    str(exe)], check=True)
+    return exe
+
+
+@pytest.mark.parametrize("kind,status", [("normal", "normal"), ("slow", "memoryleak"), ("stop", "shutdown")])
+def test_a_slowed_or_stopped_thread_of_sections_is_found(tmp_path, sections, kind, status):
+    """Sections of different lengths go to whichever thread asks first: a slowed thread comes
+    late and takes the short ones, a stopped one none, and its beats at the constructs' ends
+    are as many as before. Each unit is compared with units of the same sections (the tracer
+    says which a thread ran), and the sections a thread ran count as its share of the team's
+    work. Before: both called normal (FastTree's slowed and stopped victims, 8 of 8)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / kind
+    fault = [] if kind == "normal" else ["--inject", kind, "--thread", "1", "--beat", "1200"]
+    r = run_hbtool("record", "-q", "-o", out, *fault, "--", sections, "600", "0.5", env=env)
+    assert r.returncode == 0 and r.stdout.endswith("done\n"), r.stderr
+    d = diagnose(out)
+    assert {k: t["status"] for k, t in d.items()} == {0: "normal", 1: status}, \
+        {k: (t["WS"], t["SS"], t["reason"]) for k, t in d.items()}
+    if kind == "slow":
+        assert d[1]["WS"] > 2 and "work shift" in d[1]["reason"], d[1]
+    if kind == "stop":
+        assert d[1]["SS"] < 0.05 and "share shift" in d[1]["reason"], d[1]
+        assert abs(d[1]["SS_beat"] - 1200) < 240, d[1]
+
+
 def test_sched_records_cover_each_thread_and_show_it_waited_for_a_cpu(tmp_path, dynamic):
     """The tracer's sched records: each thread's spans follow each other with no hole, its CPU
     time and run-queue delay fit in them, and two threads pinned to one CPU each waited for it

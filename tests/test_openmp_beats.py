@@ -211,6 +211,53 @@ def test_beats_per_thread_equal_the_truth_for_every_schedule_and_construct(omp_p
     assert all("omp_beats+0x" in v for v in nm.values())
 
 
+def test_a_sections_beat_names_the_sections_its_thread_ran(tracer_built, tmp_path):
+    """libgomp deals a construct's sections to whichever thread asks first: each thread's
+    beat at the construct's end carries the sections it ran (aux, a bit each; 0 for none, as
+    a thread of three gets none of two sections), and hbtool names its unit with them, both
+    readers alike."""
+    from hbtool.io import read_heartbeats
+
+    exe = tmp_path / "omp_sections"
+    subprocess.run(["gcc", "-fopenmp", "-O2", "-Wall", "-Wextra", "-Werror", str(PROGRAMS / "omp_sections.c"),
+                    "-o", str(exe)], check=True)
+    r = run_traced(exe, tmp_path, 40, 0.2, OMP_NUM_THREADS=3)
+    assert r.returncode == 0 and r.stdout.endswith("done\n"), r.stderr
+    truth: dict = {}   # (construct, round, thread) -> the sections it ran, a bit each
+    for line in r.stdout.splitlines()[:-1]:
+        c, rnd, sec, th = map(int, line.split()[1:])
+        key = (c, rnd, th)
+        truth[key] = truth.get(key, 0) | 1 << (sec - 1)
+    (f,) = trace_files(tmp_path / "trace")
+    rec = records(f)
+    nm = names(rec)
+    ev = rec["flags"] >> 4
+    sel = (rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP) & (ev == EV_WORKSHARE)
+    sel &= np.isin(rec["loop"], [c for c, v in nm.items() if v.startswith("sections\t")])
+    ids = sorted(set(rec["loop"][sel].tolist()))
+    assert len(ids) == 2, nm
+    got = {}
+    for cid in ids:
+        m = sel & (rec["loop"] == cid)
+        # iter: the thread's count of the construct's beats, so round iter - 1
+        got[cid] = {(int(i) - 1, int(t)): int(a) for i, t, a in zip(rec["iter"][m], rec["thread"][m], rec["aux"][m])}
+        assert len(got[cid]) == 40 * 3, cid   # every thread beats at every instance's end
+    # which construct is which: the one whose beats match the program's truth
+    for c in (0, 1):
+        match = [cid for cid in ids if got[cid] == {(rnd, th): truth.get((c, rnd, th), 0)
+                                                    for rnd in range(40) for th in range(3)}]
+        assert len(match) == 1, (c, {cid: sorted(got[cid].items())[:6] for cid in ids})
+    assert 0 in set(got[ids[0]].values()) | set(got[ids[1]].values())   # a thread that ran none
+    eager = read_heartbeats(tmp_path / "trace")
+    streamed = read_heartbeats(tmp_path / "trace", stream=True)
+    run = str(eager.beats["run"].iloc[0])
+    for th in range(3):
+        one = eager.beats[eager.beats["thread"] == th]["construct"].astype(str).tolist()
+        _, other = streamed.thread_beats((run, 0, th))
+        assert one == list(other.astype(str)), th
+        assert any(x.startswith("sections ") and " #" in x for x in one), one
+
+
 def test_waits_at_barriers_critical_ordered_taskwait(omp_prog, tmp_path):
     r = run_traced(omp_prog, tmp_path, "all")
     assert r.returncode == 3

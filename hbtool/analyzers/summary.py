@@ -466,6 +466,26 @@ def _window_edges(n: int) -> np.ndarray | None:
 #: unit-work histogram keys: window, construct, bin (bins: log2 of the ns, 1/16 octave)
 _BIN_BITS, _LABEL_BITS = 10, 20
 
+#: kinds of construct whose every instance each thread of the team ends with a beat of its
+#: own, whatever its share of the work: the end of its part of a region, of a single, of a
+#: barrier, of a sections construct it took no section of (docs/formats.md)
+_EVERY_THREAD = ("parallel ", "single ", "barrier ")
+
+
+def share_weight(label: str) -> int:
+    """How many units of the team's shared work a unit of this construct holds, for the share
+    shift: a dynamic loop's chunk or a task 1 (each goes to one thread), a sections beat the
+    sections its thread was given ("sections f+0x10 #1,3": 2), the program's own or an MPI
+    beat 1; 0 for the beats every thread makes once per instance of their construct (a
+    region's end, a single's, a barrier's, and a sections construct's where the tracer did
+    not say which sections the thread took): their count is the team's, not the thread's."""
+    if label.startswith(_EVERY_THREAD):
+        return 0
+    if label.startswith("sections "):
+        _, mark, taken = label.rpartition(" #")
+        return taken.count(",") + 1 if mark and taken else 0
+    return 1
+
 
 class _UnitHistograms:
     """One thread's units of work (the time from one beat to the next, less its recorded waits:
@@ -482,6 +502,10 @@ class _UnitHistograms:
         self.edge_beat = np.zeros(edges.size, dtype=np.int64)   # by time: the beats before each edge
         self.labels: dict[str, int] = {}
         self.counts: dict[int, int] = {}
+        self.shares = np.zeros(edges.size - 1, dtype=np.float64)   # share_weight of its units per window
+        self.work: dict[int, float] = {}       # per construct: the sum of its units (ns)
+        self.shared_work = np.zeros(edges.size - 1, dtype=np.float64)   # its units of shared work, ns
+        self.edge_t = np.zeros(edges.size, dtype=np.int64)   # windows of beats: the time at each edge
         self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
         self.cover: dict[int, list] = {}       # per construct: [units, units with their CPU time]
         self.at = 0            # beats seen
@@ -500,6 +524,8 @@ class _UnitHistograms:
         else:
             at = (self.edges >= self.at) & (self.edges < self.at + n)
             self.edge_clock[at] = clock[self.edges[at] - self.at]
+            if t is not None:
+                self.edge_t[at] = t[self.edges[at] - self.at]
         first = 0 if self.clock is not None else 1   # the thread's first beat closes no unit
         steps = np.diff(clock) if self.clock is None else np.diff(np.r_[self.clock, clock])
         ending = self.at + np.arange(first, n)      # the beat index closing each unit
@@ -515,21 +541,43 @@ class _UnitHistograms:
         # (a missing label, code -1, is the program's own: "")
         idx = np.array([self.labels.setdefault(str(x), len(self.labels)) for x in [*cat.categories, ""]],
                        dtype=np.int64)
-        code = np.minimum(idx[np.asarray(cat.codes[first:], dtype=np.int64)], (1 << _LABEL_BITS) - 1)
+        of = np.asarray(cat.codes[first:], dtype=np.int64)
+        code = np.minimum(idx[of], (1 << _LABEL_BITS) - 1)
         _count(self.counts, window, code, steps)
+        weight = np.array([share_weight(str(x)) for x in [*cat.categories, ""]], dtype=np.float64)
+        self.shares += np.bincount(window, weights=weight[of], minlength=self.shares.size)[:self.shares.size]
+        self.shared_work += np.bincount(window, weights=np.where(weight[of] > 0, steps, 0).astype(np.float64),
+                                        minlength=self.shares.size)[:self.shares.size]
         known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
         if known.any():
             _count(self.cpu_counts, window[known], code[known], np.asarray(cpu, dtype=np.int64)[first:][known])
         u, inv = np.unique(code, return_inverse=True)
-        for c, n, m in zip(u.tolist(), np.bincount(inv).tolist(), np.bincount(inv, weights=known).tolist()):
+        for c, n, m, w in zip(u.tolist(), np.bincount(inv).tolist(), np.bincount(inv, weights=known).tolist(),
+                              np.bincount(inv, weights=steps.astype(np.float64)).tolist()):
             e = self.cover.setdefault(c, [0, 0])
             e[0] += n
             e[1] += int(m)
+            self.work[c] = self.work.get(c, 0.0) + w
 
     def cpu_share(self) -> dict[str, float]:
         """Per construct: the share of its units whose CPU time the trace has."""
         names = {i: n for n, i in self.labels.items()}
         return {names.get(c, ""): m / n for c, (n, m) in self.cover.items() if n}
+
+    def construct_work(self) -> dict[str, float]:
+        """Per construct: the sum of the thread's units of it (ns)."""
+        names = {i: n for n, i in self.labels.items()}
+        return {names.get(c, ""): w for c, w in self.work.items()}
+
+    def window_shares(self) -> np.ndarray:
+        """The thread's units of the team's shared work in each window (share_weight)."""
+        return self.shares
+
+    def window_busy(self) -> np.ndarray:
+        """The share of each window the thread spent in units of shared work (share_weight)."""
+        span = np.diff(self.edges if self.by_time else self.edge_t).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(span > 0, self.shared_work / span, np.nan)
 
     def window_counts(self) -> np.ndarray:
         """The thread's units of work in each window."""
@@ -742,6 +790,42 @@ def _team_medians(units: dict) -> dict:
             c = c[c.index.get_level_values("construct").isin(in_cpu)]
             m = pd.concat([m[keep], c]).sort_index()
         out[k] = m
+    return _sections_as_one(out)
+
+
+def _sections_as_one(med: dict) -> dict:
+    """Each thread's medians with the units of a sections construct taken as one construct,
+    whatever sections they held: a unit named with its sections ("sections f+0x10 #1,3", the
+    tracer says which a thread ran) is measured against the usual length of units of those
+    sections over the team and the run (the median of every thread's medians of that name),
+    scaled back to the construct's (the median of its names' usual lengths), and a thread's
+    window holds the median of its units of the construct so measured. Sections differ in
+    length and go to whichever thread asks first: a slowed thread comes late and takes the
+    short ones, so that no teammate ran the same sections after its fault. A beat where the
+    thread ran none of the sections closes no unit of the construct's work: left out."""
+    names = set()
+    for m in med.values():
+        names.update(m.index.get_level_values("construct").unique().tolist())
+    held = {x: x.rpartition(" #")[0] for x in names if x.startswith("sections ") and " #" in x}
+    if not held:
+        return med
+    pooled = pd.concat(list(med.values()))
+    usual = pooled[pooled.index.get_level_values("construct").isin(list(held))].groupby(level="construct").median()
+    scale = usual.groupby(by=lambda x: held[x]).median()
+    out = {}
+    for k, m in med.items():
+        name = m.index.get_level_values("construct")
+        mine = name.isin(list(held))
+        none = name.isin(list(scale.index))   # the construct's name alone: no section ran
+        if not (mine.any() or none.any()):
+            out[k] = m
+            continue
+        v = m[mine]
+        base = [held[x] for x in name[mine]]
+        value = v.to_numpy() / usual.reindex(name[mine]).to_numpy() * scale.reindex(base).to_numpy()
+        one = pd.Series(value, index=pd.MultiIndex.from_arrays([v.index.get_level_values("window"), base],
+                                                               names=["window", "construct"]))
+        out[k] = pd.concat([m[~mine & ~none], one.groupby(level=["window", "construct"]).median()]).sort_index()
     return out
 
 
@@ -806,6 +890,17 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     units: the few chunks a crowded thread takes are the ones the machine stretched, and its
     teammates' ratios move with them."""
     med = _team_medians(units)
+    # the constructs that hold next to none of the team's work are not compared
+    # (config.SHIFT_CONSTRUCT_WORK), a sections construct's units of any sections as one
+    work: dict[str, float] = {}
+    for u in units.values():
+        for c, w in u.construct_work().items():
+            c = c.rpartition(" #")[0] if c.startswith("sections ") and " #" in c else c
+            work[c] = work.get(c, 0.0) + w
+    total = sum(work.values())
+    if total > 0:
+        keep = [c for c, w in work.items() if w >= config.SHIFT_CONSTRUCT_WORK * total]
+        med = {k: m[m.index.get_level_values("construct").isin(keep)] for k, m in med.items()}
     if crowded is not None:
         # a window where a crowded thread took few units: preemptions stretched a good part
         # of them, and its median with them (a median of many units holds: the few the
@@ -848,16 +943,16 @@ def _middle_toward(v: np.ndarray, other: float) -> float:
     return float(lo if abs(lo - other) <= abs(hi - other) else hi)
 
 
-def split_shift(v: np.ndarray) -> tuple[float, int]:
+def split_shift(v: np.ndarray, early: int = 2) -> tuple[float, int]:
     """The work shift of one thread's per-window values v (logarithms of its ratio to its
-    team, at least 4): split once where they change most (an earlier and a later part of two
-    windows or more, whose values lie closest to their part's median: least absolute
-    deviation), and the later part's median over the earlier's, where of a part's two middle
-    values the one nearer the other part counts: a part of two windows of which one is slow (a
-    thread that stalled once late in the run; NPB FT's last phase, 4 beats a window) did not
-    shift. (shift, index of the later part's first window)."""
-    cost, at = np.inf, 2
-    for s in range(2, v.size - 1):
+    team, at least 4): split once where they change most (an earlier part of `early` windows
+    or more and a later part of two or more, whose values lie closest to their part's median:
+    least absolute deviation), and the later part's median over the earlier's, where of a
+    part's two middle values the one nearer the other part counts: a part of two windows of
+    which one is slow (a thread that stalled once late in the run; NPB FT's last phase, 4 beats
+    a window) did not shift. (shift, index of the later part's first window)."""
+    cost, at = np.inf, early
+    for s in range(early, v.size - 1):
         c = float(np.abs(v[:s] - np.median(v[:s])).sum() + np.abs(v[s:] - np.median(v[s:])).sum())
         if c < cost:
             cost, at = c, s
@@ -866,25 +961,37 @@ def split_shift(v: np.ndarray) -> tuple[float, int]:
 
 
 def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
-    """Per thread of a team cut into windows of its time: the share shift (its units of work
-    per window against its teammates', later in the run against earlier: split_shift of the
-    log of (its units + 1) over (its teammates' median + 1), in the windows where they did 8
-    units at least) and the window its later part starts at; none with fewer than 6 such
-    windows. A thread that stopped working while its team went on (it skips its chunks of a
-    dynamic loop, or hangs outside the loop while the others take them) falls by 100x and
-    more; one that slowed down takes fewer chunks, by its slow-down."""
-    counts = np.array([u.window_counts() for u in units.values()], dtype=np.float64)
+    """Per thread of a team cut into windows: the share shift (its units of the team's shared
+    work -- share_weight: chunks, tasks, sections, not the ends of constructs that every
+    thread beats -- per window against its teammates', later in the run against earlier:
+    split_shift of the log of (its units + 1) over (its teammates' median + 1), in the windows
+    where they did 8 units at least and, where it did fewer than they, its team went on
+    working: its teammates, the lower median of them, spent config.SHARE_TEAM_BUSY of the
+    window at least in units of shared work) and the window its later part starts at; none
+    with fewer than 6 such windows. A
+    thread that stopped working while its team went on (it skips its chunks of a dynamic
+    loop, or hangs outside the loop while the others take them) falls by 100x and more; one
+    that slowed down takes fewer chunks, by its slow-down. Where the team waited for one long
+    unit (heat_omp's leaking thread at 3 threads on 2 CPUs), a thread that took none of the
+    few short units around it, which a teammate awake took in 4 % of its time, did not stop."""
+    counts = np.array([u.window_shares() for u in units.values()], dtype=np.float64)
+    busy = np.nan_to_num(np.array([u.window_busy() for u in units.values()], dtype=np.float64), nan=0.0)
     whole = np.median(counts, axis=0) if len(units) > config.SHIFT_WHOLE_TEAM else None
     out = {}
     for i, k in enumerate(units):
         others = _others(counts, i, whole)
-        ok = counts[i] + others >= 2 * config.SHIFT_MIN_BEATS
+        team = np.sort(np.delete(busy, i, axis=0), axis=0)
+        # a window where it did less than its teammates counts when they went on working
+        ok = (counts[i] + others >= 2 * config.SHIFT_MIN_BEATS) & \
+            ((team[(team.shape[0] - 1) // 2] >= config.SHARE_TEAM_BUSY) | (counts[i] >= others))
         if crowded is not None:
             ok &= ~crowded[i]
         if ok.sum() < 6:
             continue
         v = np.log((counts[i][ok] + 1) / (others[ok] + 1))
-        shift, at = split_shift(v)
+        # a thread that stopped in the first window it shared work in (FastTree's stopped
+        # victim at 0.02 s): one window before is enough, its share falling 20x and more
+        shift, at = split_shift(v, early=1)
         out[k] = (shift, int(np.flatnonzero(ok)[at]))
     return out
 
@@ -974,7 +1081,11 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         # than its teammates are left out of its share shift, and of every work shift
         crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
         series = _construct_series(units, crowded) or ({} if by_time else _window_series(units))
-        shares = _share_shifts(units, crowded) if by_time else {}
+        # a team of as many beats each whose work is still dealt out (sections: each to the
+        # thread that asks first): its shares per window of beats; none where every thread's
+        # are the same (static loops and constructs: every thread beats once for each)
+        shared = by_time or len({u.window_shares().tobytes() for u in units.values()}) > 1
+        shares = _share_shifts(units, crowded) if shared else {}
         # windows the machine crowded one of the team's threads in
         left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
         for k in team:
@@ -986,6 +1097,6 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 shift, at = split_shift(q.to_numpy())
                 beat = int((units[k].edge_beat if by_time else edges[k])[int(q.index[at])]) + 1
             share, share_beat = shares.get(k, (np.nan, -1))
-            rows.append((run, process, k[2], shift, beat, share, int(units[k].edge_beat[share_beat]) + 1
-                         if share_beat >= 0 else 0, by_time, left_out))
+            share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
+            rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out))
     return pd.DataFrame(rows, columns=cols)

@@ -18,7 +18,7 @@ import pandas as pd
 from .. import config
 from ..errors import TraceFormatError
 from ..model import BEHAVIORS, MONITOR_MODES, HeartbeatTrace
-from ..model.heartbeats import joined_tables
+from ..model.heartbeats import construct_label, joined_tables
 from .registry import MAGIC_HBTRACE, ReadOptions, head, written_end
 
 MAGIC = MAGIC_HBTRACE
@@ -535,7 +535,7 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
         auto = source_code != 0
         constructs = (_construct_names(r, paths[i], warnings, p["meta"].get("exe"))
                       if (auto & (isbeat | (kind == REC_WAIT))).any() else {})
-        construct = _construct_column(r["loop"], auto, constructs)
+        construct = _construct_column(construct_keys(r["loop"], np.where(isbeat, r["aux"], 0), auto), constructs)
         beats.append(
             pd.DataFrame(
                 {
@@ -768,11 +768,20 @@ def _construct_names(r: dict, path: str, warnings: list[str], exe: str | None = 
     return out
 
 
-def _construct_column(loop: np.ndarray, auto: np.ndarray, names: dict[int, str]) -> pd.Categorical:
-    """Per record: its construct's name for automatic records (loop = construct id), else ""."""
-    ids = np.where(auto, loop.astype(np.int64), 0)
-    u, inv = _dense(ids)
-    labels = [("" if c == 0 else names.get(int(c), f"construct {int(c)}")) for c in u]
+def construct_keys(loop: np.ndarray, aux: np.ndarray | None, auto: np.ndarray) -> np.ndarray:
+    """Per record: 0 for the program's own, else its construct id (`loop`), with the
+    sections a sections beat's thread was given (its `aux`, a bit per section; 0 for any
+    other record) in the high 32 bits: construct_label names them."""
+    key = np.where(auto, loop.astype(np.int64), 0)
+    if aux is not None:
+        key |= np.where(auto, aux.astype(np.int64) & 0xFFFFFFFF, 0) << 32
+    return key
+
+
+def _construct_column(keys: np.ndarray, names: dict[int, str]) -> pd.Categorical:
+    """Per record: the name of its construct key (construct_keys; "" for 0)."""
+    u, inv = _dense(keys)
+    labels = [construct_label(names, int(c)) for c in u]
     if len(set(labels)) != len(labels):  # two ids with one name: merge them
         cats = sorted(set(labels))
         to_cat = np.array([cats.index(label) for label in labels], dtype=np.int32)

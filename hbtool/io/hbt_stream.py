@@ -47,7 +47,7 @@ from ..errors import HbtoolError, TraceFormatError
 from ..model import HeartbeatTrace, empty_frame
 from ..model.heartbeats import STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace, joined_tables
 from . import hbt
-from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
+from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column, construct_keys,
                   _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
                   metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
                   sched_frame, time_bounds)
@@ -460,21 +460,23 @@ class HbtStream:
         """The beat times (s) of one thread's beats of the given sources, in the order the
         trace's beats table has them (by seq, then time); loops: also each beat's construct id
         (the loop field of an automatic beat, 0 for the program's own), as (times, ids)."""
-        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop",) if loops else ())
+        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "aux") if loops else ())
         _, order = _beat_order(seq, groups, t)
         out = (t if order is None else t[order]).astype(np.float64)
         out /= 1e9
         if not loops:
             return out
-        ids = fields["loop"]
-        if "api" in sources:   # the program's own beats: their loop field is the program's, no construct
-            ids = np.where(np.mod(_group_column(groups), 16) != 0, ids, 0)
+        # the program's own beats: their loop field is the program's, no construct
+        auto = (np.mod(_group_column(groups), 16) != 0) if "api" in sources else np.ones(t.size, dtype=bool)
+        ids = construct_keys(fields["loop"], fields["aux"], auto)
         return out, ids if order is None else ids[order]
 
-    def load_beats(self, run: str, process: int, thread: int, sources: list[str]) -> dict[str, np.ndarray]:
+    def load_beats(self, run: str, process: int, thread: int, sources: list[str],
+                   aux: bool = False) -> dict[str, np.ndarray]:
         """One thread's beats of the given sources with every field the whole reader gives
         them, in beats-table order: t_ns (on the run's clock), seq (unwrapped), loop, iteration,
-        tag, os_tid, source (the code)."""
+        tag, os_tid, source (the code); `aux`: the aux field too (an automatic beat's, which
+        the tag leaves out: the sections a sections beat's thread was given)."""
         s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "iter", "aux"))
         group = _group_column(groups)
         seq, order = _beat_order(seq, groups, t, group)
@@ -482,6 +484,8 @@ class HbtStream:
         out = {"t_ns": t, "seq": seq, "loop": fields["loop"].astype(np.int64),
                "iteration": fields["iter"].astype(np.int64),
                "tag": np.where(source != 0, 0, fields["aux"]).astype(np.int64), "os_tid": os_tid, "source": source}
+        if aux:
+            out["aux"] = fields["aux"].astype(np.int64)
         return out if order is None else {k: v[order] for k, v in out.items()}
 
     def _plan(self, process: int, thread: int, sources: list[str]) -> dict:
@@ -576,13 +580,13 @@ class HbtStream:
             held, n, seen = [], 0, 0
             source = int(plan["codes"][0])
             os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
-            names = () if times_only else ("loop",) if constructs else ("loop", "iter", "aux")
+            names = () if times_only else ("loop", "aux") if constructs else ("loop", "iter", "aux")
             for t, seq, _, fields in self._batch_beats(plan, thread, names):
                 if t.size and times_only:
                     held.append({"t_ns": t})
                 elif t.size and constructs:
-                    held.append({"t_ns": t, "construct": (fields["loop"].astype(np.int64) if source != 0
-                                                          else np.zeros(t.size, np.int64))})
+                    held.append({"t_ns": t, "construct": construct_keys(fields["loop"], fields["aux"],
+                                                                         np.full(t.size, source != 0))})
                 elif t.size:
                     held.append({"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
                                  "iteration": fields["iter"].astype(np.int64),
@@ -601,9 +605,9 @@ class HbtStream:
             if held:
                 yield _joined(held)
             return
-        b = self.load_beats(run, process, thread, sources)
+        b = self.load_beats(run, process, thread, sources, aux=constructs)
         if constructs:
-            b = {"t_ns": b["t_ns"], "construct": np.where(b["source"] != 0, b["loop"], 0)}
+            b = {"t_ns": b["t_ns"], "construct": construct_keys(b["loop"], b["aux"], b["source"] != 0)}
         yield {"t_ns": b["t_ns"]} if times_only else b
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame:
@@ -624,7 +628,7 @@ class HbtStream:
                 "t_ns": r["t_ns"] + shift, "wait_ns": r["wait_ns"],
                 "sync": _coded(r["flags"] >> 4, SYNC_KINDS, "sync"),
                 "source": _coded(r["flags"] & 0xF, SOURCES, "source"),
-                "construct": _construct_column(r["loop"], auto, names)}))
+                "construct": _construct_column(construct_keys(r["loop"], None, auto), names)}))
         return pd.concat(parts, ignore_index=True) if parts else None
 
     def construct_names(self, run: str, process: int) -> dict[int, str]:
@@ -899,7 +903,7 @@ def _assemble(stream: HbtStream) -> StreamedTrace:
         need_names = (s.waits["source"] != 0).any() or (br["source"] != 0).any()
         if need_names:  # decoded (as the whole reader does) for its warnings; waits and beats are read later
             _construct_names(r, s.path, warnings, s.meta.get("exe"))
-        construct = _construct_column(r["loop"], auto, {})
+        construct = _construct_column(construct_keys(r["loop"], None, auto), {})
         sel = np.ones(r["kind"].size, dtype=bool)
         _, e, m, c = side_frames(r, sel, t_ns, thread, source_code, construct, tid_thread, run, proc, s.path, warnings)
         events.append(e)

@@ -545,7 +545,7 @@ class StreamedTrace(HeartbeatTrace):
             return pd.Categorical.from_codes(np.zeros(ids.size, dtype=np.int8), categories=[""])
         names = self._source.construct_names(run, process)
         u, inv = np.unique(ids, return_inverse=True)
-        labels = np.array([names.get(int(c), f"construct {int(c)}") if c else "" for c in u], dtype=object)
+        labels = np.array([construct_label(names, int(c)) for c in u], dtype=object)
         labels, again = np.unique(labels, return_inverse=True)   # two ids of one name: one category
         codes = again[inv].astype(np.int8 if labels.size < 127 else np.int32)
         return pd.Categorical.from_codes(codes, categories=labels)
@@ -657,6 +657,21 @@ class StreamedTrace(HeartbeatTrace):
         the trace; None when it has none."""
         w = self._source.load_process_waits(run, process)
         return None if w is None else conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
+
+
+def construct_label(names: dict[int, str], key: int) -> str:
+    """The name of a construct key (construct_keys): "" for 0; a sections construct's
+    units named with the sections they held ("sections main+0x4a2 #1,3"), so that a unit of
+    work is compared with units of the same sections (they differ in length, and whichever
+    thread comes first takes the first)."""
+    if key == 0:
+        return ""
+    cid, taken = key & 0xFFFFFFFF, key >> 32
+    name = names.get(cid, f"construct {cid}")
+    if taken and name.startswith("sections "):
+        nums = [str(b + 1) for b in range(31) if taken >> b & 1] + (["32+"] if taken >> 31 & 1 else [])
+        name += " #" + ",".join(nums)
+    return name
 
 
 def _observed(names: list[str], codes: np.ndarray) -> pd.Categorical:

@@ -232,7 +232,13 @@ void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct,
     /* automatic beats do not feed the online monitor: a thread's API beats, which may
      * begin after its first automatic ones, are what the monitor judges, and two
      * counters in one heart line would read as a thread gone backwards */
-    hbt_auto_beat_inline(source, event, thread, construct, iter, now);
+    hbt_auto_beat_inline(source, event, thread, construct, iter, 0, now);
+}
+
+void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
+                          uint32_t aux, uint64_t now)
+{
+    hbt_auto_beat_inline(source, event, thread, construct, iter, aux, now);
 }
 
 void hbt_auto_beat(int source, int event, int32_t thread, uint32_t construct, int32_t iter)

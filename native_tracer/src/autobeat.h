@@ -77,6 +77,11 @@ void hbt_auto_beat_at(int source, int event, int32_t thread, uint32_t construct,
 __attribute__((visibility("hidden")))
 void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
                       uint64_t wait_ns, uint64_t now);
+/* hbt_auto_beat_at with an aux other than 0 (a sections beat: the sections the thread was
+ * given) */
+__attribute__((visibility("hidden")))
+void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
+                          uint32_t aux, uint64_t now);
 
 /* The body of hbt_auto_beat_at and hbt_auto_wait_at, inline for the hot paths of the
  * wrappers (gomp.c's loop chunk: no call into autobeat.c, one TLS block address), in
@@ -115,12 +120,12 @@ uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t t
  * where the fault injector may act (inject.h). */
 static inline __attribute__((always_inline))
 void hbt_auto_beat_inline(int source, int event, int32_t thread, uint32_t construct,
-                          int32_t iter, uint64_t now)
+                          int32_t iter, uint32_t aux, uint64_t now)
 {
     if (__builtin_expect(hbt_inject_armed, 0))
         now = hbt_inject_before_beat(thread, now);   /* slow: the unit's spin, before its beat */
     uint64_t at = hbt_auto_record(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT)), 1,
-                                  thread, construct, iter, 0, now);
+                                  thread, construct, iter, aux, now);
     if (__builtin_expect(hbt_mon_hot.openmp, 0) && source == HBT_SRC_OPENMP && at) {
         /* HBTRACE_MONITOR_BEATS=openmp: this beat, not the API's, is what the online
          * monitor judges; its count is the thread's automatic beats */

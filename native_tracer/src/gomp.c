@@ -31,7 +31,10 @@
  *                           statically scheduled loop or of a single, or an
  *                           explicit barrier: libgomp cannot tell them apart),
  *                           then the barrier wait.
- *   GOMP_sections_end*      a WORKSHARE beat, then the wait (not _nowait).
+ *   GOMP_sections_start,    note the section the thread was given (the
+ *   GOMP_sections_next      return value): no beat.
+ *   GOMP_sections_end*      a WORKSHARE beat (aux: the sections the thread was
+ *                           given, a bit each), then the wait (not _nowait).
  *   GOMP_single_copy_start  the wait of the threads that did not run it.
  *   GOMP_critical*_start    a critical wait (the time to get the lock).
  *   GOMP_ordered_start      an ordered wait.
@@ -73,6 +76,8 @@ struct gomp_state {
     uint32_t region;      /* construct id of the innermost region, 0 outside */
     uint32_t loop;        /* construct id of the current loop */
     uint32_t sections;    /* construct id of the current sections */
+    uint32_t taken;       /* sections it was given since its last sections beat: bit n-1
+                           * for section n (n >= 32: bit 31), its WORKSHARE beat's aux */
     int64_t  first;       /* first iteration of the open chunk */
     uint8_t  open;        /* a chunk is open: its beat comes at the next call */
     uint8_t  known;       /* thread is valid */
@@ -249,7 +254,7 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
         if (__builtin_expect(!g->s.loop, 0))
             g->s.loop = gomp_construct(g, HBT_CK_LOOP, site);
         hbt_auto_beat_inline(HBT_SRC_OPENMP, HBT_EV_CHUNK, g->s.thread, g->s.loop,
-                             (int32_t)g->s.first, 0);   /* inline: the hot path */
+                             (int32_t)g->s.first, 0, 0);   /* inline: the hot path */
     }
 }
 
@@ -372,11 +377,11 @@ LOOP_NEXT(GOMP_loop_ull_ordered_runtime_next, ull)
 /* barriers and the ends of worksharing constructs                     */
 
 /* Around a call that may wait: the beat before it (ev: 0 none), the wait after. */
-static inline uint64_t gomp_arrive(struct gomp_tls *g, int ev, uint32_t id)
+static inline uint64_t gomp_arrive(struct gomp_tls *g, int ev, uint32_t id, uint32_t aux)
 {
     uint64_t t0 = hbt_now_ns();
     if (ev) {
-        hbt_auto_beat_at(HBT_SRC_OPENMP, ev, g->s.thread, id, gomp_count(g, id), t0);
+        hbt_auto_beat_aux_at(HBT_SRC_OPENMP, ev, g->s.thread, id, gomp_count(g, id), aux, t0);
         if (__builtin_expect(hbt_inject_armed, 0))
             t0 = hbt_now_ns();   /* a fault injected at the beat ran in this thread: no wait */
     }
@@ -392,8 +397,11 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
     }
 }
 
-/* `decl` is `type rv_ =` (RV) and `ret` is rv_, or both empty for a void function. */
+/* `decl` is `type rv_ =` (RV) and `ret` is rv_, or both empty for a void function; `aux`
+ * the beat's aux (the sections a thread was given, at a sections construct's end). */
 #define WAITING(type, name, params, args, decl, ret, before, ev, sync, idexpr)         \
+    WAITING_AUX(type, name, params, args, decl, ret, before, ev, sync, idexpr, 0)
+#define WAITING_AUX(type, name, params, args, decl, ret, before, ev, sync, idexpr, aux) \
     HBT_EXPORT type name params                                                   \
     {                                                                             \
         REAL(name)                                                                \
@@ -404,7 +412,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
         (void)site;                                                               \
         before;                                                                   \
         uint32_t id = idexpr;                                                     \
-        uint64_t t0 = gomp_arrive(g, ev, id);                                     \
+        uint64_t t0 = gomp_arrive(g, ev, id, aux);                                \
         if (sync)   /* after the beat and a fault injected there: it waits now */ \
             hbt_wait_mark(sync);                                                  \
         decl fn_real args;                                                        \
@@ -418,6 +426,14 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
 #define VOIDWAIT(name, params, args, before, ev, sync, idexpr)                    \
     WAITING(void, name, params, args, , , before, ev, sync, idexpr)
 
+/* the sections a thread was given since its last sections beat, for this one */
+static inline uint32_t gomp_sections_taken(struct gomp_tls *g)
+{
+    uint32_t taken = g->s.taken;
+    g->s.taken = 0;
+    return taken;
+}
+
 #define LOOP_ID     (g->s.loop ? g->s.loop : gomp_construct(g, HBT_CK_LOOP, site))
 #define SECTIONS_ID (g->s.sections ? g->s.sections : gomp_construct(g, HBT_CK_SECTIONS, site))
 
@@ -429,11 +445,13 @@ VOIDWAIT(GOMP_barrier, (void), (), NOTHING, HBT_EV_WORKSHARE, HBT_SYNC_BARRIER,
          gomp_construct(g, HBT_CK_BARRIER, site))
 WAITING(bool, GOMP_barrier_cancel, (void), (), RV(bool), rv_, NOTHING, HBT_EV_WORKSHARE,
         HBT_SYNC_BARRIER, gomp_construct(g, HBT_CK_BARRIER, site))
-VOIDWAIT(GOMP_sections_end, (void), (), NOTHING, HBT_EV_WORKSHARE, HBT_SYNC_BARRIER,
-         SECTIONS_ID)
-VOIDWAIT(GOMP_sections_end_nowait, (void), (), NOTHING, HBT_EV_WORKSHARE, 0, SECTIONS_ID)
-WAITING(bool, GOMP_sections_end_cancel, (void), (), RV(bool), rv_, NOTHING, HBT_EV_WORKSHARE,
-        HBT_SYNC_BARRIER, SECTIONS_ID)
+#define TAKEN       gomp_sections_taken(g)
+WAITING_AUX(void, GOMP_sections_end, (void), (), , , NOTHING, HBT_EV_WORKSHARE, HBT_SYNC_BARRIER,
+            SECTIONS_ID, TAKEN)
+WAITING_AUX(void, GOMP_sections_end_nowait, (void), (), , , NOTHING, HBT_EV_WORKSHARE, 0,
+            SECTIONS_ID, TAKEN)
+WAITING_AUX(bool, GOMP_sections_end_cancel, (void), (), RV(bool), rv_, NOTHING, HBT_EV_WORKSHARE,
+            HBT_SYNC_BARRIER, SECTIONS_ID, TAKEN)
 WAITING(void *, GOMP_single_copy_start, (void), (), RV(void *), rv_, NOTHING, 0, HBT_SYNC_BARRIER,
         gomp_construct(g, HBT_CK_SINGLE, site))
 VOIDWAIT(GOMP_critical_start, (void), (), NOTHING, 0, HBT_SYNC_CRITICAL,
@@ -449,21 +467,49 @@ VOIDWAIT(GOMP_taskwait_depend, (void **depend), (depend), NOTHING, 0, HBT_SYNC_T
 VOIDWAIT(GOMP_taskgroup_end, (void), (), NOTHING, 0, HBT_SYNC_TASKWAIT,
          gomp_construct(g, HBT_CK_TASK, site))
 
-/* sections: the construct is the _start call site */
+/* sections: the construct is the _start call site. libgomp hands each thread its next
+ * section as the return value of _start and _next (1, 2, ...; 0: none left); the combined
+ * GOMP_parallel_sections calls only _next, from the outlined function. The sections a
+ * thread was given go in its beat at the construct's end (aux), so that a unit of work is
+ * compared with units of the same sections: a construct's sections differ in length, and
+ * whichever thread comes first takes the first one. */
+static inline unsigned gomp_section_taken(struct gomp_tls *g, unsigned n, const char *entry)
+{
+    if (__builtin_expect(hbt_inject_armed, 0) && n && entry && hbt_inject_skip_chunk(g->s.thread, entry))
+        return 0;   /* a stopped thread skips its section (the team goes on without it) */
+    if (n)
+        g->s.taken |= 1u << (n < 32u ? n - 1u : 31u);
+    return n;
+}
+
 #define SECTIONS_START(name, params, args)                                        \
     HBT_EXPORT unsigned name params                                               \
     {                                                                             \
-        REAL(name)                                           \
+        REAL(name)                                                                \
+        unsigned n = fn_real args;                                                \
         if (gomp_on()) {                                                          \
             struct gomp_tls *g = gomp_self();                                     \
             g->s.sections = gomp_construct(g, HBT_CK_SECTIONS, gomp_site(g, __builtin_return_address(0))); \
+            g->s.taken = 0;                                                       \
+            n = gomp_section_taken(g, n, #name);                                  \
         }                                                                         \
-        return fn_real args;                                                      \
+        return n;                                                                 \
     }
 
 SECTIONS_START(GOMP_sections_start, (unsigned count), (count))
 SECTIONS_START(GOMP_sections2_start, (unsigned count, uintptr_t *reductions, void **mem),
                (count, reductions, mem))
+
+HBT_EXPORT unsigned GOMP_sections_next(void)
+{
+    REAL(GOMP_sections_next)
+    if (!gomp_on())
+        return fn_real();
+    struct gomp_tls *g = gomp_self();
+    if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, "GOMP_sections_next"))
+        return 0;   /* a stopped thread takes no more sections: the others take them */
+    return gomp_section_taken(g, fn_real(), NULL);
+}
 
 /* ------------------------------------------------------------------ */
 /* parallel regions                                                     */
@@ -490,6 +536,7 @@ static void gomp_region_run(void *arg)
     g->s.fn = (const void *)r->fn;
     g->s.loop = r->loop;
     g->s.sections = r->sections;
+    g->s.taken = 0;
     g->s.open = 0;
     int outermost = g->depth++ == 0;
     hbt_wait_mark(0);   /* at work in the region */

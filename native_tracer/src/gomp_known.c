@@ -37,7 +37,7 @@ static const char *const gomp_harmless[] = {
     "GOMP_atomic_start", "GOMP_atomic_end", "GOMP_critical_end", "GOMP_critical_name_end",
     "GOMP_ordered_end", "GOMP_single_copy_end",
     /* starts whose beat or wait is at the construct's end */
-    "GOMP_single_start", "GOMP_sections_next", "GOMP_scope_start", "GOMP_taskgroup_start",
+    "GOMP_single_start", "GOMP_scope_start", "GOMP_taskgroup_start",
     "GOMP_doacross_post", "GOMP_doacross_ull_post",
     /* bookkeeping: no waiting, no unit of work */
     "GOMP_taskyield", "GOMP_cancel", "GOMP_cancellation_point", "GOMP_alloc", "GOMP_free",
