@@ -507,16 +507,20 @@ def test_a_run_of_few_beats_gets_no_work_shift_and_a_longer_one_does(tmp_path, s
 
 
 
-@pytest.fixture(scope="module")
-def dynamic(tmp_path_factory):
-    """tests/programs/omp_long_chunks.c (steps of a dynamic loop), built with gcc (libgomp)."""
+def _gcc_openmp(tmp_path_factory, name: str) -> Path:
+    """tests/programs/NAME.c built with gcc -fopenmp (libgomp)."""
     import subprocess
 
-    d = tmp_path_factory.mktemp("dynamic")
-    exe = d / "omp_long_chunks"
-    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_long_chunks.c"), "-o",
+    exe = tmp_path_factory.mktemp(name) / name
+    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / f"{name}.c"), "-o",
                     str(exe)], check=True)
     return exe
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    """tests/programs/omp_long_chunks.c (steps of a dynamic loop)."""
+    return _gcc_openmp(tmp_path_factory, "omp_long_chunks")
 
 
 def _uncrowded_windows(out: Path) -> int:
@@ -573,14 +577,8 @@ def test_a_dynamic_loops_slowed_or_stopped_thread_is_found_by_its_team_over_time
 
 @pytest.fixture(scope="module")
 def sections(tmp_path_factory):
-    """tests/programs/omp_sections.c (sections of different lengths), built with gcc (libgomp)."""
-    import subprocess
-
-    d = tmp_path_factory.mktemp("sections")
-    exe = d / "omp_sections"
-    subprocess.run(["gcc", "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_sections.c"), "-o",
-                    str(exe)], check=True)
-    return exe
+    """tests/programs/omp_sections.c (sections of different lengths)."""
+    return _gcc_openmp(tmp_path_factory, "omp_sections")
 
 
 @pytest.mark.parametrize("kind,status", [("normal", "normal"), ("slow", "memoryleak"), ("stop", "shutdown")])

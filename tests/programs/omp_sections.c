@@ -16,6 +16,13 @@
 
 #include "cpu_work.h"
 
+/* Section s (from 1) of a construct: note the thread that runs it, then its work. */
+static double ran(signed char *who, int s, double ms)
+{
+    who[s - 1] = (signed char)omp_get_thread_num();
+    return work(ms);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -40,35 +47,20 @@ int main(int argc, char **argv)
 #pragma omp parallel sections reduction(+ : sum)
         {
 #pragma omp section
-            {
-                by[r][0][0] = (signed char)omp_get_thread_num();
-                sum += work(4 * ms);
-            }
+            sum += ran(by[r][0], 1, 4 * ms);
 #pragma omp section
-            {
-                by[r][0][1] = (signed char)omp_get_thread_num();
-                sum += work(ms);
-            }
+            sum += ran(by[r][0], 2, ms);
 #pragma omp section
-            {
-                by[r][0][2] = (signed char)omp_get_thread_num();
-                sum += work(2 * ms);
-            }
+            sum += ran(by[r][0], 3, 2 * ms);
         }
 #pragma omp parallel reduction(+ : sum)
         {
 #pragma omp sections
             {
 #pragma omp section
-                {
-                    by[r][1][0] = (signed char)omp_get_thread_num();
-                    sum += work(3 * ms);
-                }
+                sum += ran(by[r][1], 1, 3 * ms);
 #pragma omp section
-                {
-                    by[r][1][1] = (signed char)omp_get_thread_num();
-                    sum += work(ms);
-                }
+                sum += ran(by[r][1], 2, ms);
             }
         }
     }
