@@ -27,9 +27,9 @@ WR_LEGEND = ("WR: its own work in the parallel regions (time there less its wait
 WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the others), construct by "
              "construct,\n  later in its beats over earlier, split where it changed most (1 = unchanged; a thread "
              "that slowed\n  down in its own work shifts up, the teammates that wait for it down).")
-SS_LEGEND = ("SS: share shift (teams whose threads made different numbers of beats: a dynamic loop's "
-             "chunks): its units\n  of work per window of the team's time against its team's, later over "
-             "earlier (1 = unchanged;\n  under 0.05: it stopped working while its team went on).")
+SS_LEGEND = ("SS: share shift (teams whose work is dealt out: a dynamic loop's chunks, tasks, sections): "
+             "its units of\n  the team's work per window against its team's, later over earlier (1 = "
+             "unchanged;\n  under 0.05: it stopped working while its team went on).")
 #: under the table when it shows what threads kept
 KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
                "signal; a leak\n  is kept step after step, by its process too).")
