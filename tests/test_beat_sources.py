@@ -136,11 +136,19 @@ def test_record_refuses_an_unknown_beat_source_in_one_line(tmp_path):
 
 
 def test_source_and_construct_codes_decode_as_the_format_says():
-    from hbtool.io.hbt import SOURCES, _coded, _construct_column
+    from hbtool.io.hbt import SOURCES, _coded, _construct_column, construct_keys
 
     codes = np.array([0, 1, 0, 2, 9])
     assert _coded(codes, SOURCES, "source").tolist() == ["api", "openmp", "api", "mpi", "source 9"]
-    loop = np.array([0, 3, 3, 7, 2**40])  # a crafted id past any table falls back to sorting
+    loop = np.array([0, 3, 3, 7, 2**32 - 1], dtype=np.uint32)  # a crafted id past any table falls back to sorting
     auto = np.array([False, True, True, True, True])
-    assert _construct_column(loop, auto, {3: "loop a", 7: "loop a"}).tolist() == \
-        ["", "loop a", "loop a", "loop a", "construct 1099511627776"]
+    assert _construct_column(construct_keys(loop, None, auto), {3: "loop a", 7: "loop a"}).tolist() == \
+        ["", "loop a", "loop a", "loop a", "construct 4294967295"]
+    # a sections beat's aux names the sections its thread ran (bit n-1: section n; bit 31: 32 on);
+    # on any other construct, or a beat of the program's own, aux is not a construct's
+    loop = np.array([5, 5, 5, 5, 3, 5], dtype=np.uint32)
+    aux = np.array([0, 1, 0b101, 1 << 31 | 2, 4, 7], dtype=np.uint32)
+    auto = np.array([True, True, True, True, True, False])
+    names = {5: "sections f+0x10", 3: "loop a"}
+    assert _construct_column(construct_keys(loop, aux, auto), names).tolist() == \
+        ["sections f+0x10", "sections f+0x10 #1", "sections f+0x10 #1,3", "sections f+0x10 #2,32+", "loop a", ""]
