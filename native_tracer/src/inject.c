@@ -12,7 +12,8 @@
  * victim when the moment comes, fires the fault in the victim's own OS
  * thread at its beat, and afterwards applies the per-unit effects (leak,
  * slow) at each of its beats. stop makes libgomp's GOMP_loop_*_next return
- * false for the victim (gomp.c calls hbt_inject_skip_chunk), or ends an
+ * false for the victim, and GOMP_sections_start and _next 0 (gomp.c calls
+ * hbt_inject_skip_chunk), or ends an
  * API-beating thread outside OpenMP with pthread_exit.
  *
  * The truth file is written (temporary file, rename) when the injector
