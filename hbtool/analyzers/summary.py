@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
-from ..model.heartbeats import StreamedTrace
+from ..model.heartbeats import StreamedTrace, sections_named
 
 
 #: every value of a thread's `ending`, and what it means
@@ -482,8 +482,7 @@ def share_weight(label: str) -> int:
     if label.startswith(_EVERY_THREAD):
         return 0
     if label.startswith("sections "):
-        _, mark, taken = label.rpartition(" #")
-        return taken.count(",") + 1 if mark and taken else 0
+        return sections_named(label)[1]
     return 1
 
 
@@ -806,7 +805,7 @@ def _sections_as_one(med: dict) -> dict:
     names = set()
     for m in med.values():
         names.update(m.index.get_level_values("construct").unique().tolist())
-    held = {x: x.rpartition(" #")[0] for x in names if x.startswith("sections ") and " #" in x}
+    held = {x: sections_named(x)[0] for x in names if sections_named(x)[1]}
     if not held:
         return med
     pooled = pd.concat(list(med.values()))
@@ -895,7 +894,7 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     work: dict[str, float] = {}
     for u in units.values():
         for c, w in u.construct_work().items():
-            c = c.rpartition(" #")[0] if c.startswith("sections ") and " #" in c else c
+            c = sections_named(c)[0]
             work[c] = work.get(c, 0.0) + w
     total = sum(work.values())
     if total > 0:
@@ -968,10 +967,9 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
     where they did 8 units at least and, where it did fewer than they, its team went on
     working: its teammates, the lower median of them, spent config.SHARE_TEAM_BUSY of the
     window at least in units of shared work) and the window its later part starts at; none
-    with fewer than 6 such windows. A
-    thread that stopped working while its team went on (it skips its chunks of a dynamic
-    loop, or hangs outside the loop while the others take them) falls by 100x and more; one
-    that slowed down takes fewer chunks, by its slow-down. Where the team waited for one long
+    with fewer than 6 such windows. A thread that stopped working while its team went on (it
+    skips its chunks of a dynamic loop, or hangs outside the loop while the others take them)
+    falls by 100x and more; one that slowed down takes fewer chunks, by its slow-down. Where the team waited for one long
     unit (heat_omp's leaking thread at 3 threads on 2 CPUs), a thread that took none of the
     few short units around it, which a teammate awake took in 4 % of its time, did not stop."""
     counts = np.array([u.window_shares() for u in units.values()], dtype=np.float64)

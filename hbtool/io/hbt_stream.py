@@ -47,8 +47,8 @@ from ..errors import HbtoolError, TraceFormatError
 from ..model import HeartbeatTrace, empty_frame
 from ..model.heartbeats import STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace, joined_tables
 from . import hbt
-from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column, construct_keys,
-                  _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
+from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
+                  construct_keys, _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
                   metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
                   sched_frame, time_bounds)
 from .registry import written_end

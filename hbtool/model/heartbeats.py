@@ -674,6 +674,17 @@ def construct_label(names: dict[int, str], key: int) -> str:
     return name
 
 
+def sections_named(label: str) -> tuple[str, int]:
+    """Of a construct's name as construct_label writes it: the construct's own name and how
+    many sections the name says its unit held ("sections f+0x10 #1,3": ("sections f+0x10",
+    2)); (label, 0) for any other name."""
+    if label.startswith("sections "):
+        base, mark, taken = label.rpartition(" #")
+        if mark and taken:
+            return base, taken.count(",") + 1
+    return label, 0
+
+
 def _observed(names: list[str], codes: np.ndarray) -> pd.Categorical:
     """pd.Categorical(np.asarray(names)[codes]) without the array of strings: categories in
     sorted order, names given twice merged (each name is observed)."""
