@@ -606,6 +606,42 @@ def test_a_slowed_or_stopped_thread_of_sections_is_found(tmp_path, sections, kin
         assert abs(d[1]["SS_beat"] - 1200) < 240, d[1]
 
 
+@pytest.mark.analysis_only
+def test_damaged_sections_beats_are_read_or_refused_in_one_line(tmp_path, sections, capsys):
+    """A crafted trace may put any value in an automatic beat's aux, which names the sections a
+    sections beat's thread ran: every automatic beat's aux random (and, as for every record
+    kind, one beat record damaged at a time), `info`, `diagnose` and `behavior` give a result
+    or one line and exit status 2, never a traceback."""
+    import os
+    import random
+    import struct
+
+    from conftest import run_cli
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / "sec"
+    r = run_hbtool("record", "-q", "-o", out, "--", sections, "150", "0.2", env=env)
+    assert r.returncode == 0, r.stderr
+    f = next(out.glob("*.hbt"))
+    data = bytearray(f.read_bytes())
+    rng = random.Random(16)
+    auto = [i for i in range(4096, len(data) - 32, 32)
+            if struct.unpack_from("<H", data, i + 28)[0] == 1 and struct.unpack_from("<H", data, i + 30)[0] & 0xF]
+    assert len(auto) > 500
+    for i in auto:
+        struct.pack_into("<I", data, i + 24, rng.getrandbits(32))
+    case = tmp_path / "aux"
+    case.mkdir()
+    (case / f.name).write_bytes(bytes(data))
+    for cmd in ("info", "diagnose", "behavior"):
+        code, _, err = run_cli(capsys, cmd, case)
+        assert code in (0, 2) and "Traceback" not in err, (cmd, err)
+        if code == 2:
+            assert len(err.strip().splitlines()) == 1, err
+    check_damaged_records(capsys, tmp_path, out, 1, seed=1, commands=("info", "diagnose", "behavior"))
+
+
 def test_sched_records_cover_each_thread_and_show_it_waited_for_a_cpu(tmp_path, dynamic):
     """The tracer's sched records: each thread's spans follow each other with no hole, its CPU
     time and run-queue delay fit in them, and two threads pinned to one CPU each waited for it
