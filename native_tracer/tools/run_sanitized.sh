@@ -80,6 +80,10 @@ if [ "$kind" = asan ]; then
     # 4 MiB of threadprivate data a thread: the tracer's own threads (monitor, pre-faulter)
     # start on stacks doubled until the static TLS fits; the monitor judges a blocked thread
     run 0 omp_batches.tls env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_INJECT=cond HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=20 HBTRACE_INJECT_WAIT_MS=100 "$bin/omp_batches_tls" 120 2
+    # sections: the sections a thread ran in its beats (GOMP_sections_start and _next), and
+    # a stopped thread skipping them
+    run 0 omp_sections    env OMP_NUM_THREADS=3 LD_PRELOAD="$unlinked" "$bin/omp_sections" 40 0.2
+    run 0 omp_sections.inject.stop env OMP_NUM_THREADS=2 HBTRACE_INJECT=stop HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=40 LD_PRELOAD="$unlinked" "$bin/omp_sections" 40 0.2
 fi
 run 0 idle_threads        env LD_PRELOAD="$unlinked" "$bin/idle_threads" threads 500 50
 run 0 idle_forks          env LD_PRELOAD="$unlinked" "$bin/idle_threads" fork 20 4
