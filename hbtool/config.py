@@ -260,6 +260,11 @@ SHIFT_CONSTRUCT_WORK = 0.01
 SHIFT_WINDOW_FLOOR_NS = 10_000
 #: summary.work_shifts' unit-work histograms: bins to the octave (medians within 2.2 %)
 SHIFT_BINS_PER_OCTAVE = 16
+#: summary.work_shifts: a construct's unit in a window is the median of its units weighted
+#: by their length (the length that holds its work: NPB MG's constructs run at every level of
+#: its V-cycle, units of microseconds to milliseconds), a unit weighing at most the window's
+#: unit at this quantile (a rare long one, a stall, does not become the construct's unit)
+SHIFT_UNIT_CAP = 0.9
 #: summary.work_shifts measures a construct's units in CPU time when the trace has the CPU
 #: time of at least this share of them, in every thread of the team (the tracer's cpu
 #: records: units of 2 ms or more with no other record inside); else in wall time

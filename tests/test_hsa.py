@@ -95,6 +95,9 @@ def row(**kw):
     ({"LTRmax": 3.0}, "memoryleak"),                                    # one stretch much slower (LTRmax rule)
     ({"DTW": 50.0, "GTR": 1.4, "GHR": 0.7}, "memoryleak"),              # Alg. 1: distance out of range
     ({"DTW": 50.0}, "memoryleak"),
+    ({"SS": 0.009}, "shutdown"),                                        # share rule: stopped working
+    ({"SS": 0.050 * 0.99, "WS": 3.2}, "memoryleak"),                    # slowed: fewer, longer units (cd-hit)
+    ({"SS": 0.009, "WS": 2.28}, "shutdown"),                            # stopped: its few units are no work (FastTree)
 ])
 def test_decision_rules(kw, status):
     assert classify_row(row(**kw), MODEL)[0] == status
@@ -262,3 +265,26 @@ def test_the_work_shift_is_a_lasting_change_not_one_slow_window_at_either_end():
         assert 0.85 < shift < 1.2, (i, shift)
     shift, _ = split_shift(calm + np.where(np.arange(20) >= 18, np.log(3), 0))
     assert 2.7 < shift < 3.3   # both of the last two windows slower: a shift
+
+
+def test_a_constructs_unit_is_the_one_that_holds_its_work_not_a_rare_long_one():
+    """The work shift's unit per window and construct (docs/methods.md, "WS"): a construct
+    that runs at several sizes (NPB MG's resid at every level of its V-cycle: units of 2 us on
+    the coarse grids, milliseconds on the fine one) is measured by the units that hold its
+    work, not by the median unit, which falls on the coarse grids or the fine one as a
+    window's mix of levels goes (MG at 4 threads: normal threads read a shift of 3); and a
+    rare long unit of a construct whose units are short (a stall) does not become its unit."""
+    import pandas as pd
+    from hbtool.analyzers.summary import _UnitHistograms
+
+    rng = np.random.default_rng(5)
+    # window 0: 60 units of 2 us and 40 of 1 ms, shuffled; window 1: 99 of 7 us and one of 2.3 ms
+    first = rng.permutation(np.r_[np.full(60, 2_000), np.full(40, 1_000_000)])
+    second = rng.permutation(np.r_[np.full(99, 7_000), 2_300_000])
+    steps = np.r_[first, second]
+    clock = np.r_[0, np.cumsum(steps)].astype(np.int64)
+    h = _UnitHistograms(np.array([0, first.size, steps.size]))
+    h.add(clock, pd.Categorical(["loop f"] * clock.size))
+    m = h.medians()
+    assert m[(0, "loop f")] == pytest.approx(1_000_000, rel=0.03)
+    assert m[(1, "loop f")] == pytest.approx(7_000, rel=0.03)

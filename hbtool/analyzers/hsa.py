@@ -117,6 +117,18 @@ def _work_shift(row) -> str:
             f"down while its team waited for it at the barriers")
 
 
+def _slowed_not_stopped(row, ss: float) -> bool:
+    """A thread whose share of its team's units fell (share shift `ss`) because each of its units
+    grew past the work shift's bound: it works, slowly, and takes fewer units for it -- its share
+    times its slow-down, its share of the team's time at work, is still config.SHARE_SHIFT_MIN at
+    least (cd-hit at 4 threads asked: a victim of slow 3x, WS 3.2, SS 0.050: 0.16). A thread
+    that stopped has next to no units left, and what its few units measure is not work
+    (FastTree's stopped victim: WS 2.3 from the ends of regions it took no section of, SS 0.009:
+    0.02)."""
+    ws = row.get("WS", float("nan"))
+    return bool(_work_shift(row)) and ss * ws >= config.SHARE_SHIFT_MIN
+
+
 def _as_many_as_its_team(row) -> bool:
     """A thread whose beats do not count its progress (automatic OpenMP beats) that made as
     many beats as the most of its process's threads (config.SHIFT_SAME_BEATS: a static loop's
@@ -137,11 +149,9 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
                               f"{_mib(row['retained_bound'])} (bound from {row.get('retained_against')}), "
                               f"and its process kept it too")
     ss = row.get("SS", float("nan"))
-    if ss is not None and np.isfinite(ss) and ss < config.SHARE_SHIFT_MIN and not _work_shift(row):
+    if ss is not None and np.isfinite(ss) and ss < config.SHARE_SHIFT_MIN and not _slowed_not_stopped(row, ss):
         # (hbtool's) in a team cut by time (a dynamic loop's chunks): it stopped taking its
-        # share of the units of work while its team went on. Not a thread whose units grew
-        # past the work shift's bound: it works, slowly, and takes fewer chunks for it (cd-hit
-        # at 4 threads asked: a victim of slow 3x, WS 3.2, SS 0.050)
+        # share of the units of work while its team went on
         return "shutdown", (f"from about its beat {int(row.get('SS_beat') or 0)} on, it did {ss:.2g} of the share "
                             f"of its team's units of work it did before (share shift, < {config.SHARE_SHIFT_MIN:g}): "
                             f"it stopped working while its team went on")

@@ -590,8 +590,11 @@ class _UnitHistograms:
         return np.diff(self.edge_clock).astype(np.float64)
 
     def medians(self, cpu: bool = False) -> pd.Series:
-        """The median unit (ns) per (window, construct), from the bins (a bin's middle, on the log
-        scale); `cpu`: of the units whose CPU time is known, in CPU time. Windows by time: only
+        """The unit (ns) per (window, construct) that holds the thread's work there: the median of
+        its units weighted by their length, each weighing at most the group's unit at the
+        config.SHIFT_UNIT_CAP quantile (docs/methods.md, "A construct's unit"), from the bins (a
+        bin's middle, on the log scale); `cpu`: of the units whose CPU time is known, in CPU
+        time. Windows by time: only
         where the thread has config.SHIFT_MIN_BEATS units of the construct at least (a window of
         beats holds that many by its making)."""
         table = self.cpu_counts if cpu else self.counts
@@ -606,9 +609,15 @@ class _UnitHistograms:
         cum = np.cumsum(counts)
         before = np.r_[0, cum[:-1]][starts]
         total = np.add.reduceat(counts, starts)
-        # the first bin of each group whose count so far reaches half the group's
-        pos = np.searchsorted(cum, before + (total + 1) // 2, side="left")
-        value = 2.0 ** (((keys[pos] & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
+        mid = 2.0 ** (((keys & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
+        # a unit weighs its length, at most the group's unit at config.SHIFT_UNIT_CAP
+        cap = np.searchsorted(cum, before + np.ceil(config.SHIFT_UNIT_CAP * total).astype(np.int64), side="left")
+        weight = counts * np.minimum(mid, np.repeat(mid[cap], np.diff(np.r_[starts, keys.size])))
+        cw = np.cumsum(weight)
+        # the first bin of each group whose weight so far reaches half the group's
+        pos = np.searchsorted(cw, np.r_[0.0, cw[:-1]][starts] + 0.5 * np.add.reduceat(weight, starts), side="left")
+        pos = np.minimum(pos, np.r_[starts[1:], keys.size] - 1)
+        value = mid[pos]
         names = {i: n for n, i in self.labels.items()}
         g = group[starts]
         if self.by_time:
