@@ -270,6 +270,7 @@ def evaluate(cmd: list[str], cwd: Path, threads: int, runs: int, seed: int, work
                 res["skipped"][kind] += 1
                 continue
             res["runs"] += 1
+            wrong = []   # what this run got wrong, printed with it
             if kind in DIAGNOSE_KINDS:
                 # the threads the run had (a program may cap what OMP_NUM_THREADS asks: cd-hit
                 # runs 2 threads on 2 CPUs whatever -T says), each judged: one diagnose leaves
@@ -281,6 +282,9 @@ def evaluate(cmd: list[str], cwd: Path, threads: int, runs: int, seed: int, work
                     res["diag"].append((lab, got.get(th, "missing")))
                     res["diag_model"].append((lab, got_m.get(th, "missing")))
                     res["confusion"][f"{lab}->{got.get(th, 'missing')}"] += 1
+                    for how, verdict in (("", got), (" with the model", got_m if model else None)):
+                        if verdict is not None and verdict.get(th, "missing") != lab:
+                            wrong.append(f"thread {th} {lab}, diagnose{how} {verdict.get(th, 'missing')}")
             reports = behavior_reports(d, env)
             found = set()
             for rep in reports:
@@ -290,14 +294,17 @@ def evaluate(cmd: list[str], cwd: Path, threads: int, runs: int, seed: int, work
                     continue
                 else:
                     res["beh_fp"][rep[0]] += 1
+                    wrong.append(f"behavior reported {rep[0]} on thread {rep[1]}")
             want_b = FAULT_BEHAVIOR.get(kind)
             if want_b:
                 if want_b in found:
                     res["beh_tp"][want_b] += 1
                 else:
                     res["beh_fn"][want_b] += 1
+                    wrong.append(f"behavior missed {want_b}")
             print(f"  {kind}{i}: thread {truth.get('thread')} at beat "
-                  f"{(truth.get('fired_at') or {}).get('beat')}, {time.monotonic() - t:.1f} s", file=sys.stderr)
+                  f"{(truth.get('fired_at') or {}).get('beat')}, {time.monotonic() - t:.1f} s"
+                  + "".join(f"; {w}" for w in wrong), file=sys.stderr)
             if kind != "normal" and not keep:
                 shutil.rmtree(d, ignore_errors=True)
     return res
