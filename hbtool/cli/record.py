@@ -56,7 +56,7 @@ def _default_dir(program: str) -> str:
               help="leak: stop leaking once BYTES are leaked, 0 for no limit (default: a quarter of the "
                    "machine's memory, so that the leak does not bring the machine down).")
 @click.option("--inject-slow", type=click.FloatRange(1, 1000, min_open=True), default=None, metavar="FACTOR",
-              help="slow: each unit of work of the victim takes FACTOR times as long (default 3).")
+              help="slow: each unit of work of the victim takes FACTOR times its CPU time (default 3).")
 @click.option("--inject-wait-ms", type=click.IntRange(0, 86400000), default=None, metavar="MS",
               help="busy: how long the victim spins; cond: how long it waits on a condition nobody signals "
                    "(default 1000).")

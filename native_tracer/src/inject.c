@@ -80,12 +80,25 @@ static struct {
     int stop_how;
     int beaten;               /* atomic: this process made a beat */
     uint64_t units, leaked, skipped, delay_ns;   /* atomic: effects so far */
-    uint64_t work_ns;     /* atomic: slow: the victim's units' own time, which each delay is slow - 1 times */
+    uint64_t work_ns;     /* atomic: slow: the victim's units' own CPU time, which each delay is slow - 1 times */
     pthread_mutex_t lock;     /* the truth file */
 } inj = { .victim = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* the start of the calling thread's current unit of work (slow) */
 static __thread uint64_t inj_last;
+/* slow, in the victim's OS thread once the fault fired (inj_self): its CPU clock at the
+ * start of its current unit (0: unknown) */
+static __thread int inj_self;
+static __thread uint64_t inj_last_cpu;
+
+/* The calling thread's CPU time (ns), 0 where it cannot be read. */
+static uint64_t inj_cpu_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ------------------------------------------------------------------ */
 /* configuration                                                       */
@@ -479,6 +492,21 @@ static void inj_spin_until(uint64_t until)
             sink += (uint64_t)i;
 }
 
+/* Spin until the calling thread's CPU clock reads `until` (ns); from `start` (wall ns) on,
+ * at most INJ_SPIN_MAX_NS of wall time, and no longer once its clock cannot be read. */
+#define INJ_SPIN_MAX_NS (60ull * 1000000000ull)
+static void inj_spin_cpu(uint64_t until, uint64_t start)
+{
+    volatile uint64_t sink = 0;
+    for (;;) {
+        uint64_t c = inj_cpu_now();
+        if (!c || c >= until || hbt_now_ns() - start > INJ_SPIN_MAX_NS)
+            return;
+        for (int i = 0; i < 1000; i++)
+            sink += (uint64_t)i;
+    }
+}
+
 static void inj_leak(void)
 {
     uint64_t done = __atomic_load_n(&inj.leaked, __ATOMIC_RELAXED);
@@ -510,12 +538,26 @@ uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now)
     uint64_t end = now ? now : hbt_now_ns();
     if (end <= inj_last)
         return now;
-    uint64_t unit = end - inj_last;
-    if (unit > 10000000000ull)
-        unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
-    uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
-    __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
-    inj_spin_until(end + delay);
+    uint64_t cpu = inj_last_cpu ? inj_cpu_now() : 0;
+    if (cpu > inj_last_cpu) {
+        /* the unit's own CPU time, and as much again (slow - 1) times on the thread's CPU
+         * clock: its work takes the factor whatever share of a CPU the machine gives it
+         * (a spin until a wall-clock time got a third of a CPU where NPB EP's four threads
+         * shared two: 1.7x, not 3x) */
+        uint64_t unit = cpu - inj_last_cpu;
+        if (unit > 10000000000ull)
+            unit = 10000000000ull;
+        uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+        __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+        inj_spin_cpu(cpu + delay, end);
+    } else {   /* no CPU clock: the unit's wall time */
+        uint64_t unit = end - inj_last;
+        if (unit > 10000000000ull)
+            unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
+        uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+        __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+        inj_spin_until(end + delay);
+    }
     /* what it spun: a thread preempted at the spin's end spun longer, and that time is
      * in its beat interval too (the truth says what happened) */
     uint64_t after = hbt_now_ns();
@@ -661,11 +703,18 @@ void hbt_inject_point(int source, int32_t thread, uint64_t now)
         }
     }
     inj_last = hbt_now_ns();
+    if (inj.kind == K_SLOW && thread == __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE)
+        && __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) == F_DONE) {
+        inj_self = 1;
+        inj_last_cpu = inj_cpu_now();
+    }
 }
 
 void hbt_inject_waited(uint64_t now)
 {
     inj_last = now ? now : hbt_now_ns();
+    if (inj_self)
+        inj_last_cpu = inj_cpu_now();
 }
 
 int hbt_inject_skip_chunk(int32_t thread, const char *entry)
