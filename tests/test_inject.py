@@ -218,6 +218,41 @@ def test_slow_pthread_spaces_the_victims_beats_by_the_factor(tmp_path):
     assert np.median(after) > 1.5 * np.median(intervals(v[:k])), (np.median(intervals(v[:k])), np.median(after))
 
 
+def test_slow_multiplies_the_victims_cpu_time_per_unit_where_it_shares_a_cpu(tmp_path):
+    """slow spins on the victim's own CPU clock (docs/inject.md): three threads on one CPU
+    (taskset), units of about 1 ms of CPU time in 3 ms of wall time, so that the tracer
+    writes each unit's CPU time (gaps of 2 ms or more): the victim's CPU time per unit after
+    the fault is the factor times before, however the machine shares the CPU among the three
+    (a spin until a wall-clock time gave NPB EP's victim 1.7x of 3 at 4 threads on 2 CPUs),
+    its teammates' unchanged."""
+    import shutil
+
+    from hbtool.analyzers.summary import cpu_record_arrays, unit_cpu
+    from hbtool.io import read_heartbeats
+
+    if not shutil.which("taskset"):
+        pytest.skip("taskset (util-linux) is not installed")
+    program = ["taskset", "-c", "0", str(EXAMPLES / "pi_pthread"), "--threads", "3", "--beats", "150",
+               "--work", "800000"]
+    r, out, truth = record(tmp_path, "slow", program, "--inject", "slow", "--thread", "1", "--beat", "60",
+                           "--inject-slow", "3")
+    assert r.returncode == 0, r.stderr
+    fired_ok(truth, "slow", 1)
+    trace = read_heartbeats([out])
+    k = truth["fired_at"]["beat"]
+    for th in (0, 1, 2):
+        t = np.sort(trace.beats[trace.beats.thread == th]["t_ns"].to_numpy(np.int64))
+        cpu = unit_cpu(t, None, cpu_record_arrays(trace.cpu[trace.cpu.thread == th]))
+        before, after = cpu[10:k - 1], cpu[k + 1:]
+        before, after = before[before > 0], after[after > 0]
+        assert len(before) >= 12 and len(after) >= 30, (th, len(before), len(after))
+        ratio = np.median(after) / np.median(before)
+        if th == 1:
+            assert 2.6 <= ratio <= 3.5, (ratio, np.median(before), np.median(after))
+        else:
+            assert 0.75 <= ratio <= 1.3, (th, ratio)
+
+
 def test_slow_openmp_spaces_the_victims_chunks_by_the_factor(tmp_path):
     # chunks of some size, so that a chunk's own time is more than the clock's noise, and
     # windows of tens of milliseconds on each side of the fault (this VM now and then charges
