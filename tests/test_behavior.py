@@ -112,6 +112,25 @@ def test_conditional_wait_found_and_short_stalls_ignored():
     assert "conditional-waiting" in _labels(rows[1])
 
 
+def test_a_block_right_after_a_slow_stretch_is_conditional_waiting_not_busy_waiting():
+    """NPB EP (clang, 2 threads, source beats), a thread blocked 1 s on a condition by the
+    injector: its first 26 beats came 2.7x slower than its usual (the machine sharing its CPU),
+    then the block. The slow stretch's edges, refined to where the intervals step, took in the
+    block, and the whole second was called busy-waiting ("beats 1.0x slower than usual" there).
+    A stretch of slow beats ends at a gap; the gap is judged by itself."""
+    early = np.tile([0.0024, 0.0065, 0.0065], 9)[:26]
+    d = {0: np.r_[np.tile([0.0024, 0.0024, 0.0065], 9)[:26], _noisy(230, 0.0024)],
+         1: np.r_[early, [1.0028], _noisy(230, 0.0024)]}
+    rows = behavior_timelines(_trace(d, _end_events(d, how=0)))
+    r1 = rows[1]
+    t_block = 0.01 + early.sum()
+    cw = [iv for iv in r1["intervals"] if iv["behavior"] == "conditional-waiting"]
+    assert len(cw) == 1 and cw[0]["start_ns"] / 1e9 == pytest.approx(t_block, abs=0.005), r1["intervals"]
+    for iv in r1["intervals"]:
+        if iv["behavior"] == "busy-waiting":
+            assert iv["end_ns"] / 1e9 <= t_block + 0.005, iv   # none over the block
+
+
 def test_cancelled_thread_failed_pthread_exit_exited():
     d = {0: _noisy(300), 1: _noisy(800), 2: _noisy(500)}
     ev = [(5000, 0.01 + d[0].sum() + 1e-4, "thread_end", 2, 0),

@@ -8,6 +8,7 @@ on one common grid over the overlap of their time spans.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,11 @@ def fit_poly(t, y, r2_target: float = 0.9, max_degree: int = 12) -> PolyFit:
     r2 = 1.0 - np.maximum(sse[1:], 0.0) / sst  # degrees 1..top
     reach = np.flatnonzero(r2 >= r2_target)
     deg = int(reach[0]) + 1 if reach.size else int(np.argmax(r2)) + 1
-    p = Polynomial.fit(t, y, deg)
+    with warnings.catch_warnings():
+        # a degree the QR above found to add a direction; lstsq may still call the fit poorly
+        # conditioned (a damaged trace's beats in a few clusters): the fit is what the QR chose
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        p = Polynomial.fit(t, y, deg)
     r2_deg = 1.0 - float(np.sum((p(t) - y) ** 2)) / sst
     return PolyFit(p, deg, r2_deg)
 

@@ -553,13 +553,23 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
     out = []
     own_note = team_slow is None   # else the caller words the stretches its team shared
     team_slow = [] if team_slow is None else team_slow
-    for a, b in _runs(slow):
+    for a0, b0 in _runs(slow):
         # the window blurs the edges: put each where the intervals themselves step
-        a = _refine_step(tb.x, a, *_near(tb, a, s, 0, b), up=True)
-        b = _refine_step(tb.x, b, *_near(tb, b, s, a + 1, len(tb.x)), up=False)
+        a = _refine_step(tb.x, a0, *_near(tb, a0, s, 0, b0), up=True)
+        b = _refine_step(tb.x, b0, *_near(tb, b0, s, a + 1, len(tb.x)), up=False)
+        # ... but not over a gap, which is judged by its own CPU time (thread_episodes): a
+        # stretch of slow beats next to a long block does not make the block busy-waiting
+        # (NPB EP, a thread blocked 1 s on a condition right after a slower start)
+        before, after = np.flatnonzero(tb.gap[a:a0]), np.flatnonzero(tb.gap[b0:b])
+        if before.size:
+            a = a + int(before[-1]) + 1
+        if after.size:
+            b = b0 + int(after[0])
         if b - a < s.min_slow_beats or (tb.t_ns[b] - tb.t_ns[a]) / 1e9 < max(s.window_s, s.min_busy_s):
             continue
         excess = float(np.median(tb.level[a:b]) - tb.ref)
+        if excess < np.log(s.slow_factor):
+            continue   # (edges that took in more usual beats than slow ones: not slow)
         t0, t1 = int(tb.t_ns[a]), int(tb.t_ns[b])
         others = []
         for o in team:
