@@ -379,12 +379,11 @@ void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
 {
     t->mem_thread = thread;
     hbt_memory_track(t, now, thread, source, 0);
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+    uint64_t cpu = hb_thread_cpu_ns();
+    if (!cpu) {
         t->cpu_at_ns = now;   /* try again later; no record without a reading */
         return;
     }
-    uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     uint64_t at = t->cpu_at_ns, before = t->cpu_ns;
     int rq_ok;
     uint64_t rq = hbt_run_delay(&rq_ok), rq_before = t->rq_ns;

@@ -91,15 +91,6 @@ static __thread uint64_t inj_last;
 static __thread int inj_self;
 static __thread uint64_t inj_last_cpu;
 
-/* The calling thread's CPU time (ns), 0 where it cannot be read. */
-static uint64_t inj_cpu_now(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------ */
 /* configuration                                                       */
 
@@ -499,7 +490,7 @@ static void inj_spin_cpu(uint64_t until, uint64_t start)
 {
     volatile uint64_t sink = 0;
     for (;;) {
-        uint64_t c = inj_cpu_now();
+        uint64_t c = hb_thread_cpu_ns();
         if (!c || c >= until || hbt_now_ns() - start > INJ_SPIN_MAX_NS)
             return;
         for (int i = 0; i < 1000; i++)
@@ -538,26 +529,21 @@ uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now)
     uint64_t end = now ? now : hbt_now_ns();
     if (end <= inj_last)
         return now;
-    uint64_t cpu = inj_last_cpu ? inj_cpu_now() : 0;
-    if (cpu > inj_last_cpu) {
-        /* the unit's own CPU time, and as much again (slow - 1) times on the thread's CPU
-         * clock: its work takes the factor whatever share of a CPU the machine gives it
-         * (a spin until a wall-clock time got a third of a CPU where NPB EP's four threads
-         * shared two: 1.7x, not 3x) */
-        uint64_t unit = cpu - inj_last_cpu;
-        if (unit > 10000000000ull)
-            unit = 10000000000ull;
-        uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
-        __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+    /* the unit's own CPU time, and as much again (slow - 1) times on the thread's CPU clock:
+     * its work takes the factor whatever share of a CPU the machine gives it (a spin until a
+     * wall-clock time got a third of a CPU where NPB EP's four threads shared two: 1.7x, not
+     * 3x); where the CPU clock cannot be read, the unit's wall time, spun in wall time */
+    uint64_t cpu = inj_last_cpu ? hb_thread_cpu_ns() : 0;
+    int by_cpu = cpu > inj_last_cpu;
+    uint64_t unit = by_cpu ? cpu - inj_last_cpu : end - inj_last;
+    if (unit > 10000000000ull)
+        unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
+    uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+    __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+    if (by_cpu)
         inj_spin_cpu(cpu + delay, end);
-    } else {   /* no CPU clock: the unit's wall time */
-        uint64_t unit = end - inj_last;
-        if (unit > 10000000000ull)
-            unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
-        uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
-        __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+    else
         inj_spin_until(end + delay);
-    }
     /* what it spun: a thread preempted at the spin's end spun longer, and that time is
      * in its beat interval too (the truth says what happened) */
     uint64_t after = hbt_now_ns();
@@ -706,7 +692,7 @@ void hbt_inject_point(int source, int32_t thread, uint64_t now)
     if (inj.kind == K_SLOW && thread == __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE)
         && __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) == F_DONE) {
         inj_self = 1;
-        inj_last_cpu = inj_cpu_now();
+        inj_last_cpu = hb_thread_cpu_ns();
     }
 }
 
@@ -714,7 +700,7 @@ void hbt_inject_waited(uint64_t now)
 {
     inj_last = now ? now : hbt_now_ns();
     if (inj_self)
-        inj_last_cpu = inj_cpu_now();
+        inj_last_cpu = hb_thread_cpu_ns();
 }
 
 int hbt_inject_skip_chunk(int32_t thread, const char *entry)

@@ -424,19 +424,11 @@ static void hbt_ompt_mutex_acquired(int kind, uint64_t wait_id, const void *code
 #define HBT_SPIN_MIN_NS 100000ull     /* 0.1 ms */
 #define HBT_SPIN_AVG_NS 500ull        /* 0.5 us */
 
-static uint64_t hbt_ompt_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The open spin's thread was off the CPU from its last flush to now: it used no more CPU
  * time since the spin's last reading than the time it spun after that reading. */
 static HBT_COLD int hbt_ompt_spin_preempted(struct hbt_tls *t, uint64_t now)
 {
-    uint64_t cpu = hbt_ompt_cpu_ns();
+    uint64_t cpu = hb_thread_cpu_ns();
     if (!cpu || !t->spin_cpu_ns)
         return 0;
     int off = cpu - t->spin_cpu_ns <= (t->spin_last_ns - t->spin_cpu_at) + HBT_SPIN_STEP_NS;
@@ -457,7 +449,7 @@ static void hbt_ompt_flush(hbt_ompt_data_t *thread_data, const void *codeptr_ra)
             && (uint64_t)t->spin_calls * HBT_SPIN_AVG_NS >= now - t->spin_first_ns) {
             t->spin_on = 1;
             t->spin_thread = hbt_ompt_cur(&hbt_ompt)->thread;
-            t->spin_cpu_ns = hbt_ompt_cpu_ns();
+            t->spin_cpu_ns = hb_thread_cpu_ns();
             t->spin_cpu_at = hbt_now_ns();
             struct hbt_beatline *b = t->beat;
             if (b && !b->waiting) {
