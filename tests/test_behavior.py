@@ -87,6 +87,34 @@ def test_busy_waiting_found_with_its_start_and_end():
         assert _labels(r) == ["running", "exited"]
 
 
+def test_a_lone_threads_gradual_drift_to_2x_is_the_machine_but_a_step_to_2x_is_busy_waiting():
+    """NPB EP (clang, 2 threads, source beats; eval_npb's busy3): the teammate had finished, and
+    the thread's beats drifted from 2.4 ms to 4-7 ms and back over half a second (the host ran
+    the VM's CPU slower; its CPU time per beat rose alike, no teammate beat beside it). A
+    0.15 s stretch of that crossed 2x and was called busy-waiting, "2.1x slower": the beats
+    on both sides were already 1.6x slower, no step. A thread that steps to 2.2x and back is
+    still busy-waiting."""
+    rng = np.random.default_rng(11)
+    usual = 0.0024
+
+    def noisy(n, factor, cv=0.08):
+        return usual * factor * (1 + cv * rng.standard_normal(n)).clip(0.5)
+
+    ramp_up = usual * np.linspace(1.0, 1.7, 80) * (1 + 0.08 * rng.standard_normal(80))
+    drift = np.r_[noisy(300, 1.0, 0.04), ramp_up, noisy(30, 1.7), noisy(50, 2.15), noisy(40, 1.65),
+                  noisy(120, 1.0, 0.04)]
+    step = np.r_[noisy(300, 1.0, 0.04), noisy(80, 2.2, 0.04), noisy(200, 1.0, 0.04)]
+    for d, want in (({0: drift}, None), ({0: step}, "busy-waiting")):
+        row = behavior_timelines(_trace(d, _end_events(d, how=0)))[0]
+        if want is None:
+            assert "busy-waiting" not in _labels(row), row["intervals"]
+            assert any("a drift (the machine)" in n for n in row["notes"]), row["notes"]
+        else:
+            assert _labels(row) == ["running", "busy-waiting", "running", "exited"]
+            bw = row["intervals"][1]
+            assert bw["start_ns"] / 1e9 == pytest.approx(0.01 + step[:300].sum(), abs=3 * usual)
+
+
 def test_team_wide_slowdown_is_the_machine_not_busy_waiting():
     slow = lambda: np.r_[_noisy(300), _noisy(150, period=0.008), _noisy(300)]  # noqa: E731
     d = {0: slow(), 1: slow(), 2: slow()}

@@ -571,6 +571,13 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
         if excess < np.log(s.slow_factor):
             continue   # (edges that took in more usual beats than slow ones: not slow)
         t0, t1 = int(tb.t_ns[a]), int(tb.t_ns[b])
+        drift = _drift(tb, a, b, excess, s)
+        if drift is not None:
+            notes.append(
+                f"slower by {np.exp(excess):.1f}x from {t0 / 1e9:.3f} s to {t1 / 1e9:.3f} s, but its beats just "
+                f"before and after were already {drift:.1f}x slower than usual: a drift (the machine), not a "
+                f"change in what the thread did (not labelled busy-waiting)")
+            continue
         others = []
         for o in team:
             if o.thread == tb.thread or o.n < 3 or not np.isfinite(o.ref):
@@ -601,6 +608,32 @@ def _busy_runs(tb: ThreadBeats, team: list[ThreadBeats], s: BehaviorSettings, no
     if own_note:
         _team_slow_note(team_slow, notes)
     return out
+
+
+def _drift(tb: ThreadBeats, a: int, b: int, excess: float, s: BehaviorSettings) -> float | None:
+    """A slow stretch (intervals a..b-1, `excess` over the usual level) that does not stand
+    out from its neighbours: busy-waiting begins and ends where the thread's code changes
+    what it does, a step in its intervals; a machine that runs the thread slower (a busy
+    host, the sibling of a shared core: no witness inside this guest when no teammate runs
+    beside it) drifts there and back. The neighbours are up to `smooth` intervals on each
+    side, gaps left out; the stretch must rise over each side that has `min_slow_beats` of
+    them and is not itself slow_factor slower than usual (there the stretch goes on past an
+    edge the smoothing drew) by half the slowdown bound (sqrt(slow_factor)). Returns the neighbours' slowdown,
+    the larger side's, when it does not, else None."""
+    x, keep = tb.x, ~tb.gap
+    sides = []
+    before = np.flatnonzero(keep[:a])[-s.smooth:]
+    after = b + np.flatnonzero(keep[b:])[:s.smooth]
+    for idx in (before, after):
+        lv = float(np.median(x[idx])) if idx.size >= s.min_slow_beats else np.inf
+        if lv - tb.ref < np.log(s.slow_factor):   # (a side as slow: the stretch goes on there)
+            sides.append(lv)
+    if not sides:
+        return None
+    rise = np.log(s.slow_factor) / 2
+    if all(excess - (lv - tb.ref) >= rise for lv in sides):
+        return None
+    return float(np.exp(max(sides) - tb.ref))
 
 
 def _team_slow_note(team_slow: list, notes: list[str]) -> None:
