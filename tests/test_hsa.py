@@ -307,3 +307,78 @@ def test_a_constructs_unit_is_the_one_that_holds_its_work_not_a_rare_long_one():
     m = h.medians()
     assert m[(0, "loop f")] == pytest.approx(1_000_000, rel=0.03)
     assert m[(1, "loop f")] == pytest.approx(7_000, rel=0.03)
+
+
+def _histograms(steps: np.ndarray, labels: list, edges: np.ndarray, t=None, by_time=False):
+    import pandas as pd
+    from hbtool.analyzers.summary import _UnitHistograms
+
+    h = _UnitHistograms(edges, by_time)
+    h.add(np.r_[0, np.cumsum(steps)].astype(np.int64), pd.Categorical(["", *labels]), None, t)
+    return h
+
+
+def test_a_construct_of_the_runtimes_microseconds_does_not_vote_in_the_windows_it_holds_no_work():
+    """FastTree (CPU-clock `slow` 3x on its master): each region holds a sections construct of
+    1.7 ms units and ends 12 us later (the runtime's); in three windows of a phase the region's
+    end held milliseconds of real work, so over the run it held more than 1 % of the team's work
+    and was compared in every window. With two constructs, the window's median was halfway
+    between the slowed sections (3x) and the runtime's microseconds (1x): a work shift of 1.42,
+    the victim called normal. Where a construct holds next to none of a window's work
+    (config.SHIFT_CONSTRUCT_WORK), it does not vote there."""
+    from hbtool.analyzers.summary import _construct_series, split_shift
+
+    rng = np.random.default_rng(7)
+    windows, pairs = 20, 20
+    edges = np.arange(windows + 1) * 2 * pairs
+    units = {}
+    for k, slowed in ((0, True), (1, False)):
+        steps, labels = [], []
+        for w in range(windows):
+            big = 1_700_000 * (3 if slowed and w >= 8 else 1)
+            end = 4_000_000 if 5 <= w <= 7 else 12_000
+            for _ in range(pairs):
+                steps += [big * rng.uniform(0.95, 1.05), end * rng.uniform(0.9, 1.1)]
+                labels += ["sections f+0x10", "parallel f"]
+        units[("r", 0, k)] = _histograms(np.array(steps), labels, edges)
+    series = _construct_series(units)
+    victim, _ = split_shift(series[("r", 0, 0)].to_numpy())
+    teammate, _ = split_shift(series[("r", 0, 1)].to_numpy())
+    assert 2.6 < victim < 3.4 and 0.25 < teammate < 0.45, (victim, teammate)
+
+
+def test_a_thread_that_took_a_windows_units_alone_and_its_share_after_did_not_stop():
+    """The share shift with one window before (a thread that stopped in the first window it
+    shared work in): FastTree's slowed victim took 225x its teammate's units in the run's first
+    twentieth (the teammate was in a long unit of its own) and as many as its teammate after;
+    against that window its share fell to 0.004, and it was called shutdown. A share above its
+    teammates' counts as theirs; a thread that took its share and then none still stopped."""
+    from hbtool.analyzers.summary import _share_shifts
+
+    rng = np.random.default_rng(9)
+    windows, span = 20, 1_000_000_000
+    edges = np.linspace(0, windows * span, windows + 1).astype(np.int64)
+
+    def team(first_alone: bool, stops: bool):
+        out = {}
+        for k in (0, 1):
+            t = [0]
+            for w in range(windows):
+                if first_alone and w == 0 and k == 0:
+                    t.append(t[-1] + span)   # one long unit of its own
+                    continue
+                n = 200 if first_alone and w == 0 else (0 if stops and k == 1 and w >= 10 else 40)
+                if not n:
+                    t.append(t[-1] + span)   # it does no chunk (a gap of a whole window)
+                    continue
+                step = span / n
+                t += list(t[-1] + step * np.arange(1, n + 1) * rng.uniform(0.999, 1.0))
+            t = np.array(t, dtype=np.int64)
+            out[("r", 0, k)] = _histograms(np.diff(t).astype(np.float64), ["loop f"] * (t.size - 1), edges, t,
+                                           by_time=True)
+        return out
+
+    took_alone = _share_shifts(team(first_alone=True, stops=False))
+    assert took_alone[("r", 0, 1)][0] > 0.5, took_alone
+    stopped = _share_shifts(team(first_alone=False, stops=True))
+    assert stopped[("r", 0, 1)][0] < 0.05, stopped

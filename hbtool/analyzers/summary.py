@@ -589,6 +589,22 @@ class _UnitHistograms:
         """The thread's work (ns) in each window: the work clock's step from edge to edge."""
         return np.diff(self.edge_clock).astype(np.float64)
 
+    def window_construct_work(self) -> pd.Series:
+        """The sum of the thread's units (ns) per (window, construct), from the bins (a bin's
+        middle, on the log scale: within 2 %)."""
+        if not self.counts:
+            return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
+        keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
+        counts = np.fromiter(self.counts.values(), dtype=np.float64, count=len(self.counts))
+        mid = 2.0 ** (((keys & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
+        group, inv = np.unique(keys >> _BIN_BITS, return_inverse=True)
+        work = np.bincount(inv, weights=counts * mid)
+        names = {i: n for n, i in self.labels.items()}
+        index = pd.MultiIndex.from_arrays([group >> _LABEL_BITS,
+                                           [names.get(int(c), "") for c in (group & ((1 << _LABEL_BITS) - 1))]],
+                                          names=["window", "construct"])
+        return pd.Series(work, index=index)
+
     def medians(self, cpu: bool = False) -> pd.Series:
         """The unit (ns) per (window, construct) that holds the thread's work there: the median of
         its units weighted by their length, each weighing at most the group's unit at the
@@ -909,6 +925,13 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     if total > 0:
         keep = [c for c, w in work.items() if w >= config.SHIFT_CONSTRUCT_WORK * total]
         med = {k: m[m.index.get_level_values("construct").isin(keep)] for k, m in med.items()}
+    # ... nor in a window where they hold next to none of its work: a region's end holds the
+    # runtime's few microseconds in most windows, and real work in a phase that runs more in
+    # that region (FastTree: 12 us beside sections of 1.7 ms, two constructs whose median
+    # was halfway between a slowed victim's sections and the runtime's)
+    held = _window_work_shares(units)
+    if held is not None:
+        med = {k: m[held.reindex(m.index).fillna(0.0).to_numpy() >= config.SHIFT_CONSTRUCT_WORK] for k, m in med.items()}
     if crowded is not None:
         # a window where a crowded thread took few units: preemptions stretched a good part
         # of them, and its median with them (a median of many units holds: the few the
@@ -931,6 +954,24 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     return out
 
 
+def _window_work_shares(units: dict) -> pd.Series | None:
+    """Per (window, construct): its share of the team's work in that window (the sum of every
+    thread's units; a sections construct's units of any sections as one); None where the team
+    did no work."""
+    parts = []
+    for u in units.values():
+        w = u.window_construct_work()
+        if len(w):
+            c = [sections_named(x)[0] for x in w.index.get_level_values("construct")]
+            parts.append(pd.Series(w.to_numpy(), index=pd.MultiIndex.from_arrays(
+                [w.index.get_level_values("window"), c], names=["window", "construct"])))
+    if not parts:
+        return None
+    work = pd.concat(parts).groupby(level=["window", "construct"]).sum()
+    whole = work.groupby(level="window").transform("sum")
+    return (work / whole.where(whole > 0)).fillna(0.0)
+
+
 def _window_series(units: dict) -> dict:
     """Per thread of a team, its whole work in each window over its teammates' median in
     theirs (log): for a run too short for _construct_series (a window of a few beats holds a
@@ -951,21 +992,25 @@ def _middle_toward(v: np.ndarray, other: float) -> float:
     return float(lo if abs(lo - other) <= abs(hi - other) else hi)
 
 
-def split_shift(v: np.ndarray, early: int = 2) -> tuple[float, int]:
+def split_shift(v: np.ndarray, early: int = 2, ceiling: float | None = None) -> tuple[float, int]:
     """The work shift of one thread's per-window values v (logarithms of its ratio to its
     team, at least 4): split once where they change most (an earlier part of `early` windows
     or more and a later part of two or more, whose values lie closest to their part's median:
     least absolute deviation), and the later part's median over the earlier's, where of a
     part's two middle values the one nearer the other part counts: a part of two windows of
     which one is slow (a thread that stalled once late in the run; NPB FT's last phase, 4 beats
-    a window) did not shift. (shift, index of the later part's first window)."""
+    a window) did not shift. `ceiling`: the earlier part counts at most this. (shift, index of
+    the later part's first window)."""
     cost, at = np.inf, early
     for s in range(early, v.size - 1):
         c = float(np.abs(v[:s] - np.median(v[:s])).sum() + np.abs(v[s:] - np.median(v[s:])).sum())
         if c < cost:
             cost, at = c, s
     early, late = v[:at], v[at:]
-    return float(np.exp(_middle_toward(late, np.median(early)) - _middle_toward(early, np.median(late)))), at
+    before = _middle_toward(early, np.median(late))
+    if ceiling is not None:
+        before = min(before, ceiling)
+    return float(np.exp(_middle_toward(late, np.median(early)) - before)), at
 
 
 def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
@@ -997,8 +1042,11 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
             continue
         v = np.log((counts[i][ok] + 1) / (others[ok] + 1))
         # a thread that stopped in the first window it shared work in (FastTree's stopped
-        # victim at 0.02 s): one window before is enough, its share falling 20x and more
-        shift, at = split_shift(v, early=1)
+        # victim at 0.02 s): one window before is enough, its share falling 20x and more; a
+        # share above its teammates' counts as theirs (one window before can be one where it
+        # alone took the units: FastTree's slowed victim, 225x its teammate's in the run's
+        # first twentieth and as many as it after, did not stop)
+        shift, at = split_shift(v, early=1, ceiling=0.0)
         out[k] = (shift, int(np.flatnonzero(ok)[at]))
     return out
 
