@@ -925,13 +925,22 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     if total > 0:
         keep = [c for c, w in work.items() if w >= config.SHIFT_CONSTRUCT_WORK * total]
         med = {k: m[m.index.get_level_values("construct").isin(keep)] for k, m in med.items()}
-    # ... nor in a window where they hold next to none of its work: a region's end holds the
-    # runtime's few microseconds in most windows, and real work in a phase that runs more in
-    # that region (FastTree: 12 us beside sections of 1.7 ms, two constructs whose median
-    # was halfway between a slowed victim's sections and the runtime's)
-    held = _window_work_shares(units)
-    if held is not None:
-        med = {k: m[held.reindex(m.index).fillna(0.0).to_numpy() >= config.SHIFT_CONSTRUCT_WORK] for k, m in med.items()}
+    by_time = any(u.by_time for u in units.values())
+    # ... nor in a window where they hold next to none of the work of the constructs compared
+    # there: a region's end holds the runtime's few microseconds in most windows, and real work
+    # in a phase that runs more in that region (FastTree: 12 us beside sections of 1.7 ms, two
+    # constructs whose median was halfway between a slowed victim's sections and the
+    # runtime's). The constructs compared: those the run comes back to (_shift_series), not a
+    # set-up loop that holds all of its one window's work (Clustal Omega's first window)
+    pooled = pd.concat(med.values())
+    if len(pooled):
+        seen = pooled.index.to_frame(index=False).drop_duplicates().groupby("construct")["window"].size()
+        windows = pooled.index.get_level_values("window").nunique()
+        compared = seen.index[seen >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows)]
+        held = _window_work_shares(units, set(compared))
+        if held is not None:
+            med = {k: m[held.reindex(m.index).fillna(0.0).to_numpy() >= config.SHIFT_CONSTRUCT_WORK]
+                   for k, m in med.items()}
     if crowded is not None:
         # a window where a crowded thread took few units: preemptions stretched a good part
         # of them, and its median with them (a median of many units holds: the few the
@@ -940,7 +949,6 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
         stretched = (crowded & (counts < config.SHIFT_CROWDED_UNITS)).any(axis=0)
     table = pd.concat(med, axis=1)
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
-    by_time = any(u.by_time for u in units.values())
     out = {}
     for i, k in enumerate(units):
         q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time)
@@ -954,10 +962,10 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     return out
 
 
-def _window_work_shares(units: dict) -> pd.Series | None:
-    """Per (window, construct): its share of the team's work in that window (the sum of every
-    thread's units; a sections construct's units of any sections as one); None where the team
-    did no work."""
+def _window_work_shares(units: dict, compared: set) -> pd.Series | None:
+    """Per (window, construct) of the `compared` constructs: its share of the team's work in
+    them in that window (the sum of every thread's units; a sections construct's units of any
+    sections as one); None where the team did no such work."""
     parts = []
     for u in units.values():
         w = u.window_construct_work()
@@ -968,6 +976,9 @@ def _window_work_shares(units: dict) -> pd.Series | None:
     if not parts:
         return None
     work = pd.concat(parts).groupby(level=["window", "construct"]).sum()
+    work = work[work.index.get_level_values("construct").isin(compared)]
+    if not len(work):
+        return None
     whole = work.groupby(level="window").transform("sum")
     return (work / whole.where(whole > 0)).fillna(0.0)
 
