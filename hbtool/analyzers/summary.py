@@ -939,7 +939,10 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
         compared = seen.index[seen >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows)]
         held = _window_work_shares(units, set(compared))
         if held is not None:
-            med = {k: m[held.reindex(m.index).fillna(0.0).to_numpy() >= config.SHIFT_CONSTRUCT_WORK]
+            # (the others stay for _shift_series, which leaves them out: their windows count in
+            # how many windows the run has, and a construct must come back in half of them)
+            med = {k: m[~m.index.get_level_values("construct").isin(compared)
+                        | (held.reindex(m.index).fillna(0.0).to_numpy() >= config.SHIFT_CONSTRUCT_WORK)]
                    for k, m in med.items()}
     if crowded is not None:
         # a window where a crowded thread took few units: preemptions stretched a good part
