@@ -277,3 +277,24 @@ def test_eval_npb_refuses_a_bad_command_in_one_line(tmp_path, script, args, says
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith(f"{script}: ") \
         and says in r.stderr, r.stderr
     assert not (tmp_path / "k").exists()
+
+
+def test_the_real_programs_inputs_are_the_same_bytes_each_time(tmp_path):
+    """`benchmarks/real_inputs.py DIR` writes the seeded inputs of the Debian programs the README
+    evaluates (cd-hit, Clustal Omega, FastTree, IQ-TREE): twice the same bytes, in the formats
+    and sizes the README gives; no folder, one line and status 2."""
+    script = str(ROOT / "benchmarks" / "real_inputs.py")
+    for d in ("a", "b"):
+        r = subprocess.run([sys.executable, script, str(tmp_path / d)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    names = ["prot2.fa", "aln150.fa", "tree100.fa", "dna100.phy"]
+    for n in names:
+        assert (tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes(), n
+    fasta = {n: (tmp_path / "a" / n).read_text().splitlines() for n in names[:3]}
+    assert [sum(x.startswith(">") for x in v) for v in fasta.values()] == [12_000, 150, 100]
+    assert {len(x) for x in fasta["aln150.fa"][1::2]} == {400} and {len(x) for x in fasta["tree100.fa"][1::2]} == {250}
+    phy = (tmp_path / "a" / "dna100.phy").read_text().splitlines()
+    assert phy[0] == "100 4000" and len(phy) == 101
+    assert all(len(x.split()[1]) == 4000 and set(x.split()[1]) <= set("ACGT") for x in phy[1:])
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr

@@ -1,0 +1,84 @@
+"""The seeded inputs of the real programs that benchmarks/eval_npb.py and eval_monitor.py run
+with `--command` (README, "A program from Debian"): written into DIR, each the same bytes on
+every machine.
+
+    python benchmarks/real_inputs.py DIR
+
+  prot2.fa    12,000 proteins in 800 families, for cd-hit
+              (cd-hit -i prot2.fa -o cl.fa -c 0.8 -n 5 -T 2 -M 2000)
+  aln150.fa   150 proteins of 400 residues, for Clustal Omega
+              (clustalo -i aln150.fa -o out.aln --threads 2 --force)
+  tree100.fa  100 proteins of 250 residues, for FastTree (fasttreeMP -quiet -out tree.nwk tree100.fa)
+  dna100.phy  100 DNA sequences of 4,000 sites evolved along a random tree (Jukes-Cantor), for
+              IQ-TREE (iqtree2 -s dna100.phy -m GTR+G4 -T 2 -redo -quiet -seed 1 -fast)
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+AA = "ACDEFGHIKLMNPQRSTVWY"
+
+
+def proteins_in_families(path: Path) -> None:
+    r = random.Random(11)
+    n = 0
+    with open(path, "w") as f:
+        for _ in range(800):
+            base = [r.choice(AA) for _ in range(r.randint(150, 450))]
+            for _ in range(15):
+                f.write(f">s{n}\n" + "".join(c if r.random() > 0.12 else r.choice(AA) for c in base) + "\n")
+                n += 1
+
+
+def proteins_of_one_family(path: Path, seed: int, count: int, length: int, change: float, name: str) -> None:
+    r = random.Random(seed)
+    base = [r.choice(AA) for _ in range(length)]
+    with open(path, "w") as f:
+        for m in range(count):
+            f.write(f">{name}{m}\n" + "".join(c if r.random() > change else r.choice(AA) for c in base) + "\n")
+
+
+def dna_along_a_tree(path: Path, taxa: int = 100, sites: int = 4000, seed: int = 2026) -> None:
+    """Sequences of a random binary tree's leaves: a random root sequence, each branch (length
+    0.02-0.15 substitutions a site) changing a site to a random base with the Jukes-Cantor
+    probability 3/4 (1 - exp(-4/3 b))."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    seqs = {0: rng.integers(0, 4, sites)}
+    tips, nxt = [0], 1
+    while len(tips) < taxa:
+        parent = tips.pop(int(rng.integers(len(tips))))
+        for _ in range(2):
+            b = rng.uniform(0.02, 0.15)
+            s = seqs[parent].copy()
+            m = rng.random(sites) < 0.75 * (1 - np.exp(-4 / 3 * b))
+            s[m] = rng.integers(0, 4, int(m.sum()))
+            seqs[nxt] = s
+            tips.append(nxt)
+            nxt += 1
+    with open(path, "w") as f:
+        f.write(f"{taxa} {sites}\n")
+        for i, t in enumerate(tips):
+            f.write(f"t{i:03d}  " + "".join("ACGT"[x] for x in seqs[t]) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python benchmarks/real_inputs.py DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    proteins_in_families(out / "prot2.fa")
+    proteins_of_one_family(out / "aln150.fa", 150, 150, 400, 0.3, "a")
+    proteins_of_one_family(out / "tree100.fa", 100, 100, 250, 0.25, "t")
+    dna_along_a_tree(out / "dna100.phy")
+    print(f"wrote prot2.fa, aln150.fa, tree100.fa and dna100.phy in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
