@@ -456,3 +456,93 @@ def test_the_library_refuses_bad_variables_and_injects_nothing(tmp_path, variabl
     r = subprocess.run(PI, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and says in r.stderr
     assert "nothing is injected" in r.stderr and not (tmp_path / "inject-truth.json").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# a program's own crash handler; slow's work that ends in a wait
+
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+@pytest.fixture(scope="module")
+def crash_handler(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("crash") / "omp_crash_handler"
+    subprocess.run(["gcc", "-O1", "-fopenmp", str(PROGRAMS / "omp_crash_handler.c"), "-o", str(exe)], check=True)
+    return exe
+
+
+def _signal_records(out: Path):
+    _, ev = beats(out)
+    return ev[ev.kind == "signal"]
+
+
+def test_segv_is_a_real_fault_that_a_crash_handler_which_returns_lets_kill_the_process(tmp_path, crash_handler):
+    """IQ-TREE's crash handler prints a message, puts SIG_DFL back and returns, so that the
+    faulting instruction kills the process. The injector's `segv` called raise(SIGSEGV):
+    the handler returned, nothing faulted again, and IQ-TREE went on to exit(0) (4 of 4 `segv`
+    runs). Now it writes to the unmapped page at 0: the handler runs once, the write runs
+    again and the process dies of SIGSEGV; and since the handler put SIG_DFL back, the
+    tracer's recording handler is the one that acts as SIG_DFL, so the death is in the trace,
+    on the victim's thread."""
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = tmp_path / "segv"
+    r = run_hbtool("record", "-o", out, "--inject", "segv", "--thread", "1", "--beat", "300", "--",
+                   crash_handler, "200", env=env)
+    assert r.returncode == 139, (r.returncode, r.stderr[-2000:])
+    assert r.stderr.count("CRASHES WITH A FATAL SIGNAL") == 1, r.stderr[-2000:]
+    assert "omp_crash_handler done" not in r.stdout
+    truth = json.loads((out / "inject-truth.json").read_text())
+    fired_ok(truth, "segv", 1, final=False)
+    sig = _signal_records(out)
+    assert len(sig) == 1 and int(sig.iloc[0]["detail"]) == 11
+    assert int(sig.iloc[0]["os_tid"]) == truth["fired_at"]["os_tid"]
+
+
+def test_a_programs_own_fault_after_its_handler_put_sig_dfl_back_is_recorded_and_kills_it_as_without(
+        tmp_path, crash_handler):
+    """The same handler, and a real fault of the program's own (thread 1 writes to address 16
+    at step 50): the process dies of SIGSEGV with and without the tracer, prints the handler's
+    message once either way, and the trace holds the signal, on the faulting thread (before,
+    the program's SIG_DFL was the kernel's and the trace had no record of what killed it)."""
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    plain = subprocess.run([str(crash_handler), "200", "50"], capture_output=True, text=True, timeout=60, env=env)
+    out = tmp_path / "own"
+    r = run_hbtool("record", "-o", out, "--", crash_handler, "200", "50", env=env)
+    assert plain.returncode == -11 and r.returncode == 139, (plain.returncode, r.returncode, r.stderr[-2000:])
+    assert plain.stderr.count("CRASHES") == 1 and r.stderr.count("CRASHES") == 1
+    sig = _signal_records(out)
+    assert len(sig) == 1 and int(sig.iloc[0]["detail"]) == 11
+    b, ev = beats(out)
+    tids = b.groupby("thread")["os_tid"].first()
+    assert int(sig.iloc[0]["os_tid"]) == int(tids[1]), (sig, tids)
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_slow_multiplies_the_work_that_ends_in_a_critical_section(tmp_path, cc):
+    """Regions whose work ends in a critical section (a reduction written by hand; IQ-TREE's
+    likelihood loops end in one before the region's end): the victim's beat at the region's end
+    came after the recorded wait of the critical section, and its unit of work since that wait
+    was next to nothing, so `slow` spun for nothing (IQ-TREE: 33 ms of spin in a 6 s run, the
+    victims called normal). The victim now spins before it waits: its units take 3x its
+    teammate's, and the work shift says so; the teammate's do not change."""
+    import shutil
+
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import read_heartbeats
+
+    if cc == "clang" and not shutil.which("clang"):
+        pytest.skip("clang is not installed")
+    exe = tmp_path / "omp_critical_sum"
+    subprocess.run([cc, "-O1", "-fopenmp", f"-I{PROGRAMS}", str(PROGRAMS / "omp_critical_sum.c"), "-o", str(exe)],
+                   check=True)
+    out = tmp_path / "slow"
+    r = run_hbtool("record", "-o", out, "--inject", "slow", "--thread", "1", "--beat", "40", "--", exe, "120", "2",
+                   env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert r.returncode == 0 and "omp_critical_sum done" in r.stdout, r.stderr[-2000:]
+    truth = json.loads((out / "inject-truth.json").read_text())
+    fired_ok(truth, "slow", 1)
+    # the spins: twice the units' CPU time, the units the 2 ms of work of each region after the fault
+    assert truth["effect"]["work_ns"] >= 0.8 * 2e6 * (120 - 45), truth["effect"]
+    ws = work_shifts(read_heartbeats(out)).set_index("thread")["work_shift"]
+    assert ws[1] > 2.4 and ws[0] < 1.3, ws

@@ -273,6 +273,8 @@ void hbt_spin_close(struct hbt_tls *t)
             __atomic_store_n(&b->waiting, (uint16_t)0, __ATOMIC_RELEASE);
         }
     }
+    if (__builtin_expect(hbt_inject_armed, 0))
+        hbt_inject_spun(t->spin_thread, last - first);   /* slow: the work before the spin */
     hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_FLAG, t->spin_thread, hbt_construct_id(HBT_CK_FLUSH, ra),
                      last - first, last);
 }

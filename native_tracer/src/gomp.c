@@ -384,6 +384,9 @@ static inline uint64_t gomp_arrive(struct gomp_tls *g, int ev, uint32_t id, uint
         hbt_auto_beat_aux_at(HBT_SRC_OPENMP, ev, g->s.thread, id, gomp_count(g, id), aux, t0);
         if (__builtin_expect(hbt_inject_armed, 0))
             t0 = hbt_now_ns();   /* a fault injected at the beat ran in this thread: no wait */
+    } else if (__builtin_expect(hbt_inject_armed, 0)) {
+        hbt_inject_before_wait(g->s.thread);   /* slow: the work that ends here */
+        t0 = hbt_now_ns();
     }
     return t0;
 }

@@ -90,6 +90,7 @@ static __thread uint64_t inj_last;
  * start of its current unit (0: unknown) */
 static __thread int inj_self;
 static __thread uint64_t inj_last_cpu;
+static volatile uintptr_t inj_fault_address = 16;   /* segv: in the unmapped page at 0 */
 
 /* ------------------------------------------------------------------ */
 /* configuration                                                       */
@@ -551,6 +552,29 @@ uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now)
     return now ? after : 0;
 }
 
+void hbt_inject_before_wait(int32_t thread)
+{
+    if (inj.kind != K_SLOW || !inj_self)
+        return;
+    (void)hbt_inject_before_beat(thread, 0);
+    /* the work so far is done: a wait that records nothing does not count it again */
+    inj_last = hbt_now_ns();
+    inj_last_cpu = hb_thread_cpu_ns();
+}
+
+void hbt_inject_spun(int32_t thread, uint64_t spun_ns)
+{
+    if (inj.kind != K_SLOW || !inj_self)
+        return;
+    uint64_t cpu = inj_last_cpu ? hb_thread_cpu_ns() : 0;
+    if (cpu && cpu - inj_last_cpu > spun_ns) {
+        /* the spin burnt about its length of CPU time, and was no work */
+        inj_last += spun_ns;
+        inj_last_cpu += spun_ns;
+        hbt_inject_before_wait(thread);
+    }
+}
+
 static void inj_block_on_cond(uint64_t ms)
 {
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -597,8 +621,14 @@ static HBT_COLD void inj_fire(int source, uint64_t beat, uint64_t now)
     case K_EXIT:
         exit(1);
     case K_SEGV:
-        raise(SIGSEGV);
-        break;   /* the program's own handler returned: the thread goes on */
+        /* a real fault, not raise(): a program's own handler runs as on a real fault, and
+         * when it returns the write runs again, as the faulting instruction would -- a
+         * handler that prints and puts SIG_DFL back (IQ-TREE's) lets the process die of
+         * it; raise() returned to the thread and the program went on to exit(0). The
+         * address is read from a volatile: a store to a null constant may compile to a
+         * trap (SIGILL) */
+        *(volatile int *)inj_fault_address = 0;
+        break;   /* a handler that jumped out went on elsewhere; one that returns loops here */
     case K_STOP:
         if (inj.stop_how == S_PTHREAD_EXIT)
             pthread_exit(NULL);

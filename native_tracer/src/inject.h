@@ -31,6 +31,22 @@ void hbt_inject_point(int source, int32_t thread, uint64_t now);
 __attribute__((visibility("hidden"), noinline, cold))
 uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now);
 
+/* The calling OS thread (thread: the number it records) is about to wait in
+ * the runtime (a critical section, a lock, a barrier with no beat before it):
+ * for slow, the victim spins (slow - 1) times its work since its last beat or
+ * wait, the work that ends there (IQ-TREE's static loops end in a reduction's
+ * atomic before the region's end: the beat after it found no work left). */
+__attribute__((visibility("hidden"), noinline, cold))
+void hbt_inject_before_wait(int32_t thread);
+
+/* The calling thread spun spun_ns on a flag in its own code (a wait the tracer
+ * records when the spin is over): for slow, the victim spins (slow - 1) times
+ * its work before the spin (its CPU time since its last beat or wait, less the
+ * spin's length: NPB LU's pipeline with libomp, where each unit of work ends in
+ * such a wait). */
+__attribute__((visibility("hidden"), noinline, cold))
+void hbt_inject_spun(int32_t thread, uint64_t spun_ns);
+
 /* The calling thread left a recorded wait at now: the next unit of work
  * (for slow) starts there. */
 __attribute__((visibility("hidden"), noinline, cold))

@@ -359,6 +359,10 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
         struct hbt_ompt_tls *o = &hbt_ompt;
         uint64_t now = hbt_now_ns();
         if (endpoint == HBT_OMPT_SCOPE_BEGIN) {
+            if (__builtin_expect(hbt_inject_armed, 0) && o->depth > 0) {
+                hbt_inject_before_wait(hbt_ompt_cur(o)->thread);   /* slow: the work that ends here */
+                now = hbt_now_ns();
+            }
             if (o->nwaits < HBT_OMPT_WAITS)
                 o->wait_start[o->nwaits] = now;
             o->nwaits++;
@@ -388,6 +392,8 @@ static void hbt_ompt_mutex_acquire(int kind, unsigned int hint, unsigned int imp
 {
     if (kind == HBT_OMPT_MUTEX_CRITICAL || kind == HBT_OMPT_MUTEX_ORDERED) {
         struct hbt_ompt_tls *o = &hbt_ompt;
+        if (__builtin_expect(hbt_inject_armed, 0) && o->depth > 0)
+            hbt_inject_before_wait(hbt_ompt_cur(o)->thread);   /* slow: the work that ends here */
         o->mutex_ra = codeptr_ra;
         o->mutex_start = hbt_now_ns();
     }

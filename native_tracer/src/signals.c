@@ -7,10 +7,12 @@
  * wait status, same core dump). The handler only stores into the mapping:
  * no lock, no allocation, no growth of the file.
  *
- * sigaction() and signal() are interposed only to report our handler as
- * SIG_DFL: programs that install a handler only over SIG_DFL (CPython's
+ * sigaction() and signal() are interposed to report our handler as SIG_DFL:
+ * programs that install a handler only over SIG_DFL (CPython's
  * KeyboardInterrupt, Rust's stack-overflow guard) must behave as without the
- * tracer. A program that installs its own handler simply replaces ours.
+ * tracer. A program that installs its own handler simply replaces ours; one
+ * that puts SIG_DFL back gets ours again (a crash handler that prints, resets
+ * and returns so that the fault kills the process).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -103,6 +105,22 @@ void hbt_signals_resolve(void)
     hbt_real(&hbt_real_signal, "signal");
 }
 
+static int hbt_is_fatal(int sig)
+{
+    for (size_t k = 0; k < sizeof hbt_fatal_signals / sizeof hbt_fatal_signals[0]; k++)
+        if (hbt_fatal_signals[k] == sig)
+            return 1;
+    return 0;
+}
+
+static void hbt_our_action(struct sigaction *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sa_sigaction = hbt_on_signal;
+    sa->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    sigfillset(&sa->sa_mask);   /* one handler at a time per thread */
+}
+
 void hbt_signals_init(void)
 {
     int installed = 0;
@@ -114,10 +132,7 @@ void hbt_signals_init(void)
         if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
             continue;
         struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = hbt_on_signal;
-        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
-        sigfillset(&sa.sa_mask);   /* one handler at a time per thread */
+        hbt_our_action(&sa);
         if (hbt_sigaction_real(sig, &sa, NULL) == 0)
             installed = 1;
     }
@@ -125,8 +140,23 @@ void hbt_signals_init(void)
         hbt_altstack();
 }
 
+/* A program that puts SIG_DFL back for a fatal signal gets our handler, which acts as
+ * SIG_DFL and records the death first: a crash handler that prints its message, puts
+ * SIG_DFL back and returns so that the fault kills the process (IQ-TREE's) left no record
+ * of the signal that killed it. Async-signal-safe: such handlers call this from inside. */
+static int hbt_default_is_ours(int sig, const struct sigaction *act)
+{
+    return act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && hbt_is_fatal(sig)
+           && hbt_state() == HBT_ON && getpid() == hbt_g.pid;
+}
+
 HBT_EXPORT HBT_NO_TSAN int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+    struct sigaction ours;
+    if (hbt_default_is_ours(sig, act)) {
+        hbt_our_action(&ours);
+        act = &ours;
+    }
     int rc = hbt_sigaction_real(sig, act, old);
     if (rc == 0 && old && hbt_is_ours(old)) {
         memset(old, 0, sizeof *old);
@@ -142,6 +172,19 @@ HBT_EXPORT HBT_NO_TSAN sighandler_t signal(int sig, sighandler_t handler)
     if (!f) {
         errno = ENOSYS;
         return SIG_ERR;
+    }
+    if (handler == SIG_DFL) {
+        struct sigaction dfl, ours, prev;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        if (hbt_default_is_ours(sig, &dfl)) {
+            hbt_our_action(&ours);
+            if (hbt_sigaction_real(sig, &ours, &prev) != 0)
+                return SIG_ERR;
+            if (hbt_is_ours(&prev))
+                return SIG_DFL;
+            return (prev.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))prev.sa_sigaction : prev.sa_handler;
+        }
     }
     sighandler_t old = f(sig, handler);
     return old == (sighandler_t)(void (*)(void))hbt_on_signal ? SIG_DFL : old;
