@@ -105,14 +105,6 @@ void hbt_signals_resolve(void)
     hbt_real(&hbt_real_signal, "signal");
 }
 
-static int hbt_is_fatal(int sig)
-{
-    for (size_t k = 0; k < sizeof hbt_fatal_signals / sizeof hbt_fatal_signals[0]; k++)
-        if (hbt_fatal_signals[k] == sig)
-            return 1;
-    return 0;
-}
-
 static void hbt_our_action(struct sigaction *sa)
 {
     memset(sa, 0, sizeof *sa);
@@ -144,10 +136,16 @@ void hbt_signals_init(void)
  * SIG_DFL and records the death first: a crash handler that prints its message, puts
  * SIG_DFL back and returns so that the fault kills the process (IQ-TREE's) left no record
  * of the signal that killed it. Async-signal-safe: such handlers call this from inside. */
-static int hbt_default_is_ours(int sig, const struct sigaction *act)
+HBT_NO_TSAN static int hbt_default_is_ours(int sig, const struct sigaction *act)
 {
-    return act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && hbt_is_fatal(sig)
-           && hbt_state() == HBT_ON && getpid() == hbt_g.pid;
+    /* (called while a sanitizer's runtime starts, before it can take instrumented code:
+     * nothing here but loads and one system call, and only for SIG_DFL) */
+    if (!act || (act->sa_flags & SA_SIGINFO) || act->sa_handler != SIG_DFL)
+        return 0;
+    int fatal = 0;
+    for (size_t k = 0; k < sizeof hbt_fatal_signals / sizeof hbt_fatal_signals[0]; k++)
+        fatal |= hbt_fatal_signals[k] == sig;
+    return fatal && __atomic_load_n(&hbt_g.state, __ATOMIC_ACQUIRE) == HBT_ON && getpid() == hbt_g.pid;
 }
 
 HBT_EXPORT HBT_NO_TSAN int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
