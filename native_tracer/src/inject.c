@@ -567,7 +567,7 @@ void hbt_inject_spun(int32_t thread, uint64_t spun_ns)
     if (inj.kind != K_SLOW || !inj_self)
         return;
     uint64_t cpu = inj_last_cpu ? hb_thread_cpu_ns() : 0;
-    if (cpu && cpu - inj_last_cpu > spun_ns) {
+    if (cpu && cpu > inj_last_cpu + spun_ns) {
         /* the spin burnt about its length of CPU time, and was no work */
         inj_last += spun_ns;
         inj_last_cpu += spun_ns;

@@ -136,12 +136,10 @@ void hbt_signals_init(void)
  * SIG_DFL and records the death first: a crash handler that prints its message, puts
  * SIG_DFL back and returns so that the fault kills the process (IQ-TREE's) left no record
  * of the signal that killed it. Async-signal-safe: such handlers call this from inside. */
-HBT_NO_TSAN static int hbt_default_is_ours(int sig, const struct sigaction *act)
+HBT_NO_TSAN static int hbt_default_is_ours(int sig)
 {
     /* (called while a sanitizer's runtime starts, before it can take instrumented code:
-     * nothing here but loads and one system call, and only for SIG_DFL) */
-    if (!act || (act->sa_flags & SA_SIGINFO) || act->sa_handler != SIG_DFL)
-        return 0;
+     * nothing here but loads and one system call) */
     int fatal = 0;
     for (size_t k = 0; k < sizeof hbt_fatal_signals / sizeof hbt_fatal_signals[0]; k++)
         fatal |= hbt_fatal_signals[k] == sig;
@@ -151,7 +149,7 @@ HBT_NO_TSAN static int hbt_default_is_ours(int sig, const struct sigaction *act)
 HBT_EXPORT HBT_NO_TSAN int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     struct sigaction ours;
-    if (hbt_default_is_ours(sig, act)) {
+    if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL && hbt_default_is_ours(sig)) {
         hbt_our_action(&ours);
         act = &ours;
     }
@@ -171,18 +169,14 @@ HBT_EXPORT HBT_NO_TSAN sighandler_t signal(int sig, sighandler_t handler)
         errno = ENOSYS;
         return SIG_ERR;
     }
-    if (handler == SIG_DFL) {
-        struct sigaction dfl, ours, prev;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        if (hbt_default_is_ours(sig, &dfl)) {
-            hbt_our_action(&ours);
-            if (hbt_sigaction_real(sig, &ours, &prev) != 0)
-                return SIG_ERR;
-            if (hbt_is_ours(&prev))
-                return SIG_DFL;
-            return (prev.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))prev.sa_sigaction : prev.sa_handler;
-        }
+    if (handler == SIG_DFL && hbt_default_is_ours(sig)) {
+        struct sigaction ours, prev;
+        hbt_our_action(&ours);
+        if (hbt_sigaction_real(sig, &ours, &prev) != 0)
+            return SIG_ERR;
+        if (hbt_is_ours(&prev))
+            return SIG_DFL;
+        return (prev.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))prev.sa_sigaction : prev.sa_handler;
     }
     sighandler_t old = f(sig, handler);
     return old == (sighandler_t)(void (*)(void))hbt_on_signal ? SIG_DFL : old;
