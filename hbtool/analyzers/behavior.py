@@ -618,12 +618,15 @@ def _drift(tb: ThreadBeats, a: int, b: int, excess: float, s: BehaviorSettings) 
     beside it) drifts there and back. The neighbours are up to `smooth` intervals on each
     side, gaps left out; the stretch must rise over each side that has `min_slow_beats` of
     them and is not itself slow_factor slower than usual (there the stretch goes on past an
-    edge the smoothing drew) by half the slowdown bound (sqrt(slow_factor)). Returns the neighbours' slowdown,
-    the larger side's, when it does not, else None."""
-    x, keep = tb.x, ~tb.gap
+    edge the smoothing drew) by half the slowdown bound (sqrt(slow_factor)). Returns the
+    neighbours' slowdown, the larger side's, when it does not, else None. (Only the 4 x
+    `smooth` intervals on each side are looked at: a thread of millions of beats may have
+    many stretches.)"""
+    x, span = tb.x, 4 * s.smooth
     sides = []
-    before = np.flatnonzero(keep[:a])[-s.smooth:]
-    after = b + np.flatnonzero(keep[b:])[:s.smooth]
+    lo = max(0, a - span)
+    before = lo + np.flatnonzero(~tb.gap[lo:a])[-s.smooth:]
+    after = b + np.flatnonzero(~tb.gap[b:b + span])[:s.smooth]
     for idx in (before, after):
         lv = float(np.median(x[idx])) if idx.size >= s.min_slow_beats else np.inf
         if lv - tb.ref < np.log(s.slow_factor):   # (a side as slow: the stretch goes on there)

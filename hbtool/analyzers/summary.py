@@ -589,6 +589,13 @@ class _UnitHistograms:
         """The thread's work (ns) in each window: the work clock's step from edge to edge."""
         return np.diff(self.edge_clock).astype(np.float64)
 
+    def _index(self, group: np.ndarray) -> pd.MultiIndex:
+        """The (window, construct) index of histogram groups (keys without their bin)."""
+        names = {i: n for n, i in self.labels.items()}
+        return pd.MultiIndex.from_arrays([group >> _LABEL_BITS,
+                                          [names.get(int(c), "") for c in (group & ((1 << _LABEL_BITS) - 1))]],
+                                         names=["window", "construct"])
+
     def window_construct_work(self) -> pd.Series:
         """The sum of the thread's units (ns) per (window, construct), from the bins (a bin's
         middle, on the log scale: within 2 %)."""
@@ -596,14 +603,8 @@ class _UnitHistograms:
             return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
         keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
         counts = np.fromiter(self.counts.values(), dtype=np.float64, count=len(self.counts))
-        mid = 2.0 ** (((keys & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
         group, inv = np.unique(keys >> _BIN_BITS, return_inverse=True)
-        work = np.bincount(inv, weights=counts * mid)
-        names = {i: n for n, i in self.labels.items()}
-        index = pd.MultiIndex.from_arrays([group >> _LABEL_BITS,
-                                           [names.get(int(c), "") for c in (group & ((1 << _LABEL_BITS) - 1))]],
-                                          names=["window", "construct"])
-        return pd.Series(work, index=index)
+        return pd.Series(np.bincount(inv, weights=counts * _bin_middle(keys)), index=self._index(group))
 
     def medians(self, cpu: bool = False) -> pd.Series:
         """The unit (ns) per (window, construct) that holds the thread's work there: the median of
@@ -625,7 +626,7 @@ class _UnitHistograms:
         cum = np.cumsum(counts)
         before = np.r_[0, cum[:-1]][starts]
         total = np.add.reduceat(counts, starts)
-        mid = 2.0 ** (((keys & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
+        mid = _bin_middle(keys)
         # a unit weighs its length, at most the group's unit at config.SHIFT_UNIT_CAP
         cap = np.searchsorted(cum, before + np.ceil(config.SHIFT_UNIT_CAP * total).astype(np.int64), side="left")
         weight = counts * np.minimum(mid, np.repeat(mid[cap], np.diff(np.r_[starts, keys.size])))
@@ -634,14 +635,16 @@ class _UnitHistograms:
         pos = np.searchsorted(cw, np.r_[0.0, cw[:-1]][starts] + 0.5 * np.add.reduceat(weight, starts), side="left")
         pos = np.minimum(pos, np.r_[starts[1:], keys.size] - 1)
         value = mid[pos]
-        names = {i: n for n, i in self.labels.items()}
         g = group[starts]
         if self.by_time:
             enough = total >= config.SHIFT_MIN_BEATS
             g, value = g[enough], value[enough]
-        index = pd.MultiIndex.from_arrays([g >> _LABEL_BITS, [names.get(int(c), "") for c in (g & ((1 << _LABEL_BITS) - 1))]],
-                                          names=["window", "construct"])
-        return pd.Series(value, index=index)
+        return pd.Series(value, index=self._index(g))
+
+
+def _bin_middle(keys: np.ndarray) -> np.ndarray:
+    """The unit (ns) in the middle of each key's bin, on the log scale (_count's bins)."""
+    return 2.0 ** (((keys & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
 
 
 def _count(table: dict, window: np.ndarray, code: np.ndarray, values: np.ndarray) -> None:
