@@ -546,3 +546,36 @@ def test_slow_multiplies_the_work_that_ends_in_a_critical_section(tmp_path, cc):
     assert truth["effect"]["work_ns"] >= 0.8 * 2e6 * (120 - 45), truth["effect"]
     ws = work_shifts(read_heartbeats(out)).set_index("thread")["work_shift"]
     assert ws[1] > 2.4 and ws[0] < 1.3, ws
+
+
+def test_slow_multiplies_the_work_that_ends_in_a_flag_spin_the_machine_took_the_cpu_from(tmp_path):
+    """NPB LU's pipeline with libomp: each unit of work ends in a spin on a flag (`#pragma omp
+    flush`, a recorded wait once over). `slow` took the spin's length for its CPU time; where
+    the machine shared the CPU (more threads than CPUs) a spin of 8 ms used 4 ms, the victim's
+    CPU time since its last beat was less than the spin's length, and the work before the spin
+    was never multiplied (LU at 4 threads: 10-29 ms of spin in 10 s runs, the victims called
+    normal). tests/programs/omp_flush_pipeline.c on one CPU, thread 0 spinning after each
+    plane on thread 1 (5 ms a plane against its 1 ms): the injector's account holds the
+    victim's 1 ms per unit, its spins land in the unit after the wait, and the work shift
+    says it took 3x as long; its teammate's does not shift up."""
+    import shutil
+
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import read_heartbeats
+
+    if not shutil.which("clang") or not shutil.which("taskset"):
+        pytest.skip("clang and taskset (util-linux) are needed")
+    exe = tmp_path / "omp_flush_pipeline"
+    subprocess.run(["clang", "-O1", "-fopenmp", f"-I{PROGRAMS}", str(PROGRAMS / "omp_flush_pipeline.c"), "-o",
+                    str(exe)], check=True)
+    out = tmp_path / "slow"
+    r = run_hbtool("record", "-o", out, "--inject", "slow", "--thread", "0", "--beat", "30", "--",
+                   "taskset", "-c", "0", exe, "100", "1", "5", env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr[-2000:]
+    truth = json.loads((out / "inject-truth.json").read_text())
+    fired_ok(truth, "slow", 0)
+    effect = truth["effect"]
+    # 1 ms of CPU time a plane (its spins' CPU time taken out), not next to nothing
+    assert 0.8e6 <= effect["work_ns"] / effect["units"] <= 2e6, effect
+    ws = work_shifts(read_heartbeats(out)).set_index("thread")["work_shift"]
+    assert ws[0] > 2.2 and ws[1] < 1.0, ws

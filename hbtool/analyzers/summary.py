@@ -506,15 +506,20 @@ class _UnitHistograms:
         self.shared_work = np.zeros(edges.size - 1, dtype=np.float64)   # its units of shared work, ns
         self.edge_t = np.zeros(edges.size, dtype=np.int64)   # windows of beats: the time at each edge
         self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
+        # every unit, in CPU time where known, else in wall time; None while no unit's is known
+        # (then the same as counts)
+        self.own_counts: dict[int, int] | None = None
         self.cover: dict[int, list] = {}       # per construct: [units, units with their CPU time]
         self.at = 0            # beats seen
         self.clock = None      # the work clock at the last beat seen
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
-    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None) -> None:
+    def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None,
+            tail: tuple | None = None) -> None:
         """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct;
         cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none; t: the
-        beats' times (windows by time)."""
+        beats' times (windows by time); tail: (span, CPU time) of the end of the unit each one
+        closes, -1 where the trace has none (tail_cpu)."""
         n = clock.size
         if not n:
             return
@@ -542,14 +547,27 @@ class _UnitHistograms:
                        dtype=np.int64)
         of = np.asarray(cat.codes[first:], dtype=np.int64)
         code = np.minimum(idx[of], (1 << _LABEL_BITS) - 1)
+        known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
+        if tail is not None:
+            span, used = (np.asarray(x, dtype=np.int64)[first:] for x in tail)
+            ended = (span >= 0) & (used >= 0)
+        else:
+            ended = np.zeros(steps.size, dtype=bool)
+        if ended.any() and self.own_counts is None:
+            self.own_counts = dict(self.counts)
         _count(self.counts, window, code, steps)
         weight = np.array([share_weight(str(x)) for x in [*cat.categories, ""]], dtype=np.float64)
         self.shares += np.bincount(window, weights=weight[of], minlength=self.shares.size)[:self.shares.size]
         self.shared_work += np.bincount(window, weights=np.where(weight[of] > 0, steps, 0).astype(np.float64),
                                         minlength=self.shares.size)[:self.shares.size]
-        known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
         if known.any():
             _count(self.cpu_counts, window[known], code[known], np.asarray(cpu, dtype=np.int64)[first:][known])
+        if ended.any():
+            # the unit's wall time (less its waits) with its end's in CPU time instead
+            own = np.maximum(steps - span, 0) + np.minimum(used, span)
+            _count(self.own_counts, window, code, np.where(ended, own, steps))
+        elif self.own_counts is not None:
+            _count(self.own_counts, window, code, steps)
         u, inv = np.unique(code, return_inverse=True)
         for c, n, m, w in zip(u.tolist(), np.bincount(inv).tolist(), np.bincount(inv, weights=known).tolist(),
                               np.bincount(inv, weights=steps.astype(np.float64)).tolist()):
@@ -606,15 +624,17 @@ class _UnitHistograms:
         group, inv = np.unique(keys >> _BIN_BITS, return_inverse=True)
         return pd.Series(np.bincount(inv, weights=counts * _bin_middle(keys)), index=self._index(group))
 
-    def medians(self, cpu: bool = False) -> pd.Series:
+    def medians(self, cpu: bool | None = False) -> pd.Series:
         """The unit (ns) per (window, construct) that holds the thread's work there: the median of
         its units weighted by their length, each weighing at most the group's unit at the
         config.SHIFT_UNIT_CAP quantile (docs/methods.md, "A construct's unit"), from the bins (a
         bin's middle, on the log scale); `cpu`: of the units whose CPU time is known, in CPU
-        time. Windows by time: only
+        time; `cpu=None`: every unit, in CPU time where known, else in wall time. Windows by
+        time: only
         where the thread has config.SHIFT_MIN_BEATS units of the construct at least (a window of
         beats holds that many by its making)."""
-        table = self.cpu_counts if cpu else self.counts
+        table = (self.counts if self.own_counts is None else self.own_counts) if cpu is None \
+            else self.cpu_counts if cpu else self.counts
         if not table:
             return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
         keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
@@ -685,12 +705,40 @@ def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
     return out
 
 
+def tail_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple, wait_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per beat (times sorted; `before`: the thread's beat before them, None for its first;
+    `wait_end`: the ends of the thread's recorded waits, sorted, at least those since `before`):
+    (span, CPU time) in ns of the end of the unit of work the beat closes, from the cpu record
+    written with it (a gap of 2 ms or more since the thread's last record, the tracer's
+    HBT_REC_CPU) where that gap starts after the unit's last wait; -1 where the trace has none.
+    A unit whose waits leave a long stretch before its beat has the CPU time of that stretch:
+    a thread off its CPU there (the machine's other threads; a host that took the VM's CPU)
+    used less CPU time than wall time."""
+    span = np.full(t_ns.size, -1, dtype=np.int64)
+    used = span.copy()
+    ct, gap, spent = cpu
+    if not ct.size or not t_ns.size:
+        return span, used
+    i = np.minimum(np.searchsorted(ct, t_ns), ct.size - 1)
+    start = np.r_[t_ns[0] if before is None else before, t_ns[:-1]]
+    if wait_end.size:
+        j = np.searchsorted(wait_end, t_ns, side="right") - 1   # the last wait ended by the beat
+        start = np.maximum(start, np.where(j >= 0, wait_end[np.maximum(j, 0)], start))
+    ok = (ct[i] == t_ns) & (t_ns - gap[i] >= start - config.SHIFT_CPU_SLACK_NS) & (gap[i] > 0)
+    if before is None:
+        ok[0] = False
+    span[ok] = gap[i[ok]]
+    used[ok] = spent[i[ok]]
+    return span, used
+
+
 def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None,
                  by_time: bool = False) -> _UnitHistograms:
     """_UnitHistograms of one thread held whole (beat times sorted, their constructs, its
     waits sorted by end, its cpu records: cpu_record_arrays)."""
     h = _UnitHistograms(edges, by_time)
-    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns)
+    h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns,
+          None if cpu is None else tail_cpu(t_ns, None, cpu, waits[1]))
     return h
 
 
@@ -724,10 +772,12 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
                 return _units_whole(trace, key, edges, cpu, by_time)
             last_wait = end[-1]
             s_buf, e_buf = np.r_[s_buf, start], np.r_[e_buf, end]
+        tail = tail_cpu(t, last_beat, cpu, e_buf)
         done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
         base += int((e_buf[:done] - s_buf[:done]).sum())
         s_buf, e_buf = s_buf[done:], e_buf[done:]
-        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu), t)
+        h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu), t,
+              tail)
         last_beat = t[-1]
     return h
 
@@ -810,7 +860,7 @@ def _team_medians(units: dict) -> dict:
     in_cpu = {c for c, v in share.items() if v >= config.SHIFT_CPU_COVER}
     out = {}
     for k, u in units.items():
-        m = u.medians()
+        m = u.medians(cpu=None)
         if in_cpu:
             keep = ~m.index.get_level_values("construct").isin(in_cpu)
             c = u.medians(cpu=True)

@@ -273,10 +273,13 @@ void hbt_spin_close(struct hbt_tls *t)
             __atomic_store_n(&b->waiting, (uint16_t)0, __ATOMIC_RELEASE);
         }
     }
+    uint64_t work = 0;   /* slow: the work that ended in the spin, spun for after its wait */
     if (__builtin_expect(hbt_inject_armed, 0))
-        hbt_inject_spun(t->spin_thread, last - first);   /* slow: the work before the spin */
+        work = hbt_inject_spun(t->spin_thread, last - first, t->spin_first_cpu, hbt_now_ns() - last);
     hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_FLAG, t->spin_thread, hbt_construct_id(HBT_CK_FLUSH, ra),
                      last - first, last);
+    if (__builtin_expect(work != 0, 0))
+        hbt_inject_after_spin(t->spin_thread, work);
 }
 
 void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns)
@@ -387,6 +390,15 @@ void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
         return;
     }
     uint64_t at = t->cpu_at_ns, before = t->cpu_ns;
+    uint64_t read_at = hbt_now_ns();
+    if (read_at > now) {
+        /* a record stamped before it was written (a flag spin's wait, at its last flush,
+         * written at the next flush or record): the reading is the CPU clock at the
+         * stamp, the thread at work from then to the reading (what the spin's end left
+         * it, a beat ending the spin: the unit after the wait holds that work) */
+        uint64_t late = read_at - now, room = cpu > before ? cpu - before : 0;
+        cpu -= late < room ? late : room;
+    }
     int rq_ok;
     uint64_t rq = hbt_run_delay(&rq_ok), rq_before = t->rq_ns;
     int rq_was = t->rq_known;

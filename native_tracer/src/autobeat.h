@@ -122,8 +122,13 @@ static inline __attribute__((always_inline))
 void hbt_auto_beat_inline(int source, int event, int32_t thread, uint32_t construct,
                           int32_t iter, uint32_t aux, uint64_t now)
 {
-    if (__builtin_expect(hbt_inject_armed, 0))
+    if (__builtin_expect(hbt_inject_armed, 0)) {
+        /* a flag spin still open ends first (as the record would end it): slow takes its
+         * CPU time out of the unit before it spins for the unit */
+        if (hbt_tls.spin_on)
+            hbt_spin_close(&hbt_tls);
         now = hbt_inject_before_beat(thread, now);   /* slow: the unit's spin, before its beat */
+    }
     uint64_t at = hbt_auto_record(HBT_REC_BEAT, (uint16_t)((source & 0xF) | (event << HBT_EV_SHIFT)), 1,
                                   thread, construct, iter, aux, now);
     if (__builtin_expect(hbt_mon_hot.openmp, 0) && source == HBT_SRC_OPENMP && at) {

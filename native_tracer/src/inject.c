@@ -522,6 +522,25 @@ static void inj_unit(uint64_t now)
         inj_leak();
 }
 
+/* slow: spin (slow - 1) times a unit of work (ns: CPU time where cpu, the thread's CPU
+ * clock at end, is known; else wall time, spun in wall time); returns when it ended. */
+static uint64_t inj_delay(uint64_t unit, uint64_t cpu, uint64_t end)
+{
+    if (unit > 10000000000ull)
+        unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
+    uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
+    __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
+    if (cpu)
+        inj_spin_cpu(cpu + delay, end);
+    else
+        inj_spin_until(end + delay);
+    /* what it spun: a thread preempted at the spin's end spun longer, and that time is
+     * in its beat interval too (the truth says what happened) */
+    uint64_t after = hbt_now_ns();
+    __atomic_add_fetch(&inj.delay_ns, after - end, __ATOMIC_RELAXED);
+    return after;
+}
+
 uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now)
 {
     if (inj.kind != K_SLOW || __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) != F_DONE
@@ -536,19 +555,7 @@ uint64_t hbt_inject_before_beat(int32_t thread, uint64_t now)
      * 3x); where the CPU clock cannot be read, the unit's wall time, spun in wall time */
     uint64_t cpu = inj_last_cpu ? hb_thread_cpu_ns() : 0;
     int by_cpu = cpu > inj_last_cpu;
-    uint64_t unit = by_cpu ? cpu - inj_last_cpu : end - inj_last;
-    if (unit > 10000000000ull)
-        unit = 10000000000ull;   /* a unit of 10 s at most: a long idle is no work */
-    uint64_t delay = (uint64_t)((inj.slow - 1) * (double)unit);
-    __atomic_add_fetch(&inj.work_ns, unit, __ATOMIC_RELAXED);
-    if (by_cpu)
-        inj_spin_cpu(cpu + delay, end);
-    else
-        inj_spin_until(end + delay);
-    /* what it spun: a thread preempted at the spin's end spun longer, and that time is
-     * in its beat interval too (the truth says what happened) */
-    uint64_t after = hbt_now_ns();
-    __atomic_add_fetch(&inj.delay_ns, after - end, __ATOMIC_RELAXED);
+    uint64_t after = inj_delay(by_cpu ? cpu - inj_last_cpu : end - inj_last, by_cpu ? cpu : 0, end);
     return now ? after : 0;
 }
 
@@ -562,17 +569,40 @@ void hbt_inject_before_wait(int32_t thread)
     inj_last_cpu = hb_thread_cpu_ns();
 }
 
-void hbt_inject_spun(int32_t thread, uint64_t spun_ns)
+uint64_t hbt_inject_spun(int32_t thread, uint64_t spun_ns, uint64_t first_cpu, uint64_t after_ns)
 {
-    if (inj.kind != K_SLOW || !inj_self)
-        return;
+    if (inj.kind != K_SLOW || !inj_self || thread != __atomic_load_n(&inj.victim, __ATOMIC_ACQUIRE))
+        return 0;
     uint64_t cpu = inj_last_cpu ? hb_thread_cpu_ns() : 0;
-    if (cpu && cpu > inj_last_cpu + spun_ns) {
-        /* the spin burnt about its length of CPU time, and was no work */
-        inj_last += spun_ns;
-        inj_last_cpu += spun_ns;
-        hbt_inject_before_wait(thread);
+    if (!cpu)
+        return 0;
+    if (first_cpu >= inj_last_cpu && cpu >= first_cpu) {
+        /* the work before the spin, and after it (its wall time, at most the CPU time
+         * since the spin began): at 4 threads on 2 CPUs a spin of 8 ms used 4 ms of CPU
+         * time, and with its length taken for its CPU time the work before it was never
+         * multiplied (NPB LU with libomp: 3 ms of 2.5 s) */
+        uint64_t after = after_ns < cpu - first_cpu ? after_ns : cpu - first_cpu;
+        return first_cpu - inj_last_cpu + after;
     }
+    /* the spin burnt about its length of CPU time, and was no work */
+    return cpu > inj_last_cpu + spun_ns ? cpu - inj_last_cpu - spun_ns : 0;
+}
+
+void hbt_inject_after_spin(int32_t thread, uint64_t work_ns)
+{
+    if (inj.kind != K_SLOW || !inj_self || !work_ns)
+        return;
+    (void)thread;
+    uint64_t cpu = hb_thread_cpu_ns();
+    (void)inj_delay(work_ns, cpu, hbt_now_ns());
+    /* the work so far is done */
+    inj_last = hbt_now_ns();
+    inj_last_cpu = hb_thread_cpu_ns();
+}
+
+int hbt_inject_times_spins(void)
+{
+    return inj.kind == K_SLOW && inj_self;
 }
 
 static void inj_block_on_cond(uint64_t ms)

@@ -40,12 +40,29 @@ __attribute__((visibility("hidden"), noinline, cold))
 void hbt_inject_before_wait(int32_t thread);
 
 /* The calling thread spun spun_ns on a flag in its own code (a wait the tracer
- * records when the spin is over): for slow, the victim spins (slow - 1) times
- * its work before the spin (its CPU time since its last beat or wait, less the
- * spin's length: NPB LU's pipeline with libomp, where each unit of work ends in
- * such a wait). */
+ * records when the spin is over): for slow, the victim's work that ended in the
+ * spin (ns, 0: none, or not the victim), for hbt_inject_after_spin once the
+ * wait is recorded: its work before the spin (its CPU time since its last beat
+ * or wait; NPB LU's pipeline with libomp, where each unit of work ends in such
+ * a wait) and after it to now (after_ns: the wall time since its last flush, at
+ * most the CPU time since its first). first_cpu: the thread's CPU clock at the
+ * spin's first flush (0: unread; then the work is the CPU time less the spin's
+ * length): a spin the machine took the CPU from used less CPU time than its
+ * length, and the work before it was lost. */
 __attribute__((visibility("hidden"), noinline, cold))
-void hbt_inject_spun(int32_t thread, uint64_t spun_ns);
+uint64_t hbt_inject_spun(int32_t thread, uint64_t spun_ns, uint64_t first_cpu, uint64_t after_ns);
+
+/* For slow: the victim spins (slow - 1) times work_ns (hbt_inject_spun's),
+ * after the spin's wait record: the spin is in the unit after the wait, whose
+ * CPU time the tracer's next cpu record holds (not in the wait's). */
+__attribute__((visibility("hidden"), noinline, cold))
+void hbt_inject_after_spin(int32_t thread, uint64_t work_ns);
+
+/* Whether the calling thread's flag spins want the CPU clock at their first
+ * flush (the victim of slow once the fault fired): hbt_inject_spun's
+ * first_cpu. */
+__attribute__((visibility("hidden"), noinline, cold))
+int hbt_inject_times_spins(void);
 
 /* The calling thread left a recorded wait at now: the next unit of work
  * (for slow) starts there. */

@@ -212,6 +212,8 @@ struct hbt_tls {
     const void *spin_ra;      /* code address of the flush the spin repeats */
     uint64_t spin_first_ns;   /* its first call */
     uint64_t spin_last_ns;    /* its latest call */
+    uint64_t spin_first_cpu;  /* its CPU clock at its first call, read only in a victim of the
+                                 injector's slow (hbt_inject_times_spins; 0: unread) */
 };
 
 /* A thread's CPU time in the gaps between its records (HBT_REC_CPU): every

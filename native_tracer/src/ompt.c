@@ -472,6 +472,8 @@ static void hbt_ompt_flush(hbt_ompt_data_t *thread_data, const void *codeptr_ra)
         t->spin_ra = codeptr_ra;
         t->spin_first_ns = t->spin_last_ns = now;
         t->spin_calls = 0;
+        if (__builtin_expect(hbt_inject_armed, 0))   /* (once a spin: its flushes come every 0.07 us) */
+            t->spin_first_cpu = hbt_inject_times_spins() ? hb_thread_cpu_ns() : 0;
     }
     HBT_OMPT_FORWARD(HBT_OMPT_FLUSH, hbt_ompt_flush_t, thread_data, codeptr_ra);
 }
