@@ -399,8 +399,14 @@ def test_a_thread_read_in_pieces_has_the_features_of_the_whole_thread(name, burs
     # window's fitted mean: it once left in windows where the fit came near zero, and a burst
     # thread's LHR of 1152 changed by 1.1e-6; windows under a tenth of the reference's mean
     # rate are now left out, and over 52 runs LHR changed by at most 1.9e-7. 1e-5 is far
-    # below a printed digit
+    # below a printed digit. An LHR far above 1 divides by a reference's fitted mean near that
+    # floor, and its rounding grows with it: over 150 runs here 1.7e-6 at most (LHR 14.9), and
+    # once under a full parallel test run 7.4e-5 (LHR 81114.47 against 81120.45); LHRs above
+    # 10 (the reference's fitted rate a tenth of the thread's) are held to 1e-3
     for w, g in zip(want, got):
+        big = w["LHR"].abs().to_numpy(float) > 10
+        pd.testing.assert_series_equal(w["LHR"][big], g["LHR"][big], check_exact=False, rtol=1e-3)
+        w, g = w.assign(LHR=w["LHR"].where(~big)), g.assign(LHR=g["LHR"].where(~big))
         pd.testing.assert_frame_equal(w, g, check_exact=False, rtol=1e-5)
         assert np.isfinite(g["DTW"].to_numpy(float)).sum() >= 3   # the features were computed
     if name == "pi-shutdown":   # its threads made different numbers of beats
