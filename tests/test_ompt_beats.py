@@ -291,3 +291,30 @@ def test_the_tracers_ompt_declarations_match_omp_tools_h(tmp_path):
                         str(PROGRAMS / "ompt_abi_check.c"), "-o", str(tmp_path / "abi")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_flag_spin_ended_by_a_beat_leaves_the_work_after_it_to_the_beats_cpu_record(tmp_path):
+    """A flag spin's wait is stamped at its last flush and written when the thread's next
+    record ends it; with no other flush after the spin, that record is the loop's beat, 3 ms
+    of work later (tests/programs/omp_spin_then_work.c). The CPU reading taken as the wait was
+    written belonged to the wait's stamp: the wait's gap held the 3 ms of work and the beat's
+    gap, the stretch from the wait to the beat, next to none (median 0.43 of it here, where
+    readings every 1 ms caught a part). The reading is now moved back to the stamp: the
+    stretch after each spin ran on a CPU all along (2 threads, 2 CPUs)."""
+    from hbtool.analyzers.summary import cpu_record_arrays, tail_cpu
+    from hbtool.io import read_heartbeats
+
+    exe = clang(tmp_path, "omp_spin_then_work", f"-I{PROGRAMS}", PROGRAMS / "omp_spin_then_work.c")
+    r = subprocess.run([str(exe), "40"], env=env_for(tmp_path, OMP_NUM_THREADS=2), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    trace = read_heartbeats(next((tmp_path / "trace").glob("*.hbt"))).with_beats("openmp")
+    w = trace.waits[(trace.waits.thread == 1) & (trace.waits.sync == "flag")]
+    assert len(w) >= 20, len(w)
+    t = np.sort(trace.beats[trace.beats.thread == 1]["t_ns"].to_numpy(np.int64))
+    span, used = tail_cpu(t, None, cpu_record_arrays(trace.cpu[trace.cpu.thread == 1]),
+                          np.sort(w["t_ns"].to_numpy(np.int64)))
+    ok = span > 0
+    assert ok.sum() >= 20, ok.sum()
+    share = used[ok] / span[ok]
+    assert np.median(share) >= 0.85, np.round(share, 2)
