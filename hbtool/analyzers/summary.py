@@ -515,11 +515,11 @@ class _UnitHistograms:
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
     def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None,
-            tail: tuple | None = None) -> None:
+            away: np.ndarray | None = None) -> None:
         """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct;
         cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none; t: the
-        beats' times (windows by time); tail: (span, CPU time) of the end of the unit each one
-        closes, -1 where the trace has none (tail_cpu)."""
+        beats' times (windows by time); away: the time the thread was away (off a CPU, not
+        waiting for one) at the end of the unit each one closes, 0 where unknown (tail_away)."""
         n = clock.size
         if not n:
             return
@@ -548,11 +548,8 @@ class _UnitHistograms:
         of = np.asarray(cat.codes[first:], dtype=np.int64)
         code = np.minimum(idx[of], (1 << _LABEL_BITS) - 1)
         known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
-        if tail is not None:
-            span, used = (np.asarray(x, dtype=np.int64)[first:] for x in tail)
-            ended = (span >= 0) & (used >= 0)
-        else:
-            ended = np.zeros(steps.size, dtype=bool)
+        gone = np.zeros(steps.size, dtype=np.int64) if away is None else np.asarray(away, dtype=np.int64)[first:]
+        ended = gone > 0
         if ended.any() and self.own_counts is None:
             self.own_counts = dict(self.counts)
         _count(self.counts, window, code, steps)
@@ -563,9 +560,8 @@ class _UnitHistograms:
         if known.any():
             _count(self.cpu_counts, window[known], code[known], np.asarray(cpu, dtype=np.int64)[first:][known])
         if ended.any():
-            # the unit's wall time (less its waits) with its end's in CPU time instead
-            own = np.maximum(steps - span, 0) + np.minimum(used, span)
-            _count(self.own_counts, window, code, np.where(ended, own, steps))
+            # the unit's wall time (less its waits) but the time it was away at its end
+            _count(self.own_counts, window, code, np.maximum(steps - gone, 0))
         elif self.own_counts is not None:
             _count(self.own_counts, window, code, steps)
         u, inv = np.unique(code, return_inverse=True)
@@ -678,12 +674,13 @@ def _count(table: dict, window: np.ndarray, code: np.ndarray, values: np.ndarray
 
 
 def cpu_record_arrays(table: pd.DataFrame | None) -> tuple:
-    """One thread's cpu records (t_ns, gap_ns, cpu_ns), sorted by time."""
+    """One thread's cpu records (t_ns, gap_ns, cpu_ns, queued_ns: -1 unknown), sorted by time."""
     if table is None or not len(table):
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+        return tuple(np.empty(0, np.int64) for _ in range(4))
     t = table["t_ns"].to_numpy(np.int64)
     o = np.argsort(t, kind="stable")
-    return t[o], table["gap_ns"].to_numpy(np.int64)[o], table["cpu_ns"].to_numpy(np.int64)[o]
+    queued = table["queued_ns"].to_numpy(np.int64)[o] if "queued_ns" in table else np.full(t.size, -1, np.int64)
+    return t[o], table["gap_ns"].to_numpy(np.int64)[o], table["cpu_ns"].to_numpy(np.int64)[o], queued
 
 
 def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
@@ -693,7 +690,7 @@ def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
     since the thread's last record (HBT_REC_CPU): a unit's when it was written with the beat and
     its gap is the whole unit (no wait or other record inside)."""
     out = np.full(t_ns.size, -1, dtype=np.int64)
-    ct, gap, used = cpu
+    ct, gap, used = cpu[:3]
     if not ct.size or not t_ns.size:
         return out
     i = np.minimum(np.searchsorted(ct, t_ns), ct.size - 1)
@@ -705,31 +702,33 @@ def unit_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple) -> np.ndarray:
     return out
 
 
-def tail_cpu(t_ns: np.ndarray, before: int | None, cpu: tuple, wait_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def tail_away(t_ns: np.ndarray, before: int | None, cpu: tuple, wait_end: np.ndarray) -> np.ndarray:
     """Per beat (times sorted; `before`: the thread's beat before them, None for its first;
     `wait_end`: the ends of the thread's recorded waits, sorted, at least those since `before`):
-    (span, CPU time) in ns of the end of the unit of work the beat closes, from the cpu record
-    written with it (a gap of 2 ms or more since the thread's last record, the tracer's
-    HBT_REC_CPU) where that gap starts after the unit's last wait; -1 where the trace has none.
-    A unit whose waits leave a long stretch before its beat has the CPU time of that stretch:
-    a thread off its CPU there (the machine's other threads; a host that took the VM's CPU)
-    used less CPU time than wall time."""
-    span = np.full(t_ns.size, -1, dtype=np.int64)
-    used = span.copy()
-    ct, gap, spent = cpu
+    the time (ns) the thread was away -- neither on a CPU nor waiting for one -- at the end of
+    the unit of work the beat closes, from the cpu record written with it (a gap of 2 ms or
+    more since the thread's last record, the tracer's HBT_REC_CPU, with its run-queue delay)
+    where that gap starts after the unit's last wait; 0 where the trace does not say. Such a
+    stretch is no work of the thread's: it blocked where the tracer saw no wait, or the host
+    took the VM's CPU (NPB LU at 4 threads: 4 ms of a unit of 9 us, 7 us of CPU time, none
+    queued). Time waiting for a CPU is the team's sharing of the machine, as in a unit too
+    short for a cpu record, and stays (NPB FT at 4 threads on 2 CPUs: a slowed victim's units
+    of 2 ms, half of it queued, against its teammates' of 0.8 ms in wall time)."""
+    away = np.zeros(t_ns.size, dtype=np.int64)
+    ct, gap, spent, queued = cpu
     if not ct.size or not t_ns.size:
-        return span, used
+        return away
     i = np.minimum(np.searchsorted(ct, t_ns), ct.size - 1)
     start = np.r_[t_ns[0] if before is None else before, t_ns[:-1]]
     if wait_end.size:
         j = np.searchsorted(wait_end, t_ns, side="right") - 1   # the last wait ended by the beat
         start = np.maximum(start, np.where(j >= 0, wait_end[np.maximum(j, 0)], start))
-    ok = (ct[i] == t_ns) & (t_ns - gap[i] >= start - config.SHIFT_CPU_SLACK_NS) & (gap[i] > 0)
+    ok = (ct[i] == t_ns) & (t_ns - gap[i] >= start - config.SHIFT_CPU_SLACK_NS) & (gap[i] > 0) & (queued[i] >= 0)
     if before is None:
         ok[0] = False
-    span[ok] = gap[i[ok]]
-    used[ok] = spent[i[ok]]
-    return span, used
+    j = i[ok]
+    away[ok] = np.clip(gap[j] - spent[j] - queued[j], 0, gap[j])
+    return away
 
 
 def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None,
@@ -738,7 +737,7 @@ def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu:
     waits sorted by end, its cpu records: cpu_record_arrays)."""
     h = _UnitHistograms(edges, by_time)
     h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns,
-          None if cpu is None else tail_cpu(t_ns, None, cpu, waits[1]))
+          None if cpu is None else tail_away(t_ns, None, cpu, waits[1]))
     return h
 
 
@@ -772,12 +771,12 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
                 return _units_whole(trace, key, edges, cpu, by_time)
             last_wait = end[-1]
             s_buf, e_buf = np.r_[s_buf, start], np.r_[e_buf, end]
-        tail = tail_cpu(t, last_beat, cpu, e_buf)
+        away = tail_away(t, last_beat, cpu, e_buf)
         done = np.searchsorted(e_buf, t[0], side="right")   # waits over before this piece: summed
         base += int((e_buf[:done] - s_buf[:done]).sum())
         s_buf, e_buf = s_buf[done:], e_buf[done:]
         h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu), t,
-              tail)
+              away)
         last_beat = t[-1]
     return h
 

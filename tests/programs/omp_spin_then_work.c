@@ -2,7 +2,7 @@
  * omp_spin_then_work.c -- a thread that spins on a flag (`#pragma omp flush`)
  * and then works with no other flush before its next beat: each of STEPS
  * steps is a statically scheduled loop with nowait of two iterations; thread 0
- * works 4 ms (its own CPU time) and raises the flag, thread 1 spins until it is
+ * works 6 ms (its own CPU time) and raises the flag, thread 1 spins until it is
  * raised, then works 3 ms. With libomp the tracer records thread 1's spins
  * (waits), each ended by its next record: the loop's beat, 3 ms later.
  *
@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 #pragma omp flush
                 }
             }
-            work(i == 0 ? 4.0 : 3.0);
+            work(i == 0 ? 6.0 : 3.0);
             if (i == 0)
                 __atomic_store_n(&flag, s, __ATOMIC_RELEASE);
         }
