@@ -390,15 +390,6 @@ void hbt_cpu_gap(struct hbt_tls *t, uint64_t last, uint64_t now, int32_t thread,
         return;
     }
     uint64_t at = t->cpu_at_ns, before = t->cpu_ns;
-    uint64_t read_at = hbt_now_ns();
-    if (read_at > now) {
-        /* a record stamped before it was written (a flag spin's wait, at its last flush,
-         * written at the next flush or record): the reading is the CPU clock at the
-         * stamp, the thread at work from then to the reading (what the spin's end left
-         * it, a beat ending the spin: the unit after the wait holds that work) */
-        uint64_t late = read_at - now, room = cpu > before ? cpu - before : 0;
-        cpu -= late < room ? late : room;
-    }
     int rq_ok;
     uint64_t rq = hbt_run_delay(&rq_ok), rq_before = t->rq_ns;
     int rq_was = t->rq_known;
