@@ -506,8 +506,8 @@ class _UnitHistograms:
         self.shared_work = np.zeros(edges.size - 1, dtype=np.float64)   # its units of shared work, ns
         self.edge_t = np.zeros(edges.size, dtype=np.int64)   # windows of beats: the time at each edge
         self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
-        # every unit, in CPU time where known, else in wall time; None while no unit's is known
-        # (then the same as counts)
+        # every unit less the time its thread was away at its end (tail_away); None while no
+        # unit had any (then the same as counts)
         self.own_counts: dict[int, int] | None = None
         self.cover: dict[int, list] = {}       # per construct: [units, units with their CPU time]
         self.at = 0            # beats seen
@@ -625,8 +625,8 @@ class _UnitHistograms:
         its units weighted by their length, each weighing at most the group's unit at the
         config.SHIFT_UNIT_CAP quantile (docs/methods.md, "A construct's unit"), from the bins (a
         bin's middle, on the log scale); `cpu`: of the units whose CPU time is known, in CPU
-        time; `cpu=None`: every unit, in CPU time where known, else in wall time. Windows by
-        time: only
+        time; `cpu=None`: every unit less the time its thread was away at its end (tail_away).
+        Windows by time: only
         where the thread has config.SHIFT_MIN_BEATS units of the construct at least (a window of
         beats holds that many by its making)."""
         table = (self.counts if self.own_counts is None else self.own_counts) if cpu is None \
@@ -848,7 +848,8 @@ def _others(table: pd.DataFrame | np.ndarray, i: int, whole):
 def _team_medians(units: dict) -> dict:
     """Each thread's medians per window and construct: in CPU time for the constructs whose
     units' CPU time the trace has (config.SHIFT_CPU_COVER of them, in every thread that runs
-    them), in wall time less the recorded waits for the others. A unit's CPU time is the
+    them), in wall time less the recorded waits and the time the thread was away at the unit's
+    end (tail_away) for the others. A unit's CPU time is the
     thread's own work, whatever share of a CPU the machine gave it (more threads than cores,
     other programs): a slowed thread's units grow by its slowdown, its teammates' not at all,
     where their wall time mixes in how the machine shared its CPUs among them."""
