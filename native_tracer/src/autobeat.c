@@ -279,7 +279,7 @@ void hbt_spin_close(struct hbt_tls *t)
     hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_FLAG, t->spin_thread, hbt_construct_id(HBT_CK_FLUSH, ra),
                      last - first, last);
     if (__builtin_expect(work != 0, 0))
-        hbt_inject_after_spin(t->spin_thread, work);
+        hbt_inject_after_spin(work);
 }
 
 void hbt_auto_wait(int source, int sync, int32_t thread, uint32_t construct, uint64_t wait_ns)

@@ -56,7 +56,7 @@ uint64_t hbt_inject_spun(int32_t thread, uint64_t spun_ns, uint64_t first_cpu, u
  * after the spin's wait record: the spin is in the unit after the wait, whose
  * CPU time the tracer's next cpu record holds (not in the wait's). */
 __attribute__((visibility("hidden"), noinline, cold))
-void hbt_inject_after_spin(int32_t thread, uint64_t work_ns);
+void hbt_inject_after_spin(uint64_t work_ns);
 
 /* Whether the calling thread's flag spins want the CPU clock at their first
  * flush (the victim of slow once the fault fired): hbt_inject_spun's
