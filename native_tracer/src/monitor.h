@@ -49,10 +49,21 @@
                                                after it */
 #define HBT_TICK_LOOK_NS    (500 * HBT_US)  /* busy-waiting but its CPU not seen to run yet:
                                                 looked at again this soon */
+#define HBT_TICKS_FRESH_NS  (100 * HBT_US)  /* /proc/interrupts: a read this recent serves */
+#define HBT_TICK_GRACE_NS   (200 * HBT_US)  /* ... its CPU seen to tick: silent this long since
+                                                (twice its usual interval if longer) */
 #define HBT_COND_FLOOR_NS   (2 * HBT_MS)    /* conditional waiting: seen using under half a CPU
                                                for at least this long */
 #define HBT_BUSY_FACTOR     2.0             /* busy-waiting: this many times the most CPU time
                                                one of its beats took lately (or S if larger) */
+#define HBT_SLOW_MAX        16.0            /* a teammate's silence, in its usual intervals, says
+                                               the machine runs this much slower at most (the
+                                               VM's stalls: 4-12x, benchmarks/vm_stalls.c): NPB
+                                               LU's thread that spun on its teammate's flag,
+                                               silent 2 us after it (1.5 of its intervals),
+                                               otherwise made the spinning victim's bar 2,000
+                                               times its CPU time per beat, and the other way
+                                               round: neither was reported in 300 ms */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */
 #define HBT_CPU_LOOKS       32u             /* looks' CPU time per beat kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */
@@ -129,13 +140,17 @@ struct hbt_dist {
     uint32_t probe_waited;/* probing: its waited_us at the sample */
     double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
                              progress (since the sample after its latest beat), ns */
-    float    late_share;  /* ... its CPU share over the time sampled then */
+    uint16_t late_share;  /* ... its CPU share over the time sampled then, 1/32768ths (at most 2) */
+    uint16_t tick_run;    /* late on a machine whose host steals CPU time: how long before
+                             tick_t its CPU was first seen to tick (tick_new), 16 us units
+                             (saturating) */
     uint32_t tick_n;      /* late on a machine whose host steals CPU time: the timer tick
                              count of its CPU, */
     uint64_t tick_t;      /* ... when it was read first or seen to change (0: not followed) */
     uint16_t tick_same;   /* ... and for how long after that it was read unchanged, us
                              (saturating: only whether over HBT_FROZEN_NS counts) */
-    uint8_t  tick_new;    /* ... tick_t is a change, not the first read */
+    uint8_t  tick_new;    /* ... changes seen (saturating; a move to another CPU is one):
+                             tick_t is a change, not the first read, when non-zero */
     uint8_t  froze;       /* its CPU was seen stopped since its latest beat */
     uint32_t late_from;   /* atomic: late and at work at its latest such look: its latest
                              beat then, us (mod 2^32) */

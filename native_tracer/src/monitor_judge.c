@@ -24,6 +24,14 @@
 #include "autobeat.h"
 #include "monitor.h"
 
+/* Built with -DHBT_MON_DEBUG: every late look and verdict on stderr (for
+ * working on the rules; never in a normal build). */
+#ifdef HBT_MON_DEBUG
+#define HBT_DBG(...) fprintf(stderr, __VA_ARGS__)
+#else
+#define HBT_DBG(...) ((void)0)
+#endif
+
 /* ------------------------------------------------------------------ */
 /* reading a thread from outside                                        */
 
@@ -151,21 +159,37 @@ void hbt_mon_overslept(uint64_t from, uint64_t to, uint64_t queued)
     }
 }
 
-/* Timer interrupts CPU `cpu` has taken so far, mod 2^32 (/proc/interrupts:
- * the "LOC" line on x86, "arch_timer" on arm64). 0 when it cannot be told
- * (another architecture, a line longer than the buffer). */
-static int hbt_cpu_ticks(int cpu, uint32_t *n)
+/* Every online CPU's timer interrupts so far, mod 2^32, as the latest read
+ * of /proc/interrupts left them (the "LOC" line on x86, "arch_timer" on
+ * arm64). Read at most every HBT_TICKS_FRESH_NS: the kernel takes 60 us to
+ * write that file on this 2-vCPU machine, and a pass that followed the
+ * ticks of two late threads read it twice every 0.27 ms -- half a CPU, most
+ * of it taken from the spinning thread that shared the monitor's CPU. */
+#define HBT_TICK_COLS 1024
+static struct {
+    uint32_t lock;
+    int      ok;            /* the latest read found the line */
+    uint64_t t;             /* when it was read (0: never) */
+    uint32_t cols;
+    int32_t  cpu[HBT_TICK_COLS];
+    uint32_t n[HBT_TICK_COLS];
+    char     buf[16384];
+} hbt_loc;
+
+static void hbt_loc_read(void)
 {
-    char buf[4096];
-    int saved = errno, col = -1, found = 0, first = 1;
+    char *buf = hbt_loc.buf;
+    int saved = errno, first = 1;
+    hbt_loc.ok = 0;
+    hbt_loc.cols = 0;
     int fd = open("/proc/interrupts", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         errno = saved;
-        return 0;
+        return;
     }
     size_t have = 0;
     for (;;) {
-        ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+        ssize_t r = read(fd, buf + have, sizeof hbt_loc.buf - 1 - have);
         if (r <= 0)
             break;
         have += (size_t)r;
@@ -174,15 +198,13 @@ static int hbt_cpu_ticks(int cpu, uint32_t *n)
         while ((nl = strchr(line, '\n'))) {
             *nl = '\0';
             if (first) {
-                /* "CPU0 CPU1 ...": the column of CPU `cpu` (only online CPUs are listed) */
+                /* "CPU0 CPU1 ...": the CPU of each column (only online CPUs are listed) */
                 first = 0;
-                int k = 0;
-                for (char *t = strstr(line, "CPU"); t; t = strstr(t + 3, "CPU"), k++)
-                    if (strtol(t + 3, NULL, 10) == cpu) {
-                        col = k;
-                        break;
-                    }
-                if (col < 0)
+                uint32_t k = 0;
+                for (char *t = strstr(line, "CPU"); t && k < HBT_TICK_COLS; t = strstr(t + 3, "CPU"))
+                    hbt_loc.cpu[k++] = (int32_t)strtol(t + 3, NULL, 10);
+                hbt_loc.cols = k;
+                if (!k)
                     goto out;
             } else {
                 char *lab = line;
@@ -190,28 +212,55 @@ static int hbt_cpu_ticks(int cpu, uint32_t *n)
                     lab++;
                 if (!strncmp(lab, "LOC:", 4) || strstr(lab, "arch_timer")) {
                     char *q = strchr(lab, ':') + 1, *end;
-                    unsigned long long v = 0;
-                    for (int k = 0; k <= col; k++) {
-                        v = strtoull(q, &end, 10);
-                        if (end == q)
-                            goto out;
+                    for (uint32_t k = 0; k < hbt_loc.cols; k++) {
+                        unsigned long long v = strtoull(q, &end, 10);
+                        if (end == q) {
+                            hbt_loc.cols = k;   /* the columns it has */
+                            break;
+                        }
+                        hbt_loc.n[k] = (uint32_t)v;
                         q = end;
                     }
-                    *n = (uint32_t)v;
-                    found = 1;
+                    hbt_loc.ok = hbt_loc.cols > 0;
                     goto out;
                 }
             }
             line = nl + 1;
         }
         have = strlen(line);
-        if (have >= sizeof buf - 1)
+        if (have >= sizeof hbt_loc.buf - 1)
             break;   /* a line longer than the buffer */
         memmove(buf, line, have);
     }
 out:
     close(fd);
     errno = saved;
+}
+
+/* Timer interrupts CPU `cpu` has taken so far, mod 2^32, as of at most
+ * HBT_TICKS_FRESH_NS before `now`. 0 when it cannot be told (another
+ * architecture, a line longer than the buffer, another checker holding the
+ * cache for long). */
+static int hbt_cpu_ticks(int cpu, uint32_t *n, uint64_t now)
+{
+    uint64_t until = now + HBT_LOCK_WAIT_NS;
+    while (__atomic_exchange_n(&hbt_loc.lock, 1, __ATOMIC_ACQUIRE)) {
+        sched_yield();
+        if (hbt_now_ns() > until)
+            return 0;
+    }
+    if (!hbt_loc.t || now > hbt_loc.t + HBT_TICKS_FRESH_NS || now < hbt_loc.t) {
+        hbt_loc_read();
+        hbt_loc.t = hbt_now_ns();
+    }
+    int found = 0;
+    for (uint32_t k = 0; hbt_loc.ok && k < hbt_loc.cols; k++)
+        if (hbt_loc.cpu[k] == cpu) {
+            *n = hbt_loc.n[k];
+            found = 1;
+            break;
+        }
+    __atomic_store_n(&hbt_loc.lock, 0, __ATOMIC_RELEASE);
     return found;
 }
 
@@ -223,7 +272,7 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
 {
     struct hbt_dist *d = &h->d;
     uint32_t n;
-    if (cpu < 0 || !hbt_machine_steals() || !hbt_cpu_ticks(cpu, &n)) {
+    if (cpu < 0 || !hbt_machine_steals() || !hbt_cpu_ticks(cpu, &n, now)) {
         d->tick_t = 0;
         d->tick_cpu = -1;
         return 0;
@@ -232,6 +281,7 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
         /* first read; or it moved to another CPU: it ran (a stopped CPU's
          * thread stays on it) */
         d->tick_new = d->tick_t && d->tick_cpu >= 0;
+        d->tick_run = 0;
         d->tick_cpu = (int16_t)cpu;
         d->tick_n = n;
         d->tick_t = now;
@@ -251,11 +301,45 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
         return 0;
     }
     int stopped = (uint64_t)d->tick_same * HBT_US > HBT_FROZEN_NS;
+    if (d->tick_new) {
+        uint64_t run = (uint64_t)d->tick_run + (now - d->tick_t) / (16 * HBT_US);
+        d->tick_run = run > UINT16_MAX ? UINT16_MAX : (uint16_t)run;
+    } else {
+        d->tick_run = 0;   /* the first change */
+    }
     d->tick_n = n;
     d->tick_t = now;
     d->tick_same = 0;
-    d->tick_new = 1;
+    if (d->tick_new < UINT8_MAX)
+        d->tick_new++;
     return stopped;
+}
+
+/* When thread h's CPU was first seen to tick since it is followed (tick_new
+ * set). */
+static uint64_t hbt_tick_first(const struct hbt_dist *d)
+{
+    uint64_t back = (uint64_t)d->tick_run * 16 * HBT_US;
+    return d->tick_t > back ? d->tick_t - back : 0;
+}
+
+static double hbt_usual(const struct hbt_heart *h);
+
+/* How long thread h must stay silent after its CPU was seen to tick for the
+ * tick to say that it runs: a CPU the host stopped takes the tick it missed
+ * as soon as it runs again, and its thread, at work again, beats within its
+ * usual interval. Twice that, HBT_TICK_GRACE_NS at least, at most
+ * HBT_TICK_LOOK_NS * 2. (This VM's host stops one of its vCPUs for 2.9 ms
+ * every 100 ms while both are busy -- a CPU quota; the thread on it is
+ * charged the stop as CPU time, and the look that came as the CPU ran again
+ * saw a tick: 2 false busy-waiting reports in 8 NPB LU runs with source
+ * beats, each 4 us before the thread's next beat.) */
+static uint64_t hbt_tick_grace(const struct hbt_heart *h)
+{
+    double g = 2.0 * hbt_usual(h);
+    if (g < (double)HBT_TICK_GRACE_NS)
+        g = (double)HBT_TICK_GRACE_NS;
+    return g > (double)(2 * HBT_TICK_LOOK_NS) ? 2 * HBT_TICK_LOOK_NS : (uint64_t)g;
 }
 
 /* Did the monitor see a CPU of this machine stopped between t0 and t1? */
@@ -329,14 +413,14 @@ static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t since, double b
  * whose threads beat on their own, had no false report in 16 normal runs
  * without this wait, and waiting for a tick of each CPU, every 4 ms here,
  * made its reports later by a tenth). */
-static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j)
+static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j, uint64_t now)
 {
     const struct hbt_dist *d = &h->d;
     if (d->tick_cpu < 0 || !d->tick_t)
         return 1;
-    if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze)
+    if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze && now >= hbt_tick_first(d) + hbt_tick_grace(h))
         return 1;
-    return !d->froze && hbt_other_beating(j, h->v.probe_t, h->v.seen_t, h->v.base, hbt_now_ns());
+    return !d->froze && hbt_other_beating(j, h->v.probe_t, h->v.seen_t, h->v.base, now);
 }
 
 /* CPU time used by task `tid` of this process (its thread CPU clock, read
@@ -387,6 +471,7 @@ static void hbt_report(struct hbt_heart *h, uint32_t j, uint8_t bhv, uint64_t on
                        uint32_t seq, const struct hbt_ctx *c)
 {
     uint64_t at = hbt_now_ns();
+    HBT_DBG("hbtmon REPORT j%u bhv=%u at=%.6f onset=%.6f\n", j, bhv, at / 1e9, onset / 1e9);
     double lag_us = at > onset ? (double)(at - onset) / 1e3 : 0.0;
     hbt_emit(HBT_REC_BEHAVIOR, c->flags, seq, __atomic_load_n(&h->b.thread, __ATOMIC_RELAXED),
              (int32_t)bhv, hbt_sat32(lag_us), j, at, HBT_MODE_BEAT);
@@ -712,6 +797,8 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
             double u = hbt_usual(p);
             double late = pr && u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
             x /= (double)t->tail;
+            if (late > HBT_SLOW_MAX)
+                late = HBT_SLOW_MAX;   /* a silence says the machine is slow, up to this much */
             r[m++] = late > x ? late : x;
         }
         hbt_view_unlock(&p->v);
@@ -728,6 +815,18 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
     return med > 1.0 ? med : 1.0;
 }
 
+/* Did thread p (its view locked) hardly run since its checker's sample:
+ * under a quarter of a CPU over at least HBT_LATE_FLOOR_NS? */
+static int hbt_hardly_ran(const struct hbt_heart *p, uint64_t now)
+{
+    const struct hbt_view *v = &p->v;
+    uint64_t cpu;
+    if (!v->probing || now < v->probe_t + HBT_LATE_FLOOR_NS || !hbt_task_cpu(p->b.os_tid, &cpu))
+        return 0;
+    uint64_t used = cpu > v->probe_cpu ? cpu - v->probe_cpu : 0;
+    return 4 * used < now - v->probe_t;
+}
+
 /* Did thread `self`, silent since `since`, fall silent waiting for a
  * teammate? A teammate at work (not waiting in the OpenMP runtime) that
  * fell silent before it, by more than HBT_APART of its intervals (`base`: it
@@ -742,9 +841,11 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
  * or stopped neighbour was the busy-waiting report, beside or instead of
  * the neighbour's (4 of 11 false reports in 12 runs with gcc). A thread
  * silent for long before, a helper blocked in a read, is not such a
- * teammate. */
+ * teammate. Also 2: a teammate that beat lately and hardly ran since before
+ * it fell silent; with `held` (it was held for a teammate in this silence
+ * already), one silent and late again that hardly ran since. */
 static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double base, uint64_t from,
-                              uint64_t now)
+                              uint64_t now, int held)
 {
     uint32_t n = hbt_nthreads(), since_us = (uint32_t)(since / 1000u), from_us = (uint32_t)(from / 1000u);
     uint32_t lim_us = lim >= 4e15 ? 0xFFFFFFFFu : (uint32_t)(lim / 1000.0);
@@ -759,7 +860,28 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
             continue;
         uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
         uint64_t apart = bt > since ? bt - since : since - bt;
-        if ((double)apart <= lim && hbt_view_lock(&p->v, &nowait)) {
+        if ((bt > since || (double)apart <= lim) && hbt_view_lock(&p->v, &nowait)) {
+            /* a teammate that beat lately and hardly ran since its sample, taken
+             * before the thread fell silent (no look has seen it beat since: the
+             * checker itself waited for a CPU), or silent again and late after the
+             * thread was already held for a teammate in this silence: it waits for
+             * that one, which lost its CPU (NPB LU with source beats, gcc: thread 1
+             * queued 19.6 ms behind another process, the monitor too, and thread 0
+             * spinning on its flag for as long, judged at the monitor's first look
+             * after it, 0.4 ms after thread 1 ran again; thread 1 off a CPU 1.7 ms,
+             * one beat, 3.2 ms more, thread 0 spinning through both: false
+             * busy-waiting reports) */
+            int idle = hbt_hardly_ran(p, now);
+            if (idle && (((double)p->v.probe_t <= (double)since + HBT_APART * base && (double)(bt + lim) >= (double)since) ||
+                         (held && bt > since && (double)(now - bt) > hbt_limit(p)))) {
+                hbt_view_unlock(&p->v);
+                r = 2;
+                continue;
+            }
+            if ((double)apart > lim) {
+                hbt_view_unlock(&p->v);
+                goto gaps;
+            }
             /* still silent since before it, and late by its own measure? Or
              * silent since about when it fell silent, on a CPU not seen to
              * run since (the host stopped it, maybe: the thread waits for it,
@@ -778,6 +900,7 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
             if (late || stopped || blocked)
                 return 1;
         }
+    gaps:;
         uint32_t lf = __atomic_load_n(&p->d.late_from, __ATOMIC_RELAXED);
         uint32_t la = __atomic_load_n(&p->d.late_at, __ATOMIC_RELAXED);
         if (!la)
@@ -1036,7 +1159,9 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         v->proc_gap = 0;
         /* (its CPU time in the gap is not its own; or its CPU, followed while
          * it was late, was never seen to run: stopped, maybe, up to the end) */
-        int froze = h->d.froze || (h->d.tick_t && h->d.tick_cpu >= 0 && !h->d.tick_new);
+        uint64_t ended_at = gap_first ? end_t : s->t;
+        int froze = h->d.froze || (h->d.tick_t && h->d.tick_cpu >= 0 &&
+                                   (!h->d.tick_new || ended_at < hbt_tick_first(&h->d) + hbt_tick_grace(h)));
         h->d.froze = 0;
         h->d.tick_t = 0;
         h->d.tick_cpu = -1;
@@ -1060,7 +1185,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
          * busy-waiting nor a unit of its work */
         int waited_peer = v->held_peer ||
                           ((gap_first || last >= lim) && !anomalous && !v->soft &&
-                           (hbt_waits_for_peer(j, before_t, lim, v->base, before_t, now) ||
+                           (hbt_waits_for_peer(j, before_t, lim, v->base, before_t, now, 0) ||
                             hbt_stop_within(before_t, gap_first ? end_t : s->t)));
         v->held_peer = 0;
         if (hv && !anomalous && !v->soft && !froze) {
@@ -1074,6 +1199,8 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             if (retro && warm && h->d.cpu_n >= HBT_CPU_WARM &&
                 (double)per * nb >= hbt_busy_need(h) * nb + h->d.cpu_max &&
                 (double)per * nb >= (hbt_busy_need(h) * nb + h->d.cpu_max) * hbt_peer_slowness(j, 1, before_t)) {
+                HBT_DBG("hbtmon retro j%u per=%llu nb=%u need=%.3f cpu_max=%.3f waited_peer=%d froze=%d\n", j,
+                        (unsigned long long)per, nb, hbt_busy_need(h) / 1e6, h->d.cpu_max / 1e6, waited_peer, froze);
                 if (!waited_peer) {
                     hbt_report(h, j, HBT_BHV_BUSY_WAITING, before_t, before, c);
                     v->slow_end = 1;   /* the beat seen last ended the gap */
@@ -1095,7 +1222,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             double x = h->d.late_cpu;
             uint64_t end = gap_first ? end_t : fresh == 1 ? s->t : 0;
             if (end > before_t) {
-                double whole = (double)h->d.late_share * (double)(end - before_t);
+                double whole = (double)h->d.late_share / 32768.0 * (double)(end - before_t);
                 if (whole > x)
                     x = whole;
             }
@@ -1195,7 +1322,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     /* (a thread that blocks is not held: its blocking is its own, whoever fell
      * silent first -- LU's blocked victim, silent 20 us after its spinning
      * teammate, went unreported) */
-    int waits = v->probing && (ps == 'R' || !ps) ? hbt_waits_for_peer(j, s->t, lim, v->base, v->probe_t, now) : 0;
+    int waits = v->probing && (ps == 'R' || !ps) ? hbt_waits_for_peer(j, s->t, lim, v->base, v->probe_t, now, v->held_peer) : 0;
     if (waits)
         v->probing = 0;   /* it waits for a teammate, or one it waited for runs again: its own
                              CPU time counts from here */
@@ -1238,16 +1365,27 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         held = 0;   /* it waits for a teammate, silent before it */
         v->held_peer = 1;   /* (nor is its gap busy-waiting when it ends) */
     }
+    HBT_DBG("hbtmon look j%u t=%.6f since=%.3fms ps=%c cpu%d used=%.3f need=%.3f held=%d waits=%d "
+            "tick_t=%.6f new=%u froze=%d probe_t=%.6f cur=%u\n", j, now / 1e9, since / 1e6, ps ? ps : '?',
+            on_cpu, used / 1e6, need / 1e6, held, waits, h->d.tick_t / 1e9, h->d.tick_new, h->d.froze,
+            v->probe_t / 1e9, v->cur);
     /* (a new verdict: not while the other threads' work is as much slower
      * than usual -- the machine runs slow) */
     if (used >= need && held &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
-        if (v->cur != HBT_BHV_BUSY_WAITING && !hbt_cpu_seen_running(h, j)) {
-            /* its CPU not seen to run since its CPU time counts: stopped by the
-             * host, maybe (NPB LU with source beats: 8 of 12 false reports in 12
-             * runs were threads on a stopped CPU, with gcc and clang) */
-            c->look = now + HBT_TICK_LOOK_NS;
+        if (v->cur != HBT_BHV_BUSY_WAITING && !hbt_cpu_seen_running(h, j, now)) {
+            /* its CPU not seen to run since its CPU time counts (or only a
+             * moment ago): stopped by the host, maybe (NPB LU with source beats:
+             * 8 of 12 false reports in 12 runs were threads on a stopped CPU,
+             * with gcc and clang) */
+            uint64_t at = now + HBT_TICK_LOOK_NS;
+            if (h->d.tick_new && h->d.tick_t > v->probe_t && !h->d.froze) {
+                uint64_t g = hbt_tick_first(&h->d) + hbt_tick_grace(h);
+                if (g > now && g < at)
+                    at = g;
+            }
+            c->look = at;
             c->tol = 0;
             return HBT_J_ALIVE;
         }
@@ -1273,7 +1411,8 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         c->tol = 0;
         if (unit > h->d.late_cpu && waits != 1) {
             h->d.late_cpu = unit;   /* learnt if it beats again with no verdict */
-            h->d.late_share = sampled ? (float)(unit / (double)sampled) : 0.0f;
+            double share = sampled ? unit / (double)sampled : 0.0;
+            h->d.late_share = (uint16_t)(share >= 2.0 ? UINT16_MAX : share * 32768.0);
         }
         return HBT_J_ALIVE;
     } else {
