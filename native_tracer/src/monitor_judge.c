@@ -471,7 +471,7 @@ static void hbt_report(struct hbt_heart *h, uint32_t j, uint8_t bhv, uint64_t on
                        uint32_t seq, const struct hbt_ctx *c)
 {
     uint64_t at = hbt_now_ns();
-    HBT_DBG("hbtmon REPORT j%u bhv=%u at=%.6f onset=%.6f\n", j, bhv, at / 1e9, onset / 1e9);
+    HBT_DBG("hbtmon REPORT j%u (tid %d thread %d) bhv=%u at=%.6f onset=%.6f\n", j, h->b.os_tid, h->b.thread, bhv, at / 1e9, onset / 1e9);
     double lag_us = at > onset ? (double)(at - onset) / 1e3 : 0.0;
     hbt_emit(HBT_REC_BEHAVIOR, c->flags, seq, __atomic_load_n(&h->b.thread, __ATOMIC_RELAXED),
              (int32_t)bhv, hbt_sat32(lag_us), j, at, HBT_MODE_BEAT);
@@ -797,9 +797,8 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
             double u = hbt_usual(p);
             double late = pr && u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
             x /= (double)t->tail;
-            if (late > HBT_SLOW_MAX)
-                late = HBT_SLOW_MAX;   /* a silence says the machine is slow, up to this much */
-            r[m++] = late > x ? late : x;
+            x = late > x ? late : x;
+            r[m++] = x < HBT_SLOW_MAX ? x : HBT_SLOW_MAX;   /* the machine is this much slower at most */
         }
         hbt_view_unlock(&p->v);
     }
@@ -887,8 +886,11 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
              * run since (the host stopped it, maybe: the thread waits for it,
              * whichever of the two beat last) */
             const struct hbt_dist *d = &p->d;
-            int late = bt <= since && (double)apart > HBT_APART * base && p->v.base > 0 && now > bt &&
-                       (double)(now - bt) > hbt_limit(p);
+            /* (fell silent before it by less than HBT_APART of its intervals: who
+             * stopped first is chance then; the two spin together, and the one that
+             * stopped first is blamed, once its CPU time passes the bar a slow
+             * machine sets -- HBT_SLOW_MAX times the usual -- not both) */
+            int late = bt < since && p->v.base > 0 && now > bt && (double)(now - bt) > hbt_limit(p);
             int stopped = d->tick_t && d->tick_cpu >= 0 && d->tick_t > bt && (!d->tick_new || d->froze);
             /* or blocked (reported conditional-waiting) since about when it fell
              * silent, either first: it waits for the blocked one, more likely
