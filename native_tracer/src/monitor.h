@@ -56,14 +56,15 @@
                                                for at least this long */
 #define HBT_BUSY_FACTOR     2.0             /* busy-waiting: this many times the most CPU time
                                                one of its beats took lately (or S if larger) */
-#define HBT_SLOW_MAX        16.0            /* a teammate's silence, in its usual intervals, says
-                                               the machine runs this much slower at most (the
-                                               VM's stalls: 4-12x, benchmarks/vm_stalls.c): NPB
-                                               LU's thread that spun on its teammate's flag,
-                                               silent 2 us after it (1.5 of its intervals),
-                                               otherwise made the spinning victim's bar 2,000
-                                               times its CPU time per beat, and the other way
-                                               round: neither was reported in 300 ms */
+#define HBT_SLOW_MAX        16.0            /* a teammate silent since within HBT_APART of its
+                                               intervals of the judged thread says the machine
+                                               runs this much slower at most (the VM's stalls:
+                                               4-12x, benchmarks/vm_stalls.c): NPB LU's thread
+                                               that spun on its teammate's flag, silent 2 us
+                                               after it (1.5 of its intervals), otherwise made
+                                               the spinning victim's bar 2,000 times its CPU time
+                                               per beat, and the other way round: neither was
+                                               reported in 300 ms */
 #define HBT_LOOKS           12u             /* look maxima kept per thread */
 #define HBT_CPU_LOOKS       32u             /* looks' CPU time per beat kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */

@@ -238,17 +238,14 @@ out:
 }
 
 /* Timer interrupts CPU `cpu` has taken so far, mod 2^32, as of at most
- * HBT_TICKS_FRESH_NS before `now`. 0 when it cannot be told (another
- * architecture, a line longer than the buffer, another checker holding the
- * cache for long). */
+ * HBT_TICKS_FRESH_NS before `now`: 1. 0 when it cannot be told (another
+ * architecture, a line longer than the buffer); -1 when another checker
+ * reads them right now (never waited for: a checker holds a view lock, which
+ * the final pass at exit waits for a bounded time only). */
 static int hbt_cpu_ticks(int cpu, uint32_t *n, uint64_t now)
 {
-    uint64_t until = now + HBT_LOCK_WAIT_NS;
-    while (__atomic_exchange_n(&hbt_loc.lock, 1, __ATOMIC_ACQUIRE)) {
-        sched_yield();
-        if (hbt_now_ns() > until)
-            return 0;
-    }
+    if (__atomic_exchange_n(&hbt_loc.lock, 1, __ATOMIC_ACQUIRE))
+        return -1;
     if (!hbt_loc.t || now > hbt_loc.t + HBT_TICKS_FRESH_NS || now < hbt_loc.t) {
         hbt_loc_read();
         hbt_loc.t = hbt_now_ns();
@@ -272,7 +269,10 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
 {
     struct hbt_dist *d = &h->d;
     uint32_t n;
-    if (cpu < 0 || !hbt_machine_steals() || !hbt_cpu_ticks(cpu, &n, now)) {
+    int got = cpu < 0 || !hbt_machine_steals() ? 0 : hbt_cpu_ticks(cpu, &n, now);
+    if (got < 0)
+        return 0;   /* not read this time: followed as before */
+    if (!got) {
         d->tick_t = 0;
         d->tick_cpu = -1;
         return 0;
@@ -787,6 +787,8 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
             uint32_t nb = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE) - v->probe_seq;
             uint64_t bt = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
             int pr = probe && !(since && bt > since && (double)(bt - since) > HBT_APART * v->base);
+            /* fell silent within a few of its intervals of thread `self` */
+            int tie = since && (double)(bt > since ? bt - since : since - bt) <= HBT_APART * v->base;
             if (pr && v->probing && nb < 1024 && hbt_task_cpu(b->os_tid, &cpu) && cpu > v->probe_cpu) {
                 /* since its checker's sample, per beat since (its unit in
                  * progress counted whole) */
@@ -798,7 +800,9 @@ static double hbt_peer_slowness(uint32_t self, int probe, uint64_t since)
             double late = pr && u > 0 && now > bt ? (double)(now - bt) / u : 0.0;
             x /= (double)t->tail;
             x = late > x ? late : x;
-            r[m++] = x < HBT_SLOW_MAX ? x : HBT_SLOW_MAX;   /* the machine is this much slower at most */
+            /* silent together with it, the two may spin for each other: the machine
+             * is this much slower at most (silent before it, it is waited for) */
+            r[m++] = tie && x > HBT_SLOW_MAX ? HBT_SLOW_MAX : x;
         }
         hbt_view_unlock(&p->v);
     }
