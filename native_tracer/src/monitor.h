@@ -156,6 +156,7 @@ struct hbt_dist {
     uint32_t late_from;   /* atomic: late and at work at its latest such look: its latest
                              beat then, us (mod 2^32) */
     uint32_t late_at;     /* atomic: ... the time of that look, us (mod 2^32) */
+    uint64_t tick_cpu1;   /* ... its CPU time when its CPU was first seen to tick */
     uint32_t gap_end;     /* atomic: the first beat after its latest gap a look saw end (one
                              of its lateness limit or more, or the one it was late in at
                              late_at), us (mod 2^32; older than late_at: that one not yet) */
@@ -179,8 +180,8 @@ struct hbt_heart {
 
 _Static_assert(sizeof(struct hbt_beatline) == 64, "beat line is one cache line");
 _Static_assert(sizeof(struct hbt_view) <= 64, "view is one cache line");
-_Static_assert(sizeof(struct hbt_dist) <= 256, "distributions are four cache lines");
-_Static_assert(sizeof(struct hbt_heart) == 448, "seven lines per heart");
+_Static_assert(sizeof(struct hbt_dist) <= 320, "distributions are five cache lines");
+_Static_assert(sizeof(struct hbt_heart) == 512, "eight lines per heart");
 
 extern struct hbt_heart hbt_hearts[HBT_HEARTS] HBT_HIDDEN;
 

@@ -265,7 +265,7 @@ static int hbt_cpu_ticks(int cpu, uint32_t *n, uint64_t now)
  * while it stays silent. A CPU seen with no tick for HBT_FROZEN_NS while the
  * thread was on it was stopped: its CPU time until then is no work of its
  * own (returns 1: count its CPU time afresh). */
-static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
+static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now, uint64_t cpu_ns)
 {
     struct hbt_dist *d = &h->d;
     uint32_t n;
@@ -282,6 +282,7 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
          * thread stays on it) */
         d->tick_new = d->tick_t && d->tick_cpu >= 0;
         d->tick_run = 0;
+        d->tick_cpu1 = cpu_ns;
         d->tick_cpu = (int16_t)cpu;
         d->tick_n = n;
         d->tick_t = now;
@@ -306,6 +307,7 @@ static int hbt_follow_ticks(struct hbt_heart *h, int cpu, uint64_t now)
         d->tick_run = run > UINT16_MAX ? UINT16_MAX : (uint16_t)run;
     } else {
         d->tick_run = 0;   /* the first change */
+        d->tick_cpu1 = cpu_ns;
     }
     d->tick_n = n;
     d->tick_t = now;
@@ -325,11 +327,13 @@ static uint64_t hbt_tick_first(const struct hbt_dist *d)
 
 static double hbt_usual(const struct hbt_heart *h);
 
-/* How long thread h must stay silent after its CPU was seen to tick for the
- * tick to say that it runs: a CPU the host stopped takes the tick it missed
- * as soon as it runs again, and its thread, at work again, beats within its
- * usual interval. Twice that, HBT_TICK_GRACE_NS at least, at most
- * HBT_TICK_LOOK_NS * 2. (This VM's host stops one of its vCPUs for 2.9 ms
+/* How much CPU time thread h must use, silent, after its CPU was seen to
+ * tick for the tick to say that it runs: a CPU the host stopped takes the
+ * tick it missed as soon as it runs again, and its thread, at work again,
+ * beats within its usual interval -- once it has a CPU (NPB LU: a thread
+ * queued 1.5 ms behind another after such a stop was called busy-waiting
+ * while it waited, when this was wall time). Twice that interval,
+ * HBT_TICK_GRACE_NS at least, at most HBT_TICK_LOOK_NS * 2. (This VM's host stops one of its vCPUs for 2.9 ms
  * every 100 ms while both are busy -- a CPU quota; the thread on it is
  * charged the stop as CPU time, and the look that came as the CPU ran again
  * saw a tick: 2 false busy-waiting reports in 8 NPB LU runs with source
@@ -413,12 +417,12 @@ static int hbt_other_beating(uint32_t self, uint64_t t, uint64_t since, double b
  * whose threads beat on their own, had no false report in 16 normal runs
  * without this wait, and waiting for a tick of each CPU, every 4 ms here,
  * made its reports later by a tenth). */
-static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j, uint64_t now)
+static int hbt_cpu_seen_running(const struct hbt_heart *h, uint32_t j, uint64_t now, uint64_t cpu)
 {
     const struct hbt_dist *d = &h->d;
     if (d->tick_cpu < 0 || !d->tick_t)
         return 1;
-    if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze && now >= hbt_tick_first(d) + hbt_tick_grace(h))
+    if (d->tick_new && d->tick_t > h->v.probe_t && !d->froze && cpu >= d->tick_cpu1 + hbt_tick_grace(h))
         return 1;
     return !d->froze && hbt_other_beating(j, h->v.probe_t, h->v.seen_t, h->v.base, now);
 }
@@ -1321,7 +1325,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     double need = hbt_busy_bar(h);
     uint64_t cpu = 0;
     int have_cpu = hbt_task_cpu(h->b.os_tid, &cpu);
-    if (ps && hbt_follow_ticks(h, on_cpu, now))
+    if (ps && hbt_follow_ticks(h, on_cpu, now, have_cpu ? cpu : 0))
         v->probing = 0;   /* its CPU was stopped: its CPU time counts from here */
     if (v->probing && hbt_stop_within(v->probe_t, now))
         v->probing = 0;   /* a CPU was stopped meanwhile: so may its own have been */
@@ -1380,14 +1384,16 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     if (used >= need && held &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
-        if (v->cur != HBT_BHV_BUSY_WAITING && !hbt_cpu_seen_running(h, j, now)) {
+        if (v->cur != HBT_BHV_BUSY_WAITING && !hbt_cpu_seen_running(h, j, now, cpu)) {
             /* its CPU not seen to run since its CPU time counts (or only a
              * moment ago): stopped by the host, maybe (NPB LU with source beats:
              * 8 of 12 false reports in 12 runs were threads on a stopped CPU,
              * with gcc and clang) */
             uint64_t at = now + HBT_TICK_LOOK_NS;
             if (h->d.tick_new && h->d.tick_t > v->probe_t && !h->d.froze) {
-                uint64_t g = hbt_tick_first(&h->d) + hbt_tick_grace(h);
+                /* when it will have run that long, if it runs */
+                uint64_t g = hbt_tick_grace(h), ran = cpu > h->d.tick_cpu1 ? cpu - h->d.tick_cpu1 : 0;
+                g = ran < g ? now + (g - ran) : now;
                 if (g > now && g < at)
                     at = g;
             }
