@@ -50,8 +50,8 @@
 #define HBT_TICK_LOOK_NS    (500 * HBT_US)  /* busy-waiting but its CPU not seen to run yet:
                                                 looked at again this soon */
 #define HBT_TICKS_FRESH_NS  (100 * HBT_US)  /* /proc/interrupts: a read this recent serves */
-#define HBT_TICK_GRACE_NS   (200 * HBT_US)  /* ... its CPU seen to tick: silent this long since
-                                                (twice its usual interval if longer) */
+#define HBT_TICK_GRACE_NS   (200 * HBT_US)  /* ... its CPU seen to tick: this much CPU time used,
+                                                silent, since (twice its usual interval if longer) */
 #define HBT_COND_FLOOR_NS   (2 * HBT_MS)    /* conditional waiting: seen using under half a CPU
                                                for at least this long */
 #define HBT_BUSY_FACTOR     2.0             /* busy-waiting: this many times the most CPU time
@@ -141,10 +141,7 @@ struct hbt_dist {
     uint32_t probe_waited;/* probing: its waited_us at the sample */
     double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
                              progress (since the sample after its latest beat), ns */
-    uint16_t late_share;  /* ... its CPU share over the time sampled then, 1/32768ths (at most 2) */
-    uint16_t tick_run;    /* late on a machine whose host steals CPU time: how long before
-                             tick_t its CPU was first seen to tick (tick_new), 16 us units
-                             (saturating) */
+    float    late_share;  /* ... its CPU share over the time sampled then */
     uint32_t tick_n;      /* late on a machine whose host steals CPU time: the timer tick
                              count of its CPU, */
     uint64_t tick_t;      /* ... when it was read first or seen to change (0: not followed) */
@@ -153,10 +150,12 @@ struct hbt_dist {
     uint8_t  tick_new;    /* ... changes seen (saturating; a move to another CPU is one):
                              tick_t is a change, not the first read, when non-zero */
     uint8_t  froze;       /* its CPU was seen stopped since its latest beat */
+    uint16_t tick_run;    /* ... how long before tick_t its CPU was first seen to tick
+                             (tick_new), 16 us units (saturating) */
+    uint64_t tick_cpu1;   /* ... its CPU time then */
     uint32_t late_from;   /* atomic: late and at work at its latest such look: its latest
                              beat then, us (mod 2^32) */
     uint32_t late_at;     /* atomic: ... the time of that look, us (mod 2^32) */
-    uint64_t tick_cpu1;   /* ... its CPU time when its CPU was first seen to tick */
     uint32_t gap_end;     /* atomic: the first beat after its latest gap a look saw end (one
                              of its lateness limit or more, or the one it was late in at
                              late_at), us (mod 2^32; older than late_at: that one not yet) */

@@ -1232,7 +1232,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             double x = h->d.late_cpu;
             uint64_t end = gap_first ? end_t : fresh == 1 ? s->t : 0;
             if (end > before_t) {
-                double whole = (double)h->d.late_share / 32768.0 * (double)(end - before_t);
+                double whole = (double)h->d.late_share * (double)(end - before_t);
                 if (whole > x)
                     x = whole;
             }
@@ -1423,8 +1423,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         c->tol = 0;
         if (unit > h->d.late_cpu && waits != 1) {
             h->d.late_cpu = unit;   /* learnt if it beats again with no verdict */
-            double share = sampled ? unit / (double)sampled : 0.0;
-            h->d.late_share = (uint16_t)(share >= 2.0 ? UINT16_MAX : share * 32768.0);
+            h->d.late_share = sampled ? (float)(unit / (double)sampled) : 0.0f;
         }
         return HBT_J_ALIVE;
     } else {
