@@ -14,8 +14,15 @@ bash scripts/install.sh || exit
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"
 fi
+# what the timing tests depend on, for reading a failure later: CPUs, hypervisor, steal so far
+machine() {
+  echo "machine: $(nproc) CPUs, $(grep -qw hypervisor /proc/cpuinfo 2>/dev/null && echo 'virtual' || echo 'no hypervisor flag'), \
+steal $(awk '/^cpu /{print $9; exit}' /proc/stat 2>/dev/null) ticks in $(cut -d' ' -f1 /proc/uptime 2>/dev/null) s up"
+}
+machine
 .venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not slow and not alone" tests
 first=$?
+machine
 .venv/bin/python -m pytest -q -m "not slow and alone" tests
 second=$?
 if [ "$first" -ne 0 ]; then exit "$first"; fi

@@ -610,10 +610,12 @@ def test_team_waiting_for_a_sick_thread_is_not_blamed(heat, tmp_path, kind):
     beat, so no check, while it waits for the victim.)"""
     mode = "central"
     wait_ms = 500
-    # the fault 0.1 s into a run of ~0.3 s (quiet machine): after the monitor's first 16 looks
-    # at the thread, which it needs to know the CPU time of its beats (HBT_CPU_WARM); at beat
-    # 600 of the short run, 10 ms in on a quiet machine, it had not had them
-    long_run = [a if a != 200 else 2000 for a in HEAT_ARGS]
+    # the fault 0.1 s into a run of 0.28-0.9 s (quiet machine): after the monitor's first 16
+    # looks at the thread, which it needs to know the CPU time of its beats (HBT_CPU_WARM); at
+    # beat 600 of the short run, 10 ms in on a quiet machine, it had not had them. (With 2,000
+    # steps the run took 0.3 s when this was written and 0.092 s on the same kind of machine a
+    # month later: the fault never came, in 1 run of 3.)
+    long_run = [a if a != 200 else 6000 for a in HEAT_ARGS]
     tr, truth = record_team(heat, "gcc", tmp_path, mode, "--inject", kind, "--thread", 1, "--at", 0.1,
                             "--inject-wait-ms", wait_ms, args=long_run)
     assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)

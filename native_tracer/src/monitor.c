@@ -197,7 +197,7 @@ void hbt_mon_config(void)
     }
 
     hbt_mon.have_proc = access("/proc/self/task", R_OK) == 0;
-    hbt_mon.steals = hbt_steal_ticks() > 0;
+    hbt_mon.steals = hbt_under_hypervisor() || hbt_steal_ticks() > 0;
 }
 
 /* The monitor's lines of the metadata, once per file. */

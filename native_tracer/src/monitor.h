@@ -136,13 +136,13 @@ struct hbt_dist {
                              tail of `cpu`), ns, forgotten by half every HBT_CPU_HALF_NS */
     uint64_t cpu_t;       /* when cpu_max was last updated */
     uint16_t cpu_n;       /* such looks (saturating) */
-    int16_t  tick_cpu;    /* late on a machine whose host steals CPU time: the CPU it was on
+    int16_t  tick_cpu;    /* late on a machine whose host may stop its CPUs: the CPU it was on
                              (-1: not followed; with tick_n, tick_t, tick_same below) */
     uint32_t probe_waited;/* probing: its waited_us at the sample */
     double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
                              progress (since the sample after its latest beat), ns */
     float    late_share;  /* ... its CPU share over the time sampled then */
-    uint32_t tick_n;      /* late on a machine whose host steals CPU time: the timer tick
+    uint32_t tick_n;      /* late on a machine whose host may stop its CPUs: the timer tick
                              count of its CPU, */
     uint64_t tick_t;      /* ... when it was read first or seen to change (0: not followed) */
     uint16_t tick_same;   /* ... and for how long after that it was read unchanged, us
@@ -214,7 +214,7 @@ struct hbt_mon {
     uint64_t api_passes;      /* atomic */
     struct { uint64_t t; uint32_t seq; uint32_t valid; } snap[HBT_HEARTS];  /* adjustment windows */
     uint64_t steal_t;         /* atomic: when it was read last */
-    int      steals;          /* atomic: the machine has steal time: its host stops its CPUs */
+    int      steals;          /* atomic: a virtual machine, or one with steal time: its host may stop its CPUs */
     uint64_t stop_from;       /* atomic: the latest CPU seen stopped: from (its last tick seen) */
     uint64_t stop_to;         /* atomic: ... to (when it was seen so, or running again) */
 };
@@ -257,6 +257,7 @@ HBT_HIDDEN void hbt_mon_auto(uint64_t now);
 
 /* monitor_judge.c */
 HBT_HIDDEN uint64_t hbt_steal_ticks(void);
+HBT_HIDDEN int hbt_under_hypervisor(void);
 HBT_HIDDEN void hbt_mon_overslept(uint64_t from, uint64_t to, uint64_t queued);
 HBT_HIDDEN void hbt_read_beat(const struct hbt_beatline *b, struct hbt_seen *s);
 HBT_HIDDEN int  hbt_judge(uint32_t j, struct hbt_ctx *c);

@@ -4,6 +4,9 @@
  * the BEHAVIOR and MONITOR records.
  */
 #define _GNU_SOURCE
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -122,10 +125,29 @@ uint64_t hbt_steal_ticks(void)
     return r > 0 && hbt_proc_stat_cpu(buf, f) ? f[7] : 0;
 }
 
-/* Has the host ever taken CPU time from this machine (steal time since
- * boot: none on bare metal)? The freezes come before their steal time is
- * counted, the first ones of a run too. (Read at most every 100 ms; once
- * yes, for good.) */
+/* Does this machine run under a hypervisor? x86: the CPUID bit every
+ * hypervisor sets (leaf 1, ECX bit 31); elsewhere: /sys/hypervisor/type
+ * (Xen), else not known -- steal time then tells. A host may stop a vCPU
+ * from the machine's first second on, and a machine booted a few minutes
+ * ago may have no steal time counted yet: with the check below alone, the
+ * monitor followed no CPU's ticks on such a machine, and a thread whose vCPU
+ * the host stopped while its team waited for it was charged the stop as CPU
+ * time: busy-waiting (omp_flag_pipeline's thread 1, silent 18.7 ms in a
+ * loop of 0.1 ms units, called so in a CI run on a new machine). */
+int hbt_under_hypervisor(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 31) & 1u;
+#else
+    return access("/sys/hypervisor/type", R_OK) == 0;
+#endif
+}
+
+/* Can the host stop this machine's CPUs: a virtual machine, or one whose
+ * host ever took CPU time from it (steal time since boot: none on bare
+ * metal)? The stops come before their steal time is counted, the first ones
+ * of a run too. (Read at most every 100 ms; once yes, for good.) */
 static int hbt_machine_steals(void)
 {
     if (__atomic_load_n(&hbt_mon.steals, __ATOMIC_RELAXED))
