@@ -212,6 +212,10 @@ static void hbt_mon_note_meta(int mode)
     snprintf(num, sizeof num, "%g", hbt_mon.late);
     hbt_meta_append_once("monitor_late", num);
     hbt_meta_append_once("monitor_beats", hbt_mon_hot.openmp ? "openmp" : "api");
+    hbt_still_probe();
+    const char *still = hbt_still_how();
+    if (still)
+        hbt_meta_append_once("monitor_still", still);
     if (mode == HBT_MON_CENTRAL) {
         if (hbt_mon.period_ns)
             snprintf(num, sizeof num, "%llu", (unsigned long long)(hbt_mon.period_ns / HBT_US));
@@ -293,6 +297,7 @@ void hbt_mon_thread_end(struct hbt_tls *t, uint32_t how)
 void hbt_mon_after_fork_child(void)
 {
     uint32_t n = hbt_nthreads();
+    hbt_still_after_fork_child();
     memset(hbt_hearts, 0, (size_t)n * sizeof hbt_hearts[0]);
     memset(hbt_mon.snap, 0, (size_t)n * sizeof hbt_mon.snap[0]);
     __atomic_store_n(&hbt_mon.started, 0, __ATOMIC_RELAXED);

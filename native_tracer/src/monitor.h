@@ -258,6 +258,19 @@ HBT_HIDDEN void hbt_mon_auto(uint64_t now);
 /* monitor_judge.c */
 HBT_HIDDEN uint64_t hbt_steal_ticks(void);
 HBT_HIDDEN int hbt_under_hypervisor(void);
+/* monitor_still.c: is a late, running thread making progress of its own? */
+HBT_HIDDEN void hbt_still_probe(void);
+HBT_HIDDEN const char *hbt_still_how(void);
+#define HBT_STILL_PERIOD_NS (250 * HBT_US)   /* a register sample every this much of its CPU time */
+enum { HBT_STILL_NO = -2, HBT_STILL_UNKNOWN = -1 };   /* besides 0 (works) and 1 (still) */
+HBT_HIDDEN int hbt_still_follow(uint32_t j, int tid);
+HBT_HIDDEN int hbt_still_known(uint32_t j);
+HBT_HIDDEN uint64_t hbt_still_moved(uint32_t j);
+#define HBT_STILL_RECENT_NS (20 * HBT_MS)   /* a teammate seen to move on this recently is at work */
+#define HBT_STILL_STUCK_NS  HBT_SEC          /* still beside a still teammate: held this long at most */
+HBT_HIDDEN void hbt_still_pause(uint32_t j);
+HBT_HIDDEN void hbt_still_end(uint32_t j);
+HBT_HIDDEN void hbt_still_after_fork_child(void);
 HBT_HIDDEN void hbt_mon_overslept(uint64_t from, uint64_t to, uint64_t queued);
 HBT_HIDDEN void hbt_read_beat(const struct hbt_beatline *b, struct hbt_seen *s);
 HBT_HIDDEN int  hbt_judge(uint32_t j, struct hbt_ctx *c);

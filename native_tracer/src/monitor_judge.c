@@ -735,10 +735,11 @@ static int hbt_warm(const struct hbt_heart *h)
  * 50 reports of LU, 2 runs of each kind, were such). With libomp, a spin on
  * a flag of the program's own code (its `omp flush` called again and again,
  * ompt.c) is such a wait too, from its first flush. (A master in the
- * program's serial part is itself outside, not judged.) */
-static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now)
+ * program's serial part is itself outside, not judged.) With `latest`: the
+ * shortest such wait instead, how long all of those waiting have waited. */
+static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
 {
-    uint32_t n = hbt_nthreads(), now_us = (uint32_t)(now / 1000u), most = 0;
+    uint32_t n = hbt_nthreads(), now_us = (uint32_t)(now / 1000u), most = 0, least = UINT32_MAX;
     int any = 0;
     for (uint32_t k = 0; k < n; k++) {
         if (k == self)
@@ -751,8 +752,12 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now)
             any = 1;
             if (d < 0x80000000u && d > most)
                 most = d;
+            if (d < least)
+                least = d;
         }
     }
+    if (latest)
+        return any ? (uint64_t)(least ? least : 1) * HBT_US : 0;
     return any ? (uint64_t)(most ? most : 1) * HBT_US : 0;
 }
 
@@ -854,6 +859,60 @@ static int hbt_hardly_ran(const struct hbt_heart *p, uint64_t now)
         return 0;
     uint64_t used = cpu > v->probe_cpu ? cpu - v->probe_cpu : 0;
     return 4 * used < now - v->probe_t;
+}
+
+/* Is a teammate of thread `self` at work, making progress of its own (1): at
+ * work (not waiting in the OpenMP runtime, not ended), beating (its latest
+ * beat within its lateness limit), or runnable (state R: on a CPU, or queued
+ * for one) and not still by its own samples -- or still when last sampled
+ * but hardly run since, or seen to move on within HBT_STILL_RECENT_NS? A
+ * thread blocked in the program's own code does not count (a helper blocked
+ * in a read would hold every spinner for good). Else 2 when another teammate
+ * at work is still too, 0 when none. */
+static int hbt_teammate_at_work(uint32_t self, uint64_t now)
+{
+    uint32_t n = hbt_nthreads();
+    uint8_t nowait = 0;
+    int others_still = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (k == self)
+            continue;
+        struct hbt_heart *p = &hbt_hearts[k];
+        if (!hbt_at_work(p) || !__atomic_load_n(&p->b.seq, __ATOMIC_ACQUIRE)) {
+            HBT_DBG("hbtmon team j%u: k%u not at work: state %u waiting %u final %u\n", self, k,
+                    p->b.state, p->b.waiting, p->v.final);
+            continue;
+        }
+        uint64_t bt = __atomic_load_n(&p->b.t_ns, __ATOMIC_ACQUIRE);
+        int still = hbt_still_known(k) == 1;
+        if (hbt_view_lock(&p->v, &nowait)) {
+            int beating = p->v.base > 0 && now > bt && (double)(now - bt) <= hbt_limit(p);
+            /* still when last sampled, but it hardly ran since: queued for a CPU,
+             * and what it waited for may have come meanwhile (NPB LU at 4
+             * threads on 2 CPUs: every thread still but one, queued) */
+            int queued = still && hbt_hardly_ran(p, now);
+            hbt_view_unlock(&p->v);
+            if (beating || queued)
+                return 1;
+        }
+        /* still now, but seen to move on lately: a pipeline of flag spins on fewer
+         * CPUs than threads, whose thread that can go on waits for a CPU (NPB LU
+         * at 4 threads on 2: three threads still and the fourth at the barrier,
+         * each for a moment) */
+        uint64_t moved = hbt_still_moved(k);
+        if (moved && now < moved + HBT_STILL_RECENT_NS)
+            return 1;
+        HBT_DBG("hbtmon team j%u: k%u still=%d moved=%.3fms ago bt=%.3fms ago\n", self, k, still,
+                moved ? (now - moved) / 1e6 : -1.0, (now - bt) / 1e6);
+        if (still) {
+            others_still = 1;
+            continue;
+        }
+        int gone = 0, cpu = -1;
+        if (hbt_mon.have_proc && hbt_task_state(p->b.os_tid, &gone, &cpu) == 'R' && !gone)
+            return 1;
+    }
+    return others_still ? 2 : 0;
 }
 
 /* Did thread `self`, silent since `since`, fall silent waiting for a
@@ -1034,6 +1093,7 @@ static int hbt_judge_ended(struct hbt_heart *h, uint32_t j, struct hbt_ctx *c)
         hbt_report(h, j, bhv, s.seq ? s.t : __atomic_load_n(&h->b.end_ns, __ATOMIC_RELAXED),
                    s.seq, c);
     __atomic_store_n(&v->final, 1, __ATOMIC_RELEASE);
+    hbt_still_end(j);
     return HBT_J_DEAD;
 }
 
@@ -1188,6 +1248,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             }
         }
         v->proc_next = 0;   /* a beat came: the next lateness is judged at once */
+        hbt_still_pause(j);   /* no register samples until it is late again */
         v->proc_gap = 0;
         /* (its CPU time in the gap is not its own; or its CPU, followed while
          * it was late, was never seen to run: stopped, maybe, up to the end) */
@@ -1317,6 +1378,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             return HBT_J_ALIVE;
         hbt_report(h, j, HBT_BHV_FAILED, s->t, s->seq, c);   /* vanished */
         __atomic_store_n(&v->final, 1, __ATOMIC_RELEASE);
+        hbt_still_end(j);
         return HBT_J_DEAD;
     }
     if (c->final)
@@ -1329,6 +1391,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         if (hbt_beat_since(h, s, c))
             return HBT_J_ALIVE;
         v->probing = 0;
+        hbt_still_pause(j);
         __atomic_store_n(&h->d.late_at, 0u, __ATOMIC_RELAXED);   /* it waits for others */
         hbt_backoff(v, gap, 0, now);
         c->look = now + hbt_again(base, gap);
@@ -1355,6 +1418,30 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
      * silent first -- LU's blocked victim, silent 20 us after its spinning
      * teammate, went unreported) */
     int waits = v->probing && (ps == 'R' || !ps) ? hbt_waits_for_peer(j, s->t, lim, v->base, v->probe_t, now, v->held_peer) : 0;
+    /* still (its registers the same in every sample since it fell silent: it
+     * spins on memory another thread writes) while a teammate is at work: it
+     * waits for that one, as in the runtime (NPB LU at 4 threads on 2 CPUs,
+     * gcc: the last thread of the pipeline spun 20-45 ms of CPU time on its
+     * neighbour's flag while the neighbour waited for a CPU, and was called
+     * busy-waiting in 11 of 11 false reports of 2 normal runs) */
+    int still = ps == 'R' || !ps ? hbt_still_follow(j, h->b.os_tid) : HBT_STILL_NO;
+    /* a spin of it ended since the sample: it went on, and spins or works
+     * afresh -- its CPU time before that was a wait, not its own (NPB LU at 4
+     * threads on 2 CPUs: the thread last in the pipeline works its last planes
+     * with a spin on its neighbour's flag before each, silent 48 ms while its
+     * team waits at the barrier) */
+    if (v->probing && hbt_still_moved(j) > v->probe_t)
+        waits = waits ? waits : 2;
+    if (!waits && still == 1) {
+        /* ... or while another thread of its team spins too, HBT_STILL_STUCK_NS
+         * of its silence at most: NPB LU's pipeline at 4 threads on 2 CPUs crawls
+         * with every thread but those at the barrier still for 40-90 ms (a step of
+         * work between two spins takes less than a sample period, and is not
+         * seen); a chain of spins that never ends is reported after that */
+        int team = hbt_teammate_at_work(j, now);
+        if (team == 1 || (team == 2 && since < HBT_STILL_STUCK_NS))
+            waits = 1;
+    }
     if (waits)
         v->probing = 0;   /* it waits for a teammate, or one it waited for runs again: its own
                              CPU time counts from here */
@@ -1379,7 +1466,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     int held = 1;
     uint64_t until = 0;
     if (hbt_in_team(h)) {
-        uint64_t hold = hbt_team_wait_ns(j, now);
+        uint64_t hold = hbt_team_wait_ns(j, now, 0);
         if (hold > since)
             hold = since;
         held = (double)hold > lim;
@@ -1392,20 +1479,38 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
              * while its team waited -- omp_flag_pipeline's thread 1, 3.4 ms
              * behind a CPU hog -- was busy-waiting) */
             used = used > (double)(sampled - hold) ? used - (double)(sampled - hold) : 0.0;
+        if (held && still == 1) {
+            /* still, and no teammate at work now (else it was held above): only
+             * what it used since the latest of them began to wait counts -- a
+             * teammate that spun too, or worked, until a moment ago was what it
+             * waited for (NPB LU at 4 threads: called busy-waiting 44 us before
+             * its beat, its CPU time since the look before, 3.3 ms earlier, while
+             * its neighbour spun until 80 us before) */
+            uint64_t alone = hbt_team_wait_ns(j, now, 1);
+            if (sampled > alone)
+                used = used > (double)(sampled - alone) ? used - (double)(sampled - alone) : 0.0;
+        }
     }
     if (waits == 1) {
         held = 0;   /* it waits for a teammate, silent before it */
         v->held_peer = 1;   /* (nor is its gap busy-waiting when it ends) */
     }
     HBT_DBG("hbtmon look j%u t=%.6f since=%.3fms ps=%c cpu%d used=%.3f need=%.3f held=%d waits=%d "
-            "tick_t=%.6f new=%u froze=%d probe_t=%.6f cur=%u\n", j, now / 1e9, since / 1e6, ps ? ps : '?',
+            "tick_t=%.6f new=%u froze=%d probe_t=%.6f cur=%u still=%d\n", j, now / 1e9, since / 1e6, ps ? ps : '?',
             on_cpu, used / 1e6, need / 1e6, held, waits, h->d.tick_t / 1e9, h->d.tick_new, h->d.froze,
-            v->probe_t / 1e9, v->cur);
+            v->probe_t / 1e9, v->cur, hbt_still_known(j));
     /* (a new verdict: not while the other threads' work is as much slower
      * than usual -- the machine runs slow) */
     if (used >= need && held &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
+        if (v->cur != HBT_BHV_BUSY_WAITING && still == HBT_STILL_UNKNOWN) {
+            /* not sampled enough yet to tell a spin on memory (a wait for a
+             * teammate at work) from work: a few samples more */
+            c->look = now + 2 * HBT_STILL_PERIOD_NS;
+            c->tol = 0;
+            return HBT_J_ALIVE;
+        }
         if (v->cur != HBT_BHV_BUSY_WAITING && !hbt_cpu_seen_running(h, j, now, cpu)) {
             /* its CPU not seen to run since its CPU time counts (or only a
              * moment ago): stopped by the host, maybe (NPB LU with source beats:
