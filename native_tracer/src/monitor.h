@@ -266,6 +266,7 @@ enum { HBT_STILL_NO = -2, HBT_STILL_UNKNOWN = -1 };   /* besides 0 (works) and 1
 HBT_HIDDEN int hbt_still_follow(uint32_t j, int tid);
 HBT_HIDDEN int hbt_still_known(uint32_t j);
 HBT_HIDDEN uint64_t hbt_still_moved(uint32_t j);
+HBT_HIDDEN int hbt_still_waiter_queued(uint32_t j, int tid, uint64_t now, uint64_t cpu);
 #define HBT_STILL_RECENT_NS (20 * HBT_MS)   /* a teammate seen to move on this recently is at work */
 #define HBT_STILL_STUCK_NS  HBT_SEC          /* still beside a still teammate: held this long at most */
 HBT_HIDDEN void hbt_still_pause(uint32_t j);

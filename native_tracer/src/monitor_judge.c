@@ -865,11 +865,13 @@ static int hbt_hardly_ran(const struct hbt_heart *p, uint64_t now)
  * work (not waiting in the OpenMP runtime, not ended), beating (its latest
  * beat within its lateness limit), or runnable (state R: on a CPU, or queued
  * for one) and not still by its own samples -- or still when last sampled
- * but hardly run since, or seen to move on within HBT_STILL_RECENT_NS? A
- * thread blocked in the program's own code does not count (a helper blocked
- * in a read would hold every spinner for good). Else 2 when another teammate
- * at work is still too, 0 when none. */
-static int hbt_teammate_at_work(uint32_t self, uint64_t now)
+ * but hardly run since, or seen to move on within HBT_STILL_RECENT_NS, or
+ * blocked in the program's own code since about when thread `self` fell
+ * silent at `self_t` (its latest beat `lim` before that or later; a helper
+ * blocked in a read for long would hold every spinner for good), or waiting
+ * in the runtime but queued for a CPU? Else 2 when another teammate at work
+ * is still too, 0 when none. */
+static int hbt_teammate_at_work(uint32_t self, uint64_t now, uint64_t self_t, double lim)
 {
     uint32_t n = hbt_nthreads();
     uint8_t nowait = 0;
@@ -879,8 +881,18 @@ static int hbt_teammate_at_work(uint32_t self, uint64_t now)
             continue;
         struct hbt_heart *p = &hbt_hearts[k];
         if (!hbt_at_work(p) || !__atomic_load_n(&p->b.seq, __ATOMIC_ACQUIRE)) {
-            HBT_DBG("hbtmon team j%u: k%u not at work: state %u waiting %u final %u\n", self, k,
-                    p->b.state, p->b.waiting, p->v.final);
+            /* waiting in the runtime, but runnable and hardly running: let out of
+             * its wait, maybe, and queued for a CPU (its mark is cleared when it
+             * runs again) */
+            int gone = 0, cpu = -1;
+            uint64_t used;
+            if (__atomic_load_n(&p->b.state, __ATOMIC_ACQUIRE) == HBT_HS_ACTIVE &&
+                __atomic_load_n(&p->b.waiting, __ATOMIC_RELAXED) && !__atomic_load_n(&p->v.final, __ATOMIC_RELAXED) &&
+                hbt_mon.have_proc && hbt_task_state(p->b.os_tid, &gone, &cpu) == 'R' && !gone &&
+                hbt_task_cpu(p->b.os_tid, &used) && hbt_still_waiter_queued(k, p->b.os_tid, now, used)) {
+                HBT_DBG("hbtmon team j%u: k%u waits, queued\n", self, k);
+                return 1;
+            }
             continue;
         }
         uint64_t bt = __atomic_load_n(&p->b.t_ns, __ATOMIC_ACQUIRE);
@@ -909,7 +921,17 @@ static int hbt_teammate_at_work(uint32_t self, uint64_t now)
             continue;
         }
         int gone = 0, cpu = -1;
-        if (hbt_mon.have_proc && hbt_task_state(p->b.os_tid, &gone, &cpu) == 'R' && !gone)
+        char ps = hbt_mon.have_proc ? hbt_task_state(p->b.os_tid, &gone, &cpu) : 0;
+        if (gone)
+            continue;
+        if (ps == 'R')
+            return 1;
+        /* blocked in its own code since about when the judged thread fell silent
+         * (it beat then, or later): what the judged thread waits for, more likely
+         * than not -- the blocked one is reported (NPB LU beside CPU hogs: the
+         * teammate that spun on a blocked victim's flag was called busy-waiting
+         * too). A helper blocked for long before does not hold it. */
+        if ((ps == 'S' || ps == 'D') && (double)bt + lim >= (double)self_t)
             return 1;
     }
     return others_still ? 2 : 0;
@@ -1438,7 +1460,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
          * with every thread but those at the barrier still for 40-90 ms (a step of
          * work between two spins takes less than a sample period, and is not
          * seen); a chain of spins that never ends is reported after that */
-        int team = hbt_teammate_at_work(j, now);
+        int team = hbt_teammate_at_work(j, now, s->t, lim);
         if (team == 1 || (team == 2 && since < HBT_STILL_STUCK_NS))
             waits = 1;
     }
@@ -1479,17 +1501,19 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
              * while its team waited -- omp_flag_pipeline's thread 1, 3.4 ms
              * behind a CPU hog -- was busy-waiting) */
             used = used > (double)(sampled - hold) ? used - (double)(sampled - hold) : 0.0;
-        if (held && still == 1) {
-            /* still, and no teammate at work now (else it was held above): only
-             * what it used since the latest of them began to wait counts -- a
-             * teammate that spun too, or worked, until a moment ago was what it
-             * waited for (NPB LU at 4 threads: called busy-waiting 44 us before
-             * its beat, its CPU time since the look before, 3.3 ms earlier, while
-             * its neighbour spun until 80 us before) */
-            uint64_t alone = hbt_team_wait_ns(j, now, 1);
-            if (sampled > alone)
-                used = used > (double)(sampled - alone) ? used - (double)(sampled - alone) : 0.0;
-        }
+    }
+    if (still == 1 && !waits) {
+        /* still, and no teammate at work now (else it was held above): only what
+         * it used since the latest of those that wait in the runtime began to
+         * wait counts -- a teammate that spun too, or worked, until a moment ago
+         * was what it waited for (NPB LU at 4 threads: called busy-waiting 44 us
+         * before its beat, for its CPU time since the look before, 3.3 ms
+         * earlier, while its neighbour spun until 80 us before it; with source
+         * beats beside CPU hogs, the monitor queued 3.8 ms while both threads spun
+         * in turn) */
+        uint64_t alone = hbt_team_wait_ns(j, now, 1);
+        if (alone && sampled > alone)
+            used = used > (double)(sampled - alone) ? used - (double)(sampled - alone) : 0.0;
     }
     if (waits == 1) {
         held = 0;   /* it waits for a teammate, silent before it */

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +49,8 @@
 struct hbt_still {
     int      fd;          /* -1: none */
     int      tid;         /* the thread it was opened for */
+    dev_t    dev;         /* the event's file, to tell it from a file of the program's that */
+    ino_t    ino;         /* took its number after the program closed it */
     void    *map;
     int      on;          /* enabled (the thread is late) */
     uint32_t run_n;       /* samples in the current run of equal ones */
@@ -58,6 +61,12 @@ struct hbt_still {
                              followed by a sample out of it), ns */
     uint64_t hash[HBT_STILL_STATES]; /* ... each hashed, the program counter aside */
     uint64_t ip_lo, ip_hi;/* the program counters of the current run */
+    uint64_t wait_t;      /* a teammate's reading of it while it waits in the runtime: when, */
+    uint64_t wait_cpu;    /* ... its CPU time then, */
+    int      wait_queued; /* ... and whether it hardly ran since the reading before */
+#ifdef HBT_MON_DEBUG
+    uint64_t ip;          /* the latest sample's */
+#endif
 };
 
 static struct hbt_still hbt_still_tab[HBT_HEARTS];
@@ -116,18 +125,34 @@ const char *hbt_still_how(void)
     return why;
 }
 
+/* Is e's descriptor still its event? A program may close every descriptor
+ * it did not open (a daemon does) and open a file that gets the number: that
+ * file is never touched. */
+static int hbt_still_ours(const struct hbt_still *e)
+{
+    struct stat st;
+    int saved = errno, ok = e->fd >= 0 && fstat(e->fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino;
+    errno = saved;
+    return ok;
+}
+
 static void hbt_still_close(struct hbt_still *e)
 {
     __atomic_store_n(&e->on, 0, __ATOMIC_RELAXED);
     if (e->map)
         munmap(e->map, (size_t)HBT_STILL_PAGES * (size_t)sysconf(_SC_PAGESIZE));
     if (e->fd >= 0) {
-        close(e->fd);
+        if (hbt_still_ours(e)) {
+            int saved = errno;
+            close(e->fd);
+            errno = saved;
+        }
         __atomic_sub_fetch(&hbt_still_open, 1u, __ATOMIC_RELAXED);
     }
     e->map = NULL;
     e->fd = -1;
     e->tid = 0;
+    __atomic_store_n(&e->wait_t, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&e->moved_t, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&e->n, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&e->run_n, 0u, __ATOMIC_RELAXED);
@@ -175,8 +200,18 @@ static int hbt_still_openfor(struct hbt_still *e, int tid)
         __atomic_sub_fetch(&hbt_still_open, 1u, __ATOMIC_RELAXED);
         return 0;
     }
+    struct stat fs;
+    if (fstat(fd, &fs) != 0) {
+        munmap(m, (size_t)HBT_STILL_PAGES * (size_t)sysconf(_SC_PAGESIZE));
+        close(fd);
+        errno = saved;
+        __atomic_sub_fetch(&hbt_still_open, 1u, __ATOMIC_RELAXED);
+        return 0;
+    }
     errno = saved;
     __atomic_store_n(&hbt_still_state, 1, __ATOMIC_RELAXED);
+    e->dev = fs.st_dev;
+    e->ino = fs.st_ino;
     e->fd = fd;
     e->tid = tid;
     e->map = m;
@@ -261,6 +296,9 @@ static void hbt_still_drain(struct hbt_still *e, int keep)
                 fprintf(stderr, "hbtstill tid=%d ip=%llx hash=%llx same=%d k=%u n=%u\n", e->tid, (unsigned long long)ip,
                         (unsigned long long)x, same, e->k, e->n);
 #endif
+#ifdef HBT_MON_DEBUG
+                e->ip = ip;
+#endif
                 e->ip_lo = lo;
                 e->ip_hi = hi;
                 __atomic_store_n(&e->run_n, same ? e->run_n + 1 : 1u, __ATOMIC_RELAXED);
@@ -299,7 +337,13 @@ int hbt_still_follow(uint32_t j, int tid)
         __atomic_store_n(&e->n, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&e->run_n, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&e->rec, 0, __ATOMIC_RELAXED);
-        if (ioctl(e->fd, PERF_EVENT_IOC_ENABLE, 0) != 0)
+        if (!hbt_still_ours(e)) {
+            hbt_still_close(e);   /* the program closed it: opened again next time */
+            return HBT_STILL_NO;
+        }
+        int saved = errno, ok = ioctl(e->fd, PERF_EVENT_IOC_ENABLE, 0) == 0;
+        errno = saved;
+        if (!ok)
             return HBT_STILL_NO;
         __atomic_store_n(&e->on, 1, __ATOMIC_RELAXED);
         return HBT_STILL_UNKNOWN;
@@ -342,12 +386,46 @@ void hbt_still_pause(uint32_t j)
         return;
     struct hbt_still *e = &hbt_still_tab[j];
     if (e->map && e->on) {
-        (void)ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+        int saved = errno;
+        if (hbt_still_ours(e))
+            (void)ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+        errno = saved;
         __atomic_store_n(&e->on, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&e->n, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&e->run_n, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&e->rec, 0, __ATOMIC_RELAXED);
     }
+}
+
+#ifdef HBT_MON_DEBUG
+uint64_t hbt_still_dbg_ip(uint32_t j)
+{
+    return j < HBT_HEARTS ? hbt_still_tab[j].ip : 0;
+}
+#endif
+
+/* Thread j waits in the OpenMP runtime and is runnable (state R): has it
+ * hardly run lately (under a quarter of a CPU since the reading before, 0.3
+ * ms at least)? Then it waits for a CPU, and may have been let out of its
+ * wait meanwhile: its mark says "waiting" until it runs again (NPB LU with
+ * source beats beside CPU hogs: thread 0 released from the barrier between
+ * LU's two sweeps and queued behind a hog, its teammate spinning on its flag
+ * at once). The first reading, and one 20 ms old, says so too. Read by any
+ * checker: a hint. */
+int hbt_still_waiter_queued(uint32_t j, int tid, uint64_t now, uint64_t cpu)
+{
+    if (j >= HBT_HEARTS || tid <= 0)
+        return 0;
+    struct hbt_still *e = &hbt_still_tab[j];
+    uint64_t t = __atomic_load_n(&e->wait_t, __ATOMIC_RELAXED);
+    if (t && now >= t && now - t < 300 * HBT_US)
+        return __atomic_load_n(&e->wait_queued, __ATOMIC_RELAXED);
+    uint64_t c = __atomic_load_n(&e->wait_cpu, __ATOMIC_RELAXED);
+    int q = !t || now < t || now - t > 20 * HBT_MS || 4 * (cpu > c ? cpu - c : 0) < now - t;
+    __atomic_store_n(&e->wait_cpu, cpu, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->wait_queued, q, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->wait_t, now, __ATOMIC_RELAXED);
+    return q;
 }
 
 /* Thread j ended: its event goes. */
