@@ -212,10 +212,8 @@ static void hbt_mon_note_meta(int mode)
     snprintf(num, sizeof num, "%g", hbt_mon.late);
     hbt_meta_append_once("monitor_late", num);
     hbt_meta_append_once("monitor_beats", hbt_mon_hot.openmp ? "openmp" : "api");
-    hbt_still_probe();
-    const char *still = hbt_still_how();
-    if (still)
-        hbt_meta_append_once("monitor_still", still);
+    if (mode == HBT_MON_RING)
+        hbt_meta_append_once("monitor_still", "off: ring mode (no monitor thread to open the events)");
     if (mode == HBT_MON_CENTRAL) {
         if (hbt_mon.period_ns)
             snprintf(num, sizeof num, "%llu", (unsigned long long)(hbt_mon.period_ns / HBT_US));

@@ -259,7 +259,7 @@ HBT_HIDDEN void hbt_mon_auto(uint64_t now);
 HBT_HIDDEN uint64_t hbt_steal_ticks(void);
 HBT_HIDDEN int hbt_under_hypervisor(void);
 /* monitor_still.c: is a late, running thread making progress of its own? */
-HBT_HIDDEN void hbt_still_probe(void);
+HBT_HIDDEN void hbt_still_start(void);
 HBT_HIDDEN const char *hbt_still_how(void);
 #define HBT_STILL_PERIOD_NS (250 * HBT_US)   /* a register sample every this much of its CPU time */
 enum { HBT_STILL_NO = -2, HBT_STILL_UNKNOWN = -1 };   /* besides 0 (works) and 1 (still) */

@@ -49,6 +49,10 @@ static void *hbt_mon_main(void *unused)
     t->monitor = 1;
     hbt_register_quiet(t);
     hbt_bg_wake_on_time();
+    /* the register samples' first event costs its opener 10-15 ms (the kernel
+     * turns on its scheduler hooks): opened now, by a thread of its own, once,
+     * and kept */
+    hbt_still_start();
 
     uint64_t now = hbt_now_ns();
     uint64_t next_stat = now + HBT_SEC, last_stat = now, passes_at_stat = 0;

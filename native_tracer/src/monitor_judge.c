@@ -1528,9 +1528,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     if (used >= need && held &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
-        if (v->cur != HBT_BHV_BUSY_WAITING && still == HBT_STILL_UNKNOWN) {
+        if (v->cur != HBT_BHV_BUSY_WAITING && still == HBT_STILL_UNKNOWN && used < 2.0 * need) {
             /* not sampled enough yet to tell a spin on memory (a wait for a
-             * teammate at work) from work: a few samples more */
+             * teammate at work) from work: a few samples more (up to twice the
+             * bar: then judged by its CPU time alone, as where nothing is
+             * sampled) */
             c->look = now + 2 * HBT_STILL_PERIOD_NS;
             c->tol = 0;
             return HBT_J_ALIVE;

@@ -72,6 +72,7 @@ struct hbt_still {
 static struct hbt_still hbt_still_tab[HBT_HEARTS];
 static uint32_t hbt_still_open;   /* atomic: events open */
 static int hbt_still_state;       /* atomic: 0 not tried, 1 works, -errno refused */
+static int hbt_still_ready;       /* atomic: the monitor thread opened the kept event */
 static uint64_t hbt_still_mask;   /* registers sampled */
 static int hbt_still_ip = -1;     /* the program counter's index among them */
 
@@ -219,15 +220,39 @@ static int hbt_still_openfor(struct hbt_still *e, int tid)
     return 1;
 }
 
-/* Try once whether the kernel lets this process sample its threads'
- * registers (an event on the calling thread, opened disabled and closed). */
-void hbt_still_probe(void)
+/* The central monitor thread, at its start: whether the kernel lets this
+ * process sample its threads' registers -- an event on the calling thread,
+ * opened disabled and kept for the process's life. The first event on the
+ * machine makes the kernel turn on its scheduler hooks, 10-15 ms for the
+ * thread that opens it (measured here: 15.4 ms, then 3-9 us), and turns them
+ * off a while after the last one closes: kept open, every later one is
+ * cheap. Only then does a late look open events (ring mode, whose checkers
+ * are the program's own threads, never does). */
+static struct hbt_still hbt_still_kept = {.fd = -1};
+
+static void *hbt_still_opener(void *monitor_tid)
 {
-    if (__atomic_load_n(&hbt_still_state, __ATOMIC_RELAXED))
+    if (hbt_still_openfor(&hbt_still_kept, (int)(intptr_t)monitor_tid)) {
+        __atomic_store_n(&hbt_still_ready, 1, __ATOMIC_RELEASE);
+        hbt_meta_append_once("monitor_still", hbt_still_how());
+    } else {
+        const char *how = hbt_still_how();
+        hbt_meta_append_once("monitor_still", how ? how : "off: too many events");
+    }
+    return NULL;
+}
+
+/* (the kept event is opened by a thread of its own, which ends then: the
+ * monitor looks meanwhile -- 15 ms of a monitor that did not look cost a
+ * thread of jacobi_omp the CPU time of its first beats, and a spin early in
+ * its run went unreported) */
+void hbt_still_start(void)
+{
+    if (__atomic_load_n(&hbt_still_state, __ATOMIC_RELAXED) || hbt_still_kept.map)
         return;
-    struct hbt_still e = {.fd = -1};
-    if (hbt_still_openfor(&e, (int)syscall(SYS_gettid)))
-        hbt_still_close(&e);
+    if (hbt_bg_start(NULL, "hbt-still", 64u * 1024u, 0, hbt_still_opener,
+                     (void *)(intptr_t)syscall(SYS_gettid)) != 0)
+        hbt_meta_append_once("monitor_still", "off: no thread to open the events");
 }
 
 /* Read the samples the kernel wrote since the last read into e's run. */
@@ -252,6 +277,10 @@ static void hbt_still_drain(struct hbt_still *e, int keep)
             ((unsigned char *)&h)[i] = data[(tail + i) % size];
         if (h.size < sizeof h || h.size > head - tail)
             break;
+#ifdef HBT_MON_DEBUG
+        if (h.type != PERF_RECORD_SAMPLE)
+            fprintf(stderr, "hbtstill tid=%d record type %u size %u\n", e->tid, h.type, h.size);
+#endif
         if (h.type == PERF_RECORD_SAMPLE && h.size <= sizeof rec) {
             for (size_t i = 0; i < h.size; i++)
                 rec[i] = data[(tail + i) % size];
@@ -308,6 +337,11 @@ static void hbt_still_drain(struct hbt_still *e, int keep)
         }
         tail += h.size;
     }
+#ifdef HBT_MON_DEBUG
+    if (keep)
+        fprintf(stderr, "hbtstill drain tid=%d head=%llu tail0=%llu n=%u\n", e->tid, (unsigned long long)head,
+                (unsigned long long)pg->data_tail, e->n);
+#endif
     __atomic_store_n(&pg->data_tail, head, __ATOMIC_RELEASE);
     if (moved)
         __atomic_store_n(&e->moved_t, hbt_now_ns(), __ATOMIC_RELAXED);
@@ -323,6 +357,8 @@ static void hbt_still_drain(struct hbt_still *e, int keep)
 int hbt_still_follow(uint32_t j, int tid)
 {
     if (j >= HBT_HEARTS || tid <= 0)
+        return HBT_STILL_NO;
+    if (!__atomic_load_n(&hbt_still_ready, __ATOMIC_ACQUIRE))
         return HBT_STILL_NO;
     struct hbt_still *e = &hbt_still_tab[j];
     if (e->map && e->tid != tid)
@@ -438,6 +474,10 @@ void hbt_still_end(uint32_t j)
 /* A fork child: the events are the parent's threads'. */
 void hbt_still_after_fork_child(void)
 {
+    if (hbt_still_kept.map)
+        hbt_still_close(&hbt_still_kept);   /* the parent's monitor thread's: the child's opens its own */
+    __atomic_store_n(&hbt_still_ready, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hbt_still_state, 0, __ATOMIC_RELAXED);
     for (uint32_t j = 0; j < HBT_HEARTS; j++)
         if (hbt_still_tab[j].map)
             hbt_still_close(&hbt_still_tab[j]);
