@@ -64,9 +64,6 @@ struct hbt_still {
     uint64_t wait_t;      /* a teammate's reading of it while it waits in the runtime: when, */
     uint64_t wait_cpu;    /* ... its CPU time then, */
     int      wait_queued; /* ... and whether it hardly ran since the reading before */
-#ifdef HBT_MON_DEBUG
-    uint64_t ip;          /* the latest sample's */
-#endif
 };
 
 static struct hbt_still hbt_still_tab[HBT_HEARTS];
@@ -224,7 +221,7 @@ static int hbt_still_openfor(struct hbt_still *e, int tid)
  * process sample its threads' registers -- an event on the calling thread,
  * opened disabled and kept for the process's life. The first event on the
  * machine makes the kernel turn on its scheduler hooks, 10-15 ms for the
- * thread that opens it (measured here: 15.4 ms, then 3-9 us), and turns them
+ * thread that opens it (benchmarks/perf_event_cost.c: 15-20 ms, then 3-15 us), and turns them
  * off a while after the last one closes: kept open, every later one is
  * cheap. Only then does a late look open events (ring mode, whose checkers
  * are the program's own threads, never does). */
@@ -324,9 +321,6 @@ static void hbt_still_drain(struct hbt_still *e, int keep)
 #ifdef HBT_MON_DEBUG
                 fprintf(stderr, "hbtstill tid=%d ip=%llx hash=%llx same=%d k=%u n=%u\n", e->tid, (unsigned long long)ip,
                         (unsigned long long)x, same, e->k, e->n);
-#endif
-#ifdef HBT_MON_DEBUG
-                e->ip = ip;
 #endif
                 e->ip_lo = lo;
                 e->ip_hi = hi;
@@ -432,13 +426,6 @@ void hbt_still_pause(uint32_t j)
         __atomic_store_n(&e->rec, 0, __ATOMIC_RELAXED);
     }
 }
-
-#ifdef HBT_MON_DEBUG
-uint64_t hbt_still_dbg_ip(uint32_t j)
-{
-    return j < HBT_HEARTS ? hbt_still_tab[j].ip : 0;
-}
-#endif
 
 /* Thread j waits in the OpenMP runtime and is runnable (state R): has it
  * hardly run lately (under a quarter of a CPU since the reading before, 0.3
