@@ -645,6 +645,75 @@ def test_team_at_work_is_not_reported(heat, tmp_path, cc, mode):
     assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
 
 
+LONG_LOOP_ARGS = [3, 40000, 1, 20]   # 3 steps of a dynamic loop: 40,000 chunks of 20 us, the last of 1 ms
+
+
+def omp_builds(tmp_path_factory, program: str) -> dict:
+    """tests/programs/PROGRAM.c built with gcc (libgomp) and, where installed, clang (libomp)."""
+    import shutil
+
+    d = tmp_path_factory.mktemp(program)
+    progs = {}
+    for cc in ("gcc", "clang"):
+        if shutil.which(cc):
+            exe = d / f"{program}_{cc}"
+            subprocess.run([cc, "-O2", "-fopenmp", f"-I{ROOT / 'tests' / 'programs'}",
+                            str(ROOT / "tests" / "programs" / f"{program}.c"), "-o", str(exe)], check=True)
+            progs[cc] = exe
+    return progs
+
+
+@pytest.fixture(scope="module")
+def long_loop(tracer_built, tmp_path_factory):
+    """tests/programs/omp_long_chunks.c, gcc and clang."""
+    return omp_builds(tmp_path_factory, "omp_long_chunks")
+
+
+@pytest.mark.parametrize("cc,kind", [("gcc", "busy"), ("gcc", "cond"), ("clang", "busy"), ("clang", "cond")])
+def test_a_thread_stuck_in_a_chunk_while_its_team_goes_on_is_found_at_once(long_loop, tmp_path, cc, kind):
+    """cd-hit's pattern: a dynamically scheduled loop of many short chunks (20 us here), run
+    again and again, so that the threads have waited for each other before. A thread that
+    spins or blocks in the middle of it while its teammate goes on taking the loop's chunks
+    holds nobody up until the loop runs out of chunks -- here after the fault is over, 0.3 s
+    into a step of 0.4 s -- and was reported then or never (here: neither found; cd-hit: 1
+    spin in 4 found, blocks 60-190 ms late). Its chunk is now measured against the loop's
+    chunks: reported within tens of milliseconds, with its onset, and nothing of its
+    teammate. No report in a normal run."""
+    tr, _ = record_team(long_loop, cc, tmp_path, "central", args=LONG_LOOP_ARGS)
+    assert (tr["rec"]["kind"] == BEAT).sum() > 40000
+    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+    tr, truth = record_team(long_loop, cc, tmp_path / "fault", "central", "--inject", kind, "--thread", 1,
+                            "--at", 0.5, "--inject-wait-ms", 300, args=LONG_LOOP_ARGS)
+    assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
+    t0 = truth["fired_at"]["mono_ns"]
+    want = BUSY if kind == "busy" else COND
+    got = [d for d in behaviors(tr, 1) if d["bhv"] == want]
+    assert got, (behaviors(tr), t0)
+    assert t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6, (got, t0)
+    # found while the teammate still took the loop's chunks (before: 300 ms or never)
+    assert got[0]["at"] < t0 + 100e6, (got, t0)
+    assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)
+
+
+@pytest.fixture(scope="module")
+def uneven_share(tracer_built, tmp_path_factory):
+    """tests/programs/omp_uneven_share.c, gcc and clang."""
+    return omp_builds(tmp_path_factory, "omp_uneven_share")
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_a_longer_share_of_a_long_region_is_not_busy_waiting(uneven_share, tmp_path, cc):
+    """IQ-TREE's first long region: after thousands of units of microseconds, a region whose
+    static split gives one thread 100 ms of work and the other 145 ms. The first waits 45 ms
+    for the second at the region's end, and the second had never used more than microseconds
+    of CPU time between two beats: it was called busy-waiting 100 ms into its share (here in
+    3 runs of 3; IQ-TREE 2 of 3). A thread is late for its team once it has taken twice the
+    share of the teammate that waits for it."""
+    tr, _ = record_team(uneven_share, cc, tmp_path, "central", args=[3000, 100, 1.45])
+    assert (tr["rec"]["kind"] == BEAT).sum() > 6000
+    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+
+
 # --------------------------------------------------------------------------- waiting in the program's own code
 
 PIPELINE_ARGS = [60, 0.1, 4, 0.2, 30]   # steps, unit, long, tail, spike (ms of CPU)
@@ -652,19 +721,8 @@ PIPELINE_ARGS = [60, 0.1, 4, 0.2, 30]   # steps, unit, long, tail, spike (ms of 
 
 @pytest.fixture(scope="module")
 def flag_pipeline(tracer_built, tmp_path_factory):
-    """tests/programs/omp_flag_pipeline.c built with gcc (libgomp) and, where installed,
-    clang (libomp)."""
-    import shutil
-
-    d = tmp_path_factory.mktemp("pipeline")
-    progs = {}
-    for cc in ("gcc", "clang"):
-        if shutil.which(cc):
-            exe = d / f"omp_flag_pipeline_{cc}"
-            subprocess.run([cc, "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_flag_pipeline.c"),
-                            "-o", str(exe)], check=True)
-            progs[cc] = exe
-    return progs
+    """tests/programs/omp_flag_pipeline.c, gcc and clang."""
+    return omp_builds(tmp_path_factory, "omp_flag_pipeline")
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])

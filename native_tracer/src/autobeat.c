@@ -100,7 +100,7 @@ int hbt_auto_enabled(int source)
  * file and so a new generation.
  */
 #define HBT_CT_SIZE    8192u              /* a power of 2 */
-#define HBT_CT_MAX     6144u              /* ids: at most 3/4 of the table */
+/* HBT_CT_MAX (autobeat.h): ids at most 3/4 of the table */
 #define HBT_CT_WRITING 0x80000000u
 #define HBT_CT_TEXT    256u               /* bytes of a construct name */
 
@@ -115,6 +115,7 @@ static uint32_t hbt_ct_count;            /* ids handed out */
 static uint32_t hbt_ct_gen = 1;          /* file generation */
 static int hbt_ct_fork_added;
 static uint32_t hbt_ct_beats[HBT_CT_MAX + 1];   /* MPI beats per construct */
+struct hbt_ct_unit hbt_ct_units[HBT_CT_MAX + 1];  /* loops' chunks (autobeat.h) */
 
 static const char *const hbt_ck_names[] = {
     [HBT_CK_PARALLEL] = "parallel", [HBT_CK_LOOP] = "loop",

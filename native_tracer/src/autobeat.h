@@ -83,6 +83,37 @@ __attribute__((visibility("hidden")))
 void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
                           uint32_t aux, uint64_t now);
 
+/* Construct ids run 1..HBT_CT_MAX (autobeat.c). */
+#define HBT_CT_MAX     6144u
+/* Chunks of a loop measured before the monitor compares a thread's chunk in progress with
+ * them (hbt_unit_beat) */
+#define HBT_UNIT_WARM  32u
+
+/* Each loop's chunks, by construct id, for the online monitor: the longest one measured
+ * (ns, saturating) and when (ms of the monotonic clock, mod 2^32), forgotten by half every
+ * HBT_UNIT_HALF_MS (hbt_unit_most): a chunk the host's stop of a CPU or a fault held up
+ * does not set the loop's bar for the rest of the run, a long chunk that comes back every
+ * step does; and how many chunks were measured (up to HBT_UNIT_WARM). Written by a thread
+ * that ends a chunk longer than that, which is rare once a few were measured. */
+#define HBT_UNIT_HALF_MS 1000u
+struct hbt_ct_unit {
+    uint32_t most_ns;
+    uint32_t most_ms;
+    uint32_t n;
+};
+
+/* The longest chunk of a loop, as of now_ms: halved for each HBT_UNIT_HALF_MS since. */
+static inline uint32_t hbt_unit_most(const struct hbt_ct_unit *c, uint32_t now_ms)
+{
+    uint32_t most = __atomic_load_n(&c->most_ns, __ATOMIC_RELAXED);
+    uint32_t age = now_ms - __atomic_load_n(&c->most_ms, __ATOMIC_RELAXED);
+    if (age >= 0x80000000u)
+        return most;   /* (stored after now_ms was read) */
+    age /= HBT_UNIT_HALF_MS;
+    return age >= 32 ? 0 : most >> age;
+}
+extern struct hbt_ct_unit hbt_ct_units[HBT_CT_MAX + 1] __attribute__((visibility("hidden")));
+
 /* The body of hbt_auto_beat_at and hbt_auto_wait_at, inline for the hot paths of the
  * wrappers (gomp.c's loop chunk: no call into autobeat.c, one TLS block address), in
  * libhbtrace's own files only (they include internal.h before this header). */
@@ -116,6 +147,42 @@ uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t t
     return now;
 }
 
+/* An automatic beat of a thread whose automatic beats the monitor judges: a chunk beat
+ * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
+ * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
+ * with no chunk left clears it: hbt_unit_none); any other beat leaves the loop. */
+static inline __attribute__((always_inline))
+void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
+{
+    uint32_t prev = u->loop;   /* (written by this thread only) */
+    if (event == HBT_EV_CHUNK && construct && construct <= HBT_CT_MAX) {
+        uint64_t t0 = u->t;
+        if (prev == construct && at > t0) {
+            struct hbt_ct_unit *c = &hbt_ct_units[construct];
+            uint64_t d = at - t0;
+            uint32_t now_ms = (uint32_t)(at / 1000000u);
+            if (d > hbt_unit_most(c, now_ms)) {
+                __atomic_store_n(&c->most_ms, now_ms, __ATOMIC_RELAXED);
+                __atomic_store_n(&c->most_ns, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, __ATOMIC_RELAXED);
+            }
+            if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM)
+                __atomic_fetch_add(&c->n, 1u, __ATOMIC_RELAXED);
+        }
+        __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
+        __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
+    } else if (prev) {
+        __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
+    }
+}
+
+/* The thread's loop gave it no further chunk: it is in no chunk now. */
+static inline void hbt_unit_none(void)
+{
+    struct hbt_unit *u = hbt_tls.unit;
+    if (u && u->loop)
+        __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
+}
+
 /* One automatic beat, inline (hbt_auto_beat_at's record); a unit of work ended there,
  * where the fault injector may act (inject.h). */
 static inline __attribute__((always_inline))
@@ -140,6 +207,8 @@ void hbt_auto_beat_inline(int source, int event, int32_t thread, uint32_t constr
                 __atomic_store_n(&t->beat->thread, thread, __ATOMIC_RELAXED);
             hbt_beatline_update(t, at, t->auto_seq - 1);
         }
+        if (t->unit)
+            hbt_unit_beat(t->unit, event, construct, at);
     }
     if (__builtin_expect(hbt_inject_armed, 0))
         hbt_inject_point(source, thread, at ? at : now);

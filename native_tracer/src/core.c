@@ -286,6 +286,7 @@ void hbt_register_quiet(struct hbt_tls *t)
     t->registered = 1;
     t->beat_thread = -1;
     t->beat = &t->sink;
+    t->unit = NULL;
     t->next_check = UINT64_MAX;
 }
 
@@ -457,6 +458,7 @@ void hbt_after_fork_child(void)
     t->chunk_seq = 0;   /* chunk_first means nothing while slots is NULL */
     t->end_recorded = 0;
     t->beat = NULL;
+    t->unit = NULL;
     t->monitor = 0;
     t->mem_recorded = 0;   /* the child's memory records start with its own */
     t->mem_at_ns = 0;

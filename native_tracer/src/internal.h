@@ -149,6 +149,18 @@ struct hbt_beatline {
                              last took it (and set it to 0); 0: none */
 };
 
+/* The unit of work a thread of an OpenMP team is in, for the online monitor judging
+ * automatic beats: a chunk of a loop whose chunks it takes one by one (construct id
+ * `loop`, begun at `t`, the clock of the beat before it), `loop` 0 in none. Written by
+ * the thread itself (t, then loop with release), read by the monitor (loop with
+ * acquire, then t): a pair read across a change has a later t, which makes the unit
+ * shorter, never longer. */
+struct hbt_unit {
+    uint32_t loop;
+    uint32_t pad;
+    uint64_t t;
+};
+
 /* Per-thread state. Zero-initialised for every new thread, which means
  * "not registered, no chunk": the first record takes the rare path. The
  * fields the beat path touches come first. */
@@ -185,6 +197,8 @@ struct hbt_tls {
     uint64_t wait_from;       /* when its current wait in the OpenMP runtime began
                                  (hbt_wait_mark) */
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
+    struct hbt_unit *unit;    /* this thread's unit of work in its line of the heart
+                                 table; NULL beyond the table */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
     uint64_t last_ns;         /* clock of its latest beat or automatic record */

@@ -245,6 +245,7 @@ void hbt_mon_register(struct hbt_tls *t)
     if (t->thread_slot >= HBT_HEARTS || t->monitor) {
         memset(&t->sink, 0, sizeof t->sink);
         t->beat = &t->sink;
+        t->unit = NULL;
         if (!t->monitor)
             __atomic_fetch_add(&hbt_mon.unwatched, 1, __ATOMIC_RELAXED);
         return;
@@ -266,8 +267,11 @@ void hbt_mon_register(struct hbt_tls *t)
      * it beats or sets one */
     b->thread = t->user_set ? t->user_thread : -1;
     b->os_tid = (int32_t)syscall(SYS_gettid);
+    __atomic_store_n(&h->c.unit.loop, 0u, __ATOMIC_RELAXED);
+    h->c.unit.t = 0;
     __atomic_store_n(&b->state, HBT_HS_ACTIVE, __ATOMIC_RELEASE);
     t->beat = b;
+    t->unit = &h->c.unit;
 }
 
 /* hbt_set_thread: the number its beats record from now on. */

@@ -168,6 +168,8 @@ struct hbt_checkline {
     uint64_t checks;
     uint64_t last_ns;     /* its latest ring check */
     uint64_t period_ns;   /* EWMA of the time between its ring checks */
+    struct hbt_unit unit; /* the chunk of a loop it is in (internal.h), written on its
+                             automatic beats */
 };
 
 struct hbt_heart {
@@ -269,6 +271,12 @@ HBT_HIDDEN uint64_t hbt_still_moved(uint32_t j);
 HBT_HIDDEN int hbt_still_waiter_queued(uint32_t j, int tid, uint64_t now, uint64_t cpu);
 #define HBT_STILL_RECENT_NS (20 * HBT_MS)   /* a teammate seen to move on this recently is at work */
 #define HBT_STILL_STUCK_NS  HBT_SEC          /* still beside a still teammate: held this long at most */
+#define HBT_SHARE_OVER      2.0              /* a thread of a team is late for its team once it has
+                                                 taken this many times the share of the last teammate
+                                                 that waits for it (hbt_judge_locked) */
+#define HBT_UNIT_OVER       8.0              /* a chunk of a loop this many times the loop's longest
+                                                 chunk measured, while teammates go on with the loop,
+                                                 is overdue (hbt_unit_overdue) */
 HBT_HIDDEN void hbt_still_pause(uint32_t j);
 HBT_HIDDEN void hbt_still_end(uint32_t j);
 HBT_HIDDEN void hbt_still_after_fork_child(void);

@@ -769,6 +769,33 @@ static int hbt_at_work(const struct hbt_heart *p)
            !__atomic_load_n(&p->b.waiting, __ATOMIC_RELAXED) && !__atomic_load_n(&p->v.final, __ATOMIC_RELAXED);
 }
 
+/* Thread `self`, silent since its latest beat at `last`, in a chunk of a loop begun at that
+ * beat: how long its chunk has lasted past HBT_UNIT_OVER times the longest chunk of that
+ * loop measured (0: not so, or the loop's chunks not known yet), and that bar. Its team
+ * need not wait for it: a thread of a dynamically scheduled loop that spins or blocks in
+ * the middle of it was otherwise blamed only once the loop had no chunk left for its
+ * teammates, or they reached the region's end (cd-hit: chunks of 5-25 us, its victims'
+ * 300 ms faults found 1 in 4 (busy) and 60-190 ms late (blocked)). */
+static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uint64_t *barp)
+{
+    const struct hbt_unit *u = &hbt_hearts[self].c.unit;
+    uint32_t loop = __atomic_load_n(&u->loop, __ATOMIC_ACQUIRE);
+    if (!loop || loop > HBT_CT_MAX)
+        return 0;
+    uint64_t t0 = __atomic_load_n(&u->t, __ATOMIC_RELAXED);
+    if (t0 < last)
+        return 0;   /* (a pair read across its latest beat) */
+    const struct hbt_ct_unit *c = &hbt_ct_units[loop];
+    uint32_t most = hbt_unit_most(c, (uint32_t)(now / 1000000u));
+    if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM || !most)
+        return 0;
+    uint64_t bar = (uint64_t)(HBT_UNIT_OVER * most);
+    if (now <= t0 + bar)
+        return 0;
+    *barp = bar;
+    return now - (t0 + bar);
+}
+
 /* How much slower than usual the other threads go right now (1 when none can
  * tell): the median, over the threads at work (usual or busy-waiting, not
  * waiting in the runtime) that have a known CPU time per beat, of the largest
@@ -1454,6 +1481,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
      * team waits at the barrier) */
     if (v->probing && hbt_still_moved(j) > v->probe_t)
         waits = waits ? waits : 2;
+    /* in a chunk of a loop far longer than the loop's chunks take, and not spinning on
+     * memory: its own doing, whatever a teammate silent before it does (cd-hit: the master
+     * worked 235 ms in its own code while its teammate spun in a chunk of the loop) */
+    uint64_t bar = 0, over = hbt_in_team(h) ? hbt_unit_overdue(j, now, s->t, &bar) : 0;
+    if (over && still != 1 && waits == 1)
+        waits = 0;
     if (!waits && still == 1) {
         /* ... or while another thread of its team spins too, HBT_STILL_STUCK_NS
          * of its silence at most: NPB LU's pipeline at 4 threads on 2 CPUs crawls
@@ -1489,6 +1522,36 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     uint64_t until = 0;
     if (hbt_in_team(h)) {
         uint64_t hold = hbt_team_wait_ns(j, now, 0);
+        if (hold) {
+            /* ... counted from HBT_SHARE_OVER times the time the last of them to wait
+             * took for its share of the work since the thread's latest beat, when later:
+             * a share of a static split may be longer than another's (IQ-TREE's first
+             * region of a kind: the master waited 45 ms for its teammate's share of 144
+             * ms, its own 99 ms, and the teammate was called busy-waiting in 2 of 3 normal
+             * runs, 120 ms into its share) */
+            uint64_t least = hbt_team_wait_ns(j, now, 1);
+            uint64_t begun = now > least ? now - least : 0;   /* the latest wait began */
+            if (begun > s->t) {
+                double from = (double)s->t + HBT_SHARE_OVER * (double)(begun - s->t);
+                uint64_t late = (double)now > from ? (uint64_t)((double)now - from) : 0;
+                if (late < hold)
+                    hold = late;
+            }
+        }
+        /* (or its teammates passed it by in a loop whose chunks they take: as long as
+         * they waited, since its chunk became overdue) */
+        HBT_DBG("hbtmon unit j%u loop=%u t0=%.6f last=%.6f most=%u n=%u over=%.3f\n", j, h->c.unit.loop,
+                h->c.unit.t / 1e9, s->t / 1e9, h->c.unit.loop <= HBT_CT_MAX ? hbt_unit_most(&hbt_ct_units[h->c.unit.loop], (uint32_t)(now / 1000000u)) : 0,
+                h->c.unit.loop <= HBT_CT_MAX ? hbt_ct_units[h->c.unit.loop].n : 0, over / 1e6);
+        if (over > hold)
+            hold = over;
+        if (over) {
+            /* its CPU time since then: busy-waiting past as much again as that bar (its
+             * usual worst beat may be a unit of another construct, tens of times longer) */
+            double b = bar < HBT_BUSY_FLOOR_NS ? (double)HBT_BUSY_FLOOR_NS : (double)bar;
+            if (b < need)
+                need = b;
+        }
         if (hold > since)
             hold = since;
         held = (double)hold > lim;
@@ -1524,9 +1587,12 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             on_cpu, used / 1e6, need / 1e6, held, waits, h->d.tick_t / 1e9, h->d.tick_new, h->d.froze,
             v->probe_t / 1e9, v->cur, hbt_still_known(j));
     /* (a new verdict: not while the other threads' work is as much slower
-     * than usual -- the machine runs slow) */
+     * than usual -- the machine runs slow; of a chunk overdue, their latest work
+     * only: a teammate's silence in a unit of its own, of another construct, says
+     * nothing of the machine -- cd-hit's master, 27 ms into 300 ms of its own work,
+     * held its teammate's spin in a chunk unreported until it beat again) */
     if (used >= need && held &&
-        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, 1, s->t))) {
+        (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, !over, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
         if (v->cur != HBT_BHV_BUSY_WAITING && still == HBT_STILL_UNKNOWN && used < 2.0 * need) {
             /* not sampled enough yet to tell a spin on memory (a wait for a
