@@ -504,39 +504,6 @@ def test_a_team_waiting_for_long_real_chunks_is_not_busy_waiting(tracer_built, t
     assert all(0.2 <= iv["duration_s"] < 1.0 for iv in long_units), long_units
 
 
-@pytest.mark.parametrize("cc", ["gcc", pytest.param("clang", marks=pytest.mark.skipif(
-    __import__("shutil").which("clang") is None, reason="clang is not installed (scripts/install.sh installs it)"))])
-def test_a_spin_in_a_loop_of_short_chunks_while_the_team_goes_on_is_busy_waiting(tracer_built, tmp_path, cc):
-    """Three steps of a dynamic loop of 40,000 chunks of 20 us (tests/programs/omp_long_chunks.c).
-    The injector's 0.3 s spin in thread 1, 0.1 s into the second step, while thread 0 goes on
-    taking the loop's chunks: nobody waits for it, and its chunks are too short for the
-    tracer's cpu records to give their CPU time. Its gap is 3 times the loop's longest other
-    unit and more, while its teammate beat on: busy-waiting (before: running). The same
-    program with nothing injected: nothing found (_omp_intervals asserts it)."""
-    import os
-
-    from conftest import hbtool_here, run_hbtool
-
-    (tmp_path / "normal").mkdir()
-    _omp_intervals(tmp_path / "normal", cc, "omp_long_chunks", "3", "40000", "1", "20")
-    exe = tmp_path / "normal" / "omp_long_chunks"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
-    env["OMP_NUM_THREADS"] = "2"
-    out = tmp_path / "fault"
-    r = run_hbtool("record", "-o", out, "--inject", "busy", "--thread", 1, "--at", 0.5, "--inject-wait-ms", 300,
-                   "--", exe, "3", "40000", "1", "20", env=env)
-    assert r.returncode == 0, r.stderr
-    truth = json.loads((out / "inject-truth.json").read_text())
-    assert truth["fired"], truth
-    rep = json.loads(hbtool_here("behavior", out, "--format", "json").stdout)
-    found = {t["thread"]: [iv for iv in t["intervals"] if iv["behavior"] in ("busy-waiting", "conditional-waiting")]
-             for t in rep["threads"]}
-    assert not found[0], found
-    assert [iv["behavior"] for iv in found[1]] == ["busy-waiting"], found
-    assert abs(found[1][0]["start_s"] - truth["fired_at"]["trace_s"]) < 0.005, (found, truth["fired_at"])
-    assert "longest other unit" in found[1][0]["detail"], found
-
-
 def test_a_long_chunk_full_of_critical_sections_is_work_not_conditional_waiting(tracer_built, tmp_path):
     """One chunk of 300 ms of CPU work per thread that enters a critical section every 0.1 ms
     (tests/programs/omp_critical_chunks.c, as Clustal Omega's loop): no beat for the whole

@@ -666,24 +666,6 @@ def _outlier_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, s:
     return used / top if top is not None and used >= s.gap_factor * top else None
 
 
-def _outlier_wall(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, s: BehaviorSettings,
-                  waits_cache: dict, span, work: float) -> int | None:
-    """A gap (interval i) with `work` ns in no recorded wait, through which the thread used a
-    CPU with no beat and no teammate waited for it, in a construct whose units are too short
-    for the tracer's cpu records (_construct_top is None): the longest other unit of the
-    construct (_longest_other, wall time less waits) when the gap is at least the gap factor
-    times it and a teammate beat on through the gap; else None. A thread that spun in the
-    middle of a dynamic loop of 20 us chunks for 0.3 s while its teammate took the loop's
-    chunks was running by the timeline, though the online monitor found it."""
-    t0, t1 = int(tb.t_ns[i]), int(tb.t_ns[i + 1])
-    if not any(o.thread != tb.thread and o.beats_between(t0, t1) >= 2 for o in team):
-        return None
-    if _construct_top(tb, i, team, trace) is not None:
-        return None   # judged by its CPU time (_outlier_unit)
-    longest = _longest_other(tb, i, team, trace, waits_cache, span)
-    return longest if longest is not None and work >= s.gap_factor * max(longest, 1) else None
-
-
 def _and_itself(tb: ThreadBeats, team: list) -> list:
     """The team with the thread in it (a team passed without it gets it added)."""
     return team if any(o is tb for o in team) else team + [tb]
@@ -1070,13 +1052,6 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
                                  f"{over:.0f}x the CPU time of its construct's longest units (the 99th percentile "
                                  f"of its team's), while its teammates beat on{_where(tb, i + 1, i + 2)}",
                                  int(t[i]), max(end, int(t[i]))))
-                continue
-            longest = _outlier_wall(tb, i, team, trace, s, waits_cache, span, t[i + 1] - t[i] - waited * 1e9)
-            if longest is not None:
-                episodes.append((i, i + 1, "busy-waiting",
-                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU, "
-                                 f"where its construct's longest other unit took {longest / 1e9:.4f} s, while its "
-                                 f"teammates beat on{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
             continue
         if waited >= s.explained_share * gap_s:
             # the tracer saw it wait in a synchronisation (a barrier) most of the gap: it
