@@ -695,6 +695,18 @@ def test_a_thread_stuck_in_a_chunk_while_its_team_goes_on_is_found_at_once(long_
     assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)
 
 
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_a_loops_long_last_chunk_is_reported_once_not_at_every_step(long_loop, tmp_path, cc):
+    """Five steps of a dynamic loop of 20,000 chunks of 20 us whose last iteration takes 20 ms
+    (1000 times the others): the thread that takes it works alone while its teammate waits at
+    the loop's end. The first time nothing says that is the loop's work, and it is reported;
+    from then on the loop's longest chunk lately is known, and a chunk no more than twice that
+    is work, even while the team waits (before: reported at every step, 5 of 5)."""
+    tr, _ = record_team(long_loop, cc, tmp_path, "central", args=[5, 20000, 20, 20])
+    assert (tr["rec"]["kind"] == BEAT).sum() > 100000
+    assert len([x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)]) <= 1, behaviors(tr)
+
+
 @pytest.fixture(scope="module")
 def uneven_share(tracer_built, tmp_path_factory):
     """tests/programs/omp_uneven_share.c, gcc and clang."""

@@ -775,8 +775,10 @@ static int hbt_at_work(const struct hbt_heart *p)
  * need not wait for it: a thread of a dynamically scheduled loop that spins or blocks in
  * the middle of it was otherwise blamed only once the loop had no chunk left for its
  * teammates, or they reached the region's end (cd-hit: chunks of 5-25 us, its victims'
- * 300 ms faults found 1 in 4 (busy) and 60-190 ms late (blocked)). */
-static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uint64_t *barp)
+ * 300 ms faults found 1 in 4 (busy) and 60-190 ms late (blocked)). And, in `usualp`, until
+ * when its chunk is no longer than HBT_UNIT_USUAL times that longest chunk (0: the loop's
+ * chunks not known): as long as the loop's chunks lately, work even while its team waits. */
+static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uint64_t *barp, uint64_t *usualp)
 {
     const struct hbt_unit *u = &hbt_hearts[self].c.unit;
     uint32_t loop = __atomic_load_n(&u->loop, __ATOMIC_ACQUIRE);
@@ -789,6 +791,7 @@ static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uin
     uint32_t most = hbt_unit_most(c, (uint32_t)(now / 1000000u));
     if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM || !most)
         return 0;
+    *usualp = t0 + (uint64_t)(HBT_UNIT_USUAL * most);
     uint64_t bar = (uint64_t)(HBT_UNIT_OVER * most);
     if (now <= t0 + bar)
         return 0;
@@ -1484,7 +1487,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     /* in a chunk of a loop far longer than the loop's chunks take, and not spinning on
      * memory: its own doing, whatever a teammate silent before it does (cd-hit: the master
      * worked 235 ms in its own code while its teammate spun in a chunk of the loop) */
-    uint64_t bar = 0, over = hbt_in_team(h) ? hbt_unit_overdue(j, now, s->t, &bar) : 0;
+    uint64_t bar = 0, usual = 0, over = hbt_in_team(h) ? hbt_unit_overdue(j, now, s->t, &bar, &usual) : 0;
     if (over && still != 1 && waits == 1)
         waits = 0;
     if (!waits && still == 1) {
@@ -1537,6 +1540,15 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
                 if (late < hold)
                     hold = late;
             }
+        }
+        if (usual) {
+            /* ... and from when its chunk of a loop grew longer than the loop's chunks
+             * lately, when later: a dynamic loop whose last iteration is 1000 times the
+             * others, taken by one thread while its teammate waits at the loop's end, was
+             * called busy-waiting at every step (tests/programs/omp_long_chunks.c) */
+            uint64_t late = now > usual ? now - usual : 0;
+            if (late < hold)
+                hold = late;
         }
         /* (or its teammates passed it by in a loop whose chunks they take: as long as
          * they waited, since its chunk became overdue) */
