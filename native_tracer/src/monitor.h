@@ -106,6 +106,8 @@ struct hbt_view {
     uint32_t slow_end : 1;/* the latest beat seen ended a slow interval */
     uint32_t held_peer : 1;/* late since its latest beat seen, it was held as waiting for a
                               teammate (hbt_waits_for_peer) */
+    uint32_t blocked_seen : 1;/* late since its latest beat seen, its latest late look read it
+                              blocked (S, D) */
     uint32_t probe_seq;   /* probing: its beat count at the sample */
 };
 
