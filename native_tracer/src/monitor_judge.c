@@ -735,7 +735,8 @@ static int hbt_warm(const struct hbt_heart *h)
  * 50 reports of LU, 2 runs of each kind, were such). With libomp, a spin on
  * a flag of the program's own code (its `omp flush` called again and again,
  * ompt.c) is such a wait too, from its first flush. (A master in the
- * program's serial part is itself outside, not judged.) With `latest`: the
+ * program's serial part is itself outside, not judged, and waits for
+ * nobody: its mark holds no worker.) With `latest`: the
  * shortest such wait instead, how long all of those waiting have waited. */
 static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
 {
@@ -746,6 +747,11 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
             continue;
         const struct hbt_beatline *b = &hbt_hearts[k].b;
         uint16_t w = __atomic_load_n(&b->waiting, __ATOMIC_ACQUIRE);
+        if (w == HBT_SYNC_OUTSIDE && __atomic_load_n(&b->thread, __ATOMIC_RELAXED) == 0)
+            continue;   /* the master in the program's serial part waits for nobody (cd-hit beside
+                           CPU hogs: the master queued 4 ms on its way into a region, still so
+                           marked, while a worker began a long unit of its own there -- called
+                           busy-waiting 5 ms in) */
         if (w && __atomic_load_n(&b->state, __ATOMIC_RELAXED) == HBT_HS_ACTIVE) {
             /* (mod 2^32 us: a wait of over 71 minutes reads as a shorter one) */
             uint32_t d = now_us - __atomic_load_n(&b->wait_us, __ATOMIC_RELAXED);
