@@ -151,23 +151,28 @@ uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t t
  * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
  * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
  * with no chunk left clears it: hbt_unit_none); any other beat leaves the loop. */
+/* A chunk of loop `construct` begun at t0 ended at `at`: measured. */
+static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at)
+{
+    struct hbt_ct_unit *c = &hbt_ct_units[construct];
+    uint64_t d = at - t0;
+    uint32_t now_ms = (uint32_t)(at / 1000000u);
+    if (d > hbt_unit_most(c, now_ms)) {
+        __atomic_store_n(&c->most_ms, now_ms, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->most_ns, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, __ATOMIC_RELAXED);
+    }
+    if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM)
+        __atomic_fetch_add(&c->n, 1u, __ATOMIC_RELAXED);
+}
+
 static inline __attribute__((always_inline))
 void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
 {
     uint32_t prev = u->loop;   /* (written by this thread only) */
     if (event == HBT_EV_CHUNK && construct && construct <= HBT_CT_MAX) {
         uint64_t t0 = u->t;
-        if (prev == construct && at > t0) {
-            struct hbt_ct_unit *c = &hbt_ct_units[construct];
-            uint64_t d = at - t0;
-            uint32_t now_ms = (uint32_t)(at / 1000000u);
-            if (d > hbt_unit_most(c, now_ms)) {
-                __atomic_store_n(&c->most_ms, now_ms, __ATOMIC_RELAXED);
-                __atomic_store_n(&c->most_ns, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, __ATOMIC_RELAXED);
-            }
-            if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM)
-                __atomic_fetch_add(&c->n, 1u, __ATOMIC_RELAXED);
-        }
+        if (prev == construct && at > t0)
+            hbt_unit_measure(construct, t0, at);
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
     } else if (prev) {
@@ -175,12 +180,17 @@ void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t a
     }
 }
 
-/* The thread's loop gave it no further chunk: it is in no chunk now. */
-static inline void hbt_unit_none(void)
+/* The thread's loop gave it no further chunk: it is in no chunk now. With `at` (libomp,
+ * whose chunk beat comes at a chunk's start), the chunk it was in ended then: measured
+ * (a loop's long last iteration is learnt so). */
+static inline void hbt_unit_none(uint64_t at)
 {
     struct hbt_unit *u = hbt_tls.unit;
-    if (u && u->loop)
+    if (u && u->loop) {
+        if (at && at > u->t && u->loop <= HBT_CT_MAX)
+            hbt_unit_measure(u->loop, u->t, at);
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
+    }
 }
 
 /* One automatic beat, inline (hbt_auto_beat_at's record); a unit of work ended there,

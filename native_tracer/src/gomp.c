@@ -276,10 +276,10 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
             return fn_real(istart, iend);                                         \
         struct gomp_tls *g = gomp_self();                                         \
         gomp_chunk_done(g, gomp_site(g, __builtin_return_address(0)));             \
-        if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, #name)) { g->s.open = 0; hbt_unit_none(); return false; } \
+        if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, #name)) { g->s.open = 0; hbt_unit_none(0); return false; } \
         bool r = fn_real(istart, iend);                                           \
         if (!r)                                                                   \
-            hbt_unit_none();                                                      \
+            hbt_unit_none(0);                                                      \
         g->s.open = r;                                                            \
         g->s.first = r ? (int64_t)*istart : 0;                                    \
         return r;                                                                 \

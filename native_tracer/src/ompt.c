@@ -525,8 +525,8 @@ static HBT_COLD void *hbt_ompt_real_dispatch(void **cache, const char *name)
         int got = fn(loc, gtid, p_last, p_lb, p_ub, p_st);                            \
         if (__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED))                      \
             hbt_ompt_chunk(got, (int64_t)*p_lb);                                      \
-        if (!got)                                                                     \
-            hbt_unit_none();                                                          \
+        if (!got && hbt_tls.unit && hbt_tls.unit->loop)                               \
+            hbt_unit_none(hbt_now_ns());                                              \
         return got;                                                                   \
     }
 
