@@ -272,8 +272,6 @@ void hbt_spin_close(struct hbt_tls *t)
             __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)((last - first + 999u) / 1000u),
                              __ATOMIC_RELEASE);
             __atomic_store_n(&b->waiting, (uint16_t)0, __ATOMIC_RELEASE);
-            if (t->unit)
-                __atomic_store_n(&t->unit->free_us, (uint32_t)(last / 1000u) | 1u, __ATOMIC_RELAXED);
         }
     }
     uint64_t work = 0;   /* slow: the work that ended in the spin, spun for after its wait */

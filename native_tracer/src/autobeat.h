@@ -147,10 +147,6 @@ uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t t
     return now;
 }
 
-/* An automatic beat of a thread whose automatic beats the monitor judges: a chunk beat
- * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
- * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
- * with no chunk left clears it: hbt_unit_none); any other beat leaves the loop. */
 /* A chunk of loop `construct` begun at t0 ended at `at`: measured. */
 static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at)
 {
@@ -165,6 +161,10 @@ static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at
         __atomic_fetch_add(&c->n, 1u, __ATOMIC_RELAXED);
 }
 
+/* An automatic beat of a thread whose automatic beats the monitor judges: a chunk beat
+ * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
+ * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
+ * with no chunk left clears it: hbt_unit_none); any other beat leaves the loop. */
 static inline __attribute__((always_inline))
 void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
 {

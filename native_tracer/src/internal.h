@@ -157,8 +157,7 @@ struct hbt_beatline {
  * shorter, never longer. */
 struct hbt_unit {
     uint32_t loop;
-    uint32_t free_us;     /* when it last left a wait in the runtime (hbt_wait_mark, a flag
-                             spin's end): the clock in us, mod 2^32; 0: never */
+    uint32_t pad;
     uint64_t t;
 };
 
@@ -611,11 +610,8 @@ static inline __attribute__((always_inline)) void hbt_wait_mark(uint32_t sync)
          * thread whose every wait took under 1 us has waited in the runtime too,
          * and is judged as a thread of its team -- the monitor tells so by a
          * waited_us above 0) */
-        uint64_t now = hbt_now_ns();
-        uint64_t d = t->wait_from ? now - t->wait_from : 0;
+        uint64_t d = t->wait_from ? hbt_now_ns() - t->wait_from : 0;
         __atomic_store_n(&b->waited_us, b->waited_us + (uint32_t)((d + 999u) / 1000u), __ATOMIC_RELEASE);
-        if (t->unit)
-            __atomic_store_n(&t->unit->free_us, (uint32_t)(now / 1000u) | 1u, __ATOMIC_RELAXED);
     }
     if (sync != was)
         __atomic_store_n(&b->waiting, (uint16_t)sync, __ATOMIC_RELEASE);

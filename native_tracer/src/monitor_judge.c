@@ -741,7 +741,6 @@ static int hbt_warm(const struct hbt_heart *h)
 static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
 {
     uint32_t n = hbt_nthreads(), now_us = (uint32_t)(now / 1000u), most = 0, least = UINT32_MAX;
-    uint32_t free_us = __atomic_load_n(&hbt_hearts[self].c.unit.free_us, __ATOMIC_RELAXED);
     int any = 0;
     for (uint32_t k = 0; k < n; k++) {
         if (k == self)
@@ -753,13 +752,6 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
                            CPU hogs: the master queued 4 ms on its way into a region, still so
                            marked, while a worker began a long unit of its own there -- called
                            busy-waiting 5 ms in) */
-        if (w == HBT_SYNC_OUTSIDE && free_us &&
-            (int32_t)(__atomic_load_n(&b->wait_us, __ATOMIC_RELAXED) - free_us) < 0)
-            continue;   /* a worker in the pool since before the thread left its own latest wait
-                           has not joined the region yet, and waits for nobody's work in it
-                           (FastTree beside CPU hogs: its master took all three sections of a
-                           region while the worker, queued, still bore its mark of the previous
-                           region's end -- busy-waiting, 3-6 ms in, in 2 of 6 normal runs) */
         if (w && __atomic_load_n(&b->state, __ATOMIC_RELAXED) == HBT_HS_ACTIVE) {
             /* (mod 2^32 us: a wait of over 71 minutes reads as a shorter one) */
             uint32_t d = now_us - __atomic_load_n(&b->wait_us, __ATOMIC_RELAXED);
