@@ -84,6 +84,10 @@ if [ "$kind" = asan ]; then
     # a stopped thread skipping them
     run 0 omp_sections    env OMP_NUM_THREADS=3 LD_PRELOAD="$unlinked" "$bin/omp_sections" 40 0.2
     run 0 omp_sections.inject.stop env OMP_NUM_THREADS=2 HBTRACE_INJECT=stop HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=40 LD_PRELOAD="$unlinked" "$bin/omp_sections" 40 0.2
+    # a dynamic loop's chunks as the monitor's units of work (struct hbt_unit, hbt_ct_units),
+    # judged by the automatic beats, and a spin in the middle of one
+    run 0 omp_long_chunks env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_long_chunks" 3 20000 5 20
+    run 0 omp_long_chunks.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_AT=0.3 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_long_chunks" 3 20000 5 20
 fi
 run 0 idle_threads        env LD_PRELOAD="$unlinked" "$bin/idle_threads" threads 500 50
 run 0 idle_forks          env LD_PRELOAD="$unlinked" "$bin/idle_threads" fork 20 4
