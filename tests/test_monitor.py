@@ -756,6 +756,38 @@ def test_thread_waiting_in_its_own_code_is_late_by_its_teams_wait(flag_pipeline,
     assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr), t0)
 
 
+RELEASED_ARGS = [40, 0.1, 10, 20, 4]   # steps, unit, long, sleep (ms), every
+
+
+@pytest.fixture(scope="module")
+def released(tracer_built, tmp_path_factory):
+    """tests/programs/omp_released.c, gcc and clang."""
+    return omp_builds(tmp_path_factory, "omp_released")
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_a_teammate_released_from_a_barrier_that_has_not_run_since_waits_for_nobody(released, tmp_path, cc):
+    """A thread released from a barrier still bears its mark there until it runs again: on a
+    busy machine it may be queued for milliseconds (omp_flag_pipeline with libomp, in CI: its
+    thread 1, queued at the loop's barrier, made thread 0's 4 ms of work after it look like a
+    wait of the team, and thread 0 was called busy-waiting 2.4 ms in). Here thread 1 sleeps
+    20 ms in a signal handler inside the barrier every 4th step while thread 0 works 10 ms
+    after it: nobody waits for thread 0 (the tracer before called it busy-waiting at each such
+    step, 10 of 10). And a real spin of thread 0 while thread 1 waits for it is still found."""
+    tr, _ = record_team(released, cc, tmp_path, "central", args=RELEASED_ARGS)
+    r = tr["rec"]
+    waits = r[(r["kind"] == 17) & ((r["flags"] >> 4) == 1) & (r["thread"] == 1)]
+    slept = ((waits["iter"].astype(np.int64) << 32) | waits["aux"].astype(np.int64)) > 15e6
+    assert slept.sum() >= 5, slept.sum()   # thread 1 slept in the barrier (not before it)
+    assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+    tr, truth = record_team(released, cc, tmp_path / "fault", "central", "--inject", "busy", "--thread", 0,
+                            "--beat", 300, "--inject-wait-ms", 300, args=RELEASED_ARGS)
+    assert truth["fired"] and truth["thread"] == 0, json.dumps(truth)
+    t0 = truth["fired_at"]["mono_ns"]
+    got = [d for d in behaviors(tr, 0) if d["bhv"] == BUSY]
+    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr), t0)
+
+
 # --------------------------------------------------------------------------- a static loop with the program's own beats
 
 

@@ -116,6 +116,13 @@ static uint32_t hbt_ct_gen = 1;          /* file generation */
 static int hbt_ct_fork_added;
 static uint32_t hbt_ct_beats[HBT_CT_MAX + 1];   /* MPI beats per construct */
 struct hbt_ct_unit hbt_ct_units[HBT_CT_MAX + 1];  /* loops' chunks (autobeat.h) */
+static uint32_t hbt_regions_begun;       /* outermost parallel regions (hbt_region_instance) */
+
+uint32_t hbt_region_instance(void)
+{
+    uint32_t n = __atomic_add_fetch(&hbt_regions_begun, 1u, __ATOMIC_RELAXED);
+    return n ? n : __atomic_add_fetch(&hbt_regions_begun, 1u, __ATOMIC_RELAXED);
+}
 
 static const char *const hbt_ck_names[] = {
     [HBT_CK_PARALLEL] = "parallel", [HBT_CK_LOOP] = "loop",

@@ -36,6 +36,7 @@
  *   GOMP_sections_end*      a WORKSHARE beat (aux: the sections the thread was
  *                           given, a bit each), then the wait (not _nowait).
  *   GOMP_single_copy_start  the wait of the threads that did not run it.
+ *   GOMP_single_copy_end    the wait of the thread that ran it.
  *   GOMP_critical*_start    a critical wait (the time to get the lock).
  *   GOMP_ordered_start      an ordered wait.
  *   GOMP_taskwait*,
@@ -82,6 +83,9 @@ struct gomp_state {
     uint8_t  open;        /* a chunk is open: its beat comes at the next call */
     uint8_t  known;       /* thread is valid */
     const void *fn;       /* the innermost region's outlined function, NULL outside */
+    uint32_t inst;        /* the outermost region's instance (hbt_region_instance), 0 outside
+                           * it or in a nested region */
+    uint32_t bar;         /* team barriers it entered in that region (HBT_PLACE) */
 };
 
 struct gomp_tls {
@@ -418,6 +422,8 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
         before;                                                                   \
         uint32_t id = idexpr;                                                     \
         uint64_t t0 = gomp_arrive(g, ev, id, aux);                                \
+        if (sync == HBT_SYNC_BARRIER && g->s.inst)   /* its team's next barrier */ \
+            hbt_place_mark(HBT_PLACE(g->s.inst, ++g->s.bar));                     \
         if (sync)   /* after the beat and a fault injected there: it waits now */ \
             hbt_wait_mark(sync);                                                  \
         decl fn_real args;                                                        \
@@ -459,6 +465,9 @@ WAITING_AUX(bool, GOMP_sections_end_cancel, (void), (), RV(bool), rv_, NOTHING, 
             HBT_SYNC_BARRIER, SECTIONS_ID, TAKEN)
 WAITING(void *, GOMP_single_copy_start, (void), (), RV(void *), rv_, NOTHING, 0, HBT_SYNC_BARRIER,
         gomp_construct(g, HBT_CK_SINGLE, site))
+/* (the thread that executed the single meets the others at the barrier here) */
+VOIDWAIT(GOMP_single_copy_end, (void *data), (data), NOTHING, 0, HBT_SYNC_BARRIER,
+         gomp_construct(g, HBT_CK_SINGLE, site))
 VOIDWAIT(GOMP_critical_start, (void), (), NOTHING, 0, HBT_SYNC_CRITICAL,
          gomp_construct(g, HBT_CK_CRITICAL, site))
 VOIDWAIT(GOMP_critical_name_start, (void **pptr), (pptr), NOTHING, 0, HBT_SYNC_CRITICAL,
@@ -527,6 +536,7 @@ struct gomp_region {
     uint32_t sections;    /* combined parallel sections: its construct */
     const struct gomp_tls *master;
     uint64_t master_done; /* when the master's fn returned */
+    uint32_t inst;        /* an outermost region's instance (hbt_region_instance), 0: nested */
 };
 
 /* fn(data) on every thread of the team, between its state and its beat. */
@@ -544,6 +554,9 @@ static void gomp_region_run(void *arg)
     g->s.taken = 0;
     g->s.open = 0;
     int outermost = g->depth++ == 0;
+    g->s.inst = outermost ? r->inst : 0;
+    g->s.bar = 0;
+    hbt_place_mark(HBT_PLACE(g->s.inst, 0));   /* (not known in a nested region) */
     hbt_wait_mark(0);   /* at work in the region */
     if (outermost && g->left_ns) {   /* the time since it left the previous outermost region */
         uint64_t t0 = hbt_now_ns();
@@ -562,6 +575,8 @@ static void gomp_region_run(void *arg)
     else if (outermost)   /* a worker leaves for the closing barrier and the pool */
         g->left_ns = now;
     /* the closing barrier (and a worker of the outermost team the pool after it) */
+    if (outermost)
+        hbt_place_mark(HBT_PLACE(g->s.inst, HBT_PLACE_END));
     hbt_wait_mark(outermost && g != r->master ? HBT_SYNC_OUTSIDE : HBT_SYNC_BARRIER);
     g->depth--;
     g->s = saved;
@@ -578,6 +593,7 @@ static inline void gomp_region_init(struct gomp_region *r, void (*fn)(void *), v
     r->sections = sections ? gomp_construct(g, HBT_CK_SECTIONS, site) : 0;
     r->master = g;
     r->master_done = 0;
+    r->inst = g->depth == 0 ? hbt_region_instance() : 0;
 }
 
 /* The master's time from its fn's return to the end of the region. */
@@ -592,6 +608,8 @@ static inline void gomp_region_end(struct gomp_region *r)
             g->left_ns = t1;
         /* the serial part makes no automatic beat: the monitor waits for the next region;
          * a nested region's master is back at work in the enclosing one */
+        if (g->depth)   /* back at its place in the enclosing region */
+            hbt_place_mark(HBT_PLACE(g->s.inst, g->s.bar));
         hbt_wait_mark(g->depth == 0 ? HBT_SYNC_OUTSIDE : 0);
     }
 }

@@ -35,7 +35,7 @@
 static const char *const gomp_harmless[] = {
     /* ends of constructs whose wait is recorded at their start */
     "GOMP_atomic_start", "GOMP_atomic_end", "GOMP_critical_end", "GOMP_critical_name_end",
-    "GOMP_ordered_end", "GOMP_single_copy_end",
+    "GOMP_ordered_end",
     /* starts whose beat or wait is at the construct's end */
     "GOMP_single_start", "GOMP_scope_start", "GOMP_taskgroup_start",
     "GOMP_doacross_post", "GOMP_doacross_ull_post",

@@ -159,7 +159,17 @@ struct hbt_unit {
     uint32_t loop;
     uint32_t pad;
     uint64_t t;
+    uint64_t place;   /* where it is in its outermost team's work (hbt_place_mark), 0: not known */
 };
+
+/* A thread's place in the work of its outermost OpenMP team: the team's region instance
+ * (hbt_region_instance: a number the master draws for each outermost parallel region) in the
+ * high 32 bits, in the low 32 the team barriers of that region it has entered (1 at the first,
+ * HBT_PLACE_END at the region's closing barrier and the pool after it). A thread marked
+ * waiting at a barrier whose place a teammate at work has passed was released and has not
+ * run since (queued): its mark is stale, and nobody waits for that teammate. */
+#define HBT_PLACE_END 0xFFFFFFFFu
+#define HBT_PLACE(inst, bar) ((inst) ? ((uint64_t)(inst) << 32 | (uint32_t)(bar)) : 0)
 
 /* Per-thread state. Zero-initialised for every new thread, which means
  * "not registered, no chunk": the first record takes the rare path. The
@@ -199,6 +209,8 @@ struct hbt_tls {
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
     struct hbt_unit *unit;    /* this thread's unit of work in its line of the heart
                                  table; NULL beyond the table */
+    uint64_t place;           /* its place in its outermost team's work (HBT_PLACE),
+                                 copied into unit->place */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
     uint64_t last_ns;         /* clock of its latest beat or automatic record */
@@ -616,6 +628,19 @@ static inline __attribute__((always_inline)) void hbt_wait_mark(uint32_t sync)
     if (sync != was)
         __atomic_store_n(&b->waiting, (uint16_t)sync, __ATOMIC_RELEASE);
 }
+
+/* The calling thread's place in its outermost team's work (HBT_PLACE), stored before
+ * the wait mark that goes with it (hbt_wait_mark's release store publishes it). */
+static inline __attribute__((always_inline)) void hbt_place_mark(uint64_t place)
+{
+    struct hbt_tls *t = &hbt_tls;
+    t->place = place;
+    if (t->unit)
+        __atomic_store_n(&t->unit->place, place, __ATOMIC_RELAXED);
+}
+
+/* A number for an outermost parallel region that begins, drawn by its master (never 0). */
+HBT_HIDDEN uint32_t hbt_region_instance(void);
 
 /* A beat's update of the thread's line of the heart table (below). */
 static inline __attribute__((always_inline))

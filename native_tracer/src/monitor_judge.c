@@ -722,6 +722,22 @@ static int hbt_warm(const struct hbt_heart *h)
     return h->v.nbeats >= (hbt_in_team(h) ? HBT_WARM_TEAM : HBT_WARM);
 }
 
+/* A teammate marked waiting (`w`) at `place` while thread `self`, at work, is at `at`
+ * (HBT_PLACE): was it released? Yes when `self` is in a later outermost region than the one it
+ * waits in, or in the same one past that barrier (it entered it and is at work again: everyone
+ * there was let go). A thread released that has not run since -- queued behind other threads --
+ * still bears its mark. Places not known (a nested region, a wait that is no team barrier: a
+ * critical section, a taskwait, a flag) tell nothing. */
+static int hbt_wait_released(uint64_t at, uint64_t place, uint16_t w)
+{
+    if (!at || !place || (w != HBT_SYNC_BARRIER && w != HBT_SYNC_OUTSIDE))
+        return 0;
+    uint32_t ai = (uint32_t)(at >> 32), pi = (uint32_t)(place >> 32), ab = (uint32_t)at, pb = (uint32_t)place;
+    if (ai != pi)
+        return (uint32_t)(ai - pi) < 0x80000000u;   /* (instances mod 2^32) */
+    return pb != 0 && pb != HBT_PLACE_END && pb <= ab;
+}
+
 /* How long has the rest of its team waited for thread `self`: the longest
  * wait in progress of another thread in the OpenMP runtime (a barrier, a
  * taskwait, a lock, or a worker in the pool for the next parallel region,
@@ -741,6 +757,7 @@ static int hbt_warm(const struct hbt_heart *h)
 static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
 {
     uint32_t n = hbt_nthreads(), now_us = (uint32_t)(now / 1000u), most = 0, least = UINT32_MAX;
+    uint64_t at = __atomic_load_n(&hbt_hearts[self].c.unit.place, __ATOMIC_RELAXED);
     int any = 0;
     for (uint32_t k = 0; k < n; k++) {
         if (k == self)
@@ -752,6 +769,14 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
                            CPU hogs: the master queued 4 ms on its way into a region, still so
                            marked, while a worker began a long unit of its own there -- called
                            busy-waiting 5 ms in) */
+        if (w && hbt_wait_released(at, __atomic_load_n(&hbt_hearts[k].c.unit.place, __ATOMIC_RELAXED), w)) {
+            HBT_DBG("hbtmon released j%u: k%u w=%u place=%llx at=%llx\n", self, k, w,
+                    (unsigned long long)hbt_hearts[k].c.unit.place, (unsigned long long)at);
+            continue;   /* released from a barrier thread `self` has passed, and not run since
+                           (omp_flag_pipeline with libomp: its thread 1, queued at the loop's
+                           barrier, held thread 0's 4 ms of work after it as though it waited
+                           for them -- busy-waiting 4 ms in, 1 run of 100 alone) */
+        }
         if (w && __atomic_load_n(&b->state, __ATOMIC_RELAXED) == HBT_HS_ACTIVE) {
             /* (mod 2^32 us: a wait of over 71 minutes reads as a shorter one) */
             uint32_t d = now_us - __atomic_load_n(&b->wait_us, __ATOMIC_RELAXED);
@@ -912,11 +937,21 @@ static int hbt_teammate_at_work(uint32_t self, uint64_t now, uint64_t self_t, do
     uint32_t n = hbt_nthreads();
     uint8_t nowait = 0;
     int others_still = 0;
+    uint64_t at = __atomic_load_n(&hbt_hearts[self].c.unit.place, __ATOMIC_RELAXED);
     for (uint32_t k = 0; k < n; k++) {
         if (k == self)
             continue;
         struct hbt_heart *p = &hbt_hearts[k];
         if (!hbt_at_work(p) || !__atomic_load_n(&p->b.seq, __ATOMIC_ACQUIRE)) {
+            /* waiting in the runtime, but let out of its wait (a barrier the judged
+             * thread has passed) and not run since: it is to go on, and the judged
+             * thread may wait for it */
+            uint16_t w = __atomic_load_n(&p->b.waiting, __ATOMIC_ACQUIRE);
+            if (w && __atomic_load_n(&p->b.state, __ATOMIC_ACQUIRE) == HBT_HS_ACTIVE &&
+                hbt_wait_released(at, __atomic_load_n(&p->c.unit.place, __ATOMIC_RELAXED), w)) {
+                HBT_DBG("hbtmon team j%u: k%u released, not run since\n", self, k);
+                return 1;
+            }
             /* waiting in the runtime, but runnable and hardly running: let out of
              * its wait, maybe, and queued for a CPU (its mark is cleared when it
              * runs again) */

@@ -71,6 +71,9 @@ struct hbt_ompt_frame {
     const void *region_ra;     /* the region's code address (its end barrier's name) */
     const void *team;          /* the team's parallel_data, the key of hbt_ompt_regions */
     int dynamic;               /* the current loop took its chunks from the dispatcher */
+    uint32_t inst;             /* an outermost region's instance (hbt_region_instance), 0 in a
+                                  nested region or not learnt yet */
+    uint32_t bar;              /* team barriers it entered in the region (HBT_PLACE) */
 };
 
 struct hbt_ompt_tls {
@@ -111,6 +114,7 @@ static uint64_t hbt_ompt_next_direct;                     /* events it set in th
 struct hbt_ompt_region {
     uint64_t key;              /* the parallel_data (task_data) address, 0 empty */
     const void *ra;
+    uint32_t inst;             /* an outermost region's instance, 0 for the others */
 };
 static struct hbt_ompt_region hbt_ompt_regions[HBT_OMPT_REGIONS];
 
@@ -119,7 +123,7 @@ static struct hbt_ompt_region hbt_ompt_regions[HBT_OMPT_REGIONS];
 
 static inline struct hbt_ompt_frame *hbt_ompt_cur(struct hbt_ompt_tls *o)
 {
-    static const struct hbt_ompt_frame none = { 0, 0, 0, 0, NULL, NULL, 0 };
+    static const struct hbt_ompt_frame none = { 0, 0, 0, 0, NULL, NULL, 0, 0, 0 };
     if (__builtin_expect(o->depth == 0, 0))
         return (struct hbt_ompt_frame *)&none;   /* outside any region: read only */
     uint32_t d = o->depth < HBT_OMPT_DEPTH ? o->depth : HBT_OMPT_DEPTH;
@@ -169,25 +173,31 @@ static inline struct hbt_ompt_region *hbt_ompt_slot(struct hbt_ompt_region *tabl
 }
 
 static void hbt_ompt_put(struct hbt_ompt_region *table, uint32_t size, const void *key,
-                         const void *ra)
+                         const void *ra, uint32_t inst)
 {
     struct hbt_ompt_region *r = hbt_ompt_slot(table, size, key);
     __atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&r->ra, ra, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->inst, inst, __ATOMIC_RELAXED);
     __atomic_store_n(&r->key, (uint64_t)(uintptr_t)key, __ATOMIC_RELEASE);
 }
 
-/* The code address stored under key, or NULL when the table does not hold it
- * (a slot shared by two live keys is lost by one: its construct is then 0). */
-static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, const void *key)
+/* The code address stored under key (and in *inst its instance), or NULL when the table
+ * does not hold it (a slot shared by two live keys is lost by one: its construct is then 0). */
+static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, const void *key,
+                                uint32_t *inst)
 {
     struct hbt_ompt_region *r = hbt_ompt_slot(table, size, key);
     uint64_t k = (uint64_t)(uintptr_t)key;
     if (!key || __atomic_load_n(&r->key, __ATOMIC_ACQUIRE) != k)
         return NULL;
     const void *ra = __atomic_load_n(&r->ra, __ATOMIC_RELAXED);
+    uint32_t n = __atomic_load_n(&r->inst, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&r->key, __ATOMIC_RELAXED) == k ? ra : NULL;
+    if (__atomic_load_n(&r->key, __ATOMIC_RELAXED) != k)
+        return NULL;
+    *inst = n;
+    return ra;
 }
 
 /* A worker learns its region's construct from the table, as soon as the primary
@@ -195,8 +205,10 @@ static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, co
 static void hbt_ompt_resolve(struct hbt_ompt_frame *f)
 {
     if (f->region == 0 && f->team) {
-        const void *ra = hbt_ompt_get(hbt_ompt_regions, HBT_OMPT_REGIONS, f->team);
+        uint32_t inst = 0;
+        const void *ra = hbt_ompt_get(hbt_ompt_regions, HBT_OMPT_REGIONS, f->team, &inst);
         if (ra) {
+            f->inst = f->level == 1 ? inst : 0;
             f->region_ra = ra;
             f->region = hbt_construct_id(HBT_CK_PARALLEL, ra);
         }
@@ -263,15 +275,19 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             f->region_ra = NULL;
             f->loop = 0;
             f->dynamic = 0;
+            f->inst = 0;
+            f->bar = 0;
             if (index == 0) {
-                /* the primary thread names the region for the team */
+                /* the primary thread names the region for the team, and numbers an outermost one */
                 f->region_ra = o->pending_ra;
                 o->pending_ra = NULL;
                 f->region = hbt_construct_id(HBT_CK_PARALLEL, f->region_ra);
-                hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, parallel_data, f->region_ra);
+                f->inst = f->level == 1 ? hbt_region_instance() : 0;
+                hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, parallel_data, f->region_ra, f->inst);
             } else {
                 hbt_ompt_resolve(f);
             }
+            hbt_place_mark(HBT_PLACE(f->inst, 0));
             if (f->level == 1 && o->left_ns) {   /* since it left the previous outermost region */
                 uint64_t t0 = hbt_now_ns();
                 hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, thread, f->region, t0 - o->left_ns, t0);
@@ -281,10 +297,18 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             struct hbt_ompt_frame *f = hbt_ompt_cur(o);
             hbt_ompt_resolve(f);
             hbt_ompt_beat(o, HBT_EV_IMPLICIT, f->thread, f->region);
-            if (f->level == 1)   /* it leaves for the serial part (master) or the pool */
+            if (f->level == 1) {   /* it leaves for the serial part (master) or the pool */
                 o->left_ns = hbt_now_ns();
+                if (!f->inst)
+                    hbt_ompt_resolve(f);
+                hbt_place_mark(HBT_PLACE(f->inst, HBT_PLACE_END));
+            }
             hbt_wait_mark(f->level == 1 ? HBT_SYNC_OUTSIDE : 0);
             o->depth--;
+            if (f->level > 1 && o->depth > 0) {   /* back at its place in the enclosing region */
+                struct hbt_ompt_frame *e = hbt_ompt_cur(o);
+                hbt_place_mark(e->level == 1 ? HBT_PLACE(e->inst, e->bar) : 0);
+            }
         }
     }
     HBT_OMPT_FORWARD(HBT_OMPT_IMPLICIT_TASK, hbt_ompt_implicit_task_t, endpoint, parallel_data,
@@ -323,7 +347,7 @@ static void hbt_ompt_task_create(hbt_ompt_data_t *encountering_task_data,
 {
     /* the completion's construct: task_create's code address, keyed by the task */
     if (flags & HBT_OMPT_TASK_EXPLICIT)
-        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra);
+        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra, 0);
     HBT_OMPT_FORWARD(HBT_OMPT_TASK_CREATE, hbt_ompt_task_create_t, encountering_task_data,
                      encountering_task_frame, new_task_data, flags, has_dependences, codeptr_ra);
 }
@@ -336,7 +360,8 @@ static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_t
     if (prior_task_status == HBT_OMPT_TASK_COMPLETE
         || prior_task_status == HBT_OMPT_TASK_LATE_FULFILL) {
         struct hbt_ompt_tls *o = &hbt_ompt;
-        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data);
+        uint32_t none;
+        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &none);
         hbt_ompt_beat(o, HBT_EV_TASK, hbt_ompt_cur(o)->thread,
                       ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0);
     }
@@ -365,6 +390,15 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
             }
             if (o->nwaits < HBT_OMPT_WAITS)
                 o->wait_start[o->nwaits] = now;
+            if (sync == HBT_SYNC_BARRIER && o->nwaits == 0 && o->depth > 0) {
+                struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+                if (f->level == 1) {   /* its team's next barrier */
+                    f->bar++;
+                    if (!f->inst)
+                        hbt_ompt_resolve(f);
+                    hbt_place_mark(HBT_PLACE(f->inst, f->bar));
+                }
+            }
             o->nwaits++;
             hbt_wait_mark((uint32_t)sync);
         } else if (endpoint == HBT_OMPT_SCOPE_END && o->nwaits > 0) {
