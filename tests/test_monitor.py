@@ -748,11 +748,17 @@ def test_thread_waiting_in_its_own_code_is_late_by_its_teams_wait(flag_pipeline,
     tr, _ = record_team(flag_pipeline, cc, tmp_path, "central", args=PIPELINE_ARGS)
     assert (tr["rec"]["kind"] == BEAT).sum() > 2000
     assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
-    tr, truth = record_team(flag_pipeline, cc, tmp_path / "fault", "central", "--inject", "busy", "--thread", 1,
-                            "--beat", 600, "--inject-wait-ms", 300, args=PIPELINE_ARGS)
-    assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
+    assert_spin_found(flag_pipeline, cc, tmp_path / "fault", 1, 600, PIPELINE_ARGS)
+
+
+def assert_spin_found(progs, cc, tmp_path, thread, beat, args):
+    """A 300 ms spin injected into `thread` at its beat `beat` is reported busy-waiting, with
+    its onset, within the spin."""
+    tr, truth = record_team(progs, cc, tmp_path, "central", "--inject", "busy", "--thread", thread,
+                            "--beat", beat, "--inject-wait-ms", 300, args=args)
+    assert truth["fired"] and truth["thread"] == thread, json.dumps(truth)
     t0 = truth["fired_at"]["mono_ns"]
-    got = [d for d in behaviors(tr, 1) if d["bhv"] == BUSY]
+    got = [d for d in behaviors(tr, thread) if d["bhv"] == BUSY]
     assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr), t0)
 
 
@@ -780,12 +786,7 @@ def test_a_teammate_released_from_a_barrier_that_has_not_run_since_waits_for_nob
     slept = ((waits["iter"].astype(np.int64) << 32) | waits["aux"].astype(np.int64)) > 15e6
     assert slept.sum() >= 5, slept.sum()   # thread 1 slept in the barrier (not before it)
     assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr)
-    tr, truth = record_team(released, cc, tmp_path / "fault", "central", "--inject", "busy", "--thread", 0,
-                            "--beat", 300, "--inject-wait-ms", 300, args=RELEASED_ARGS)
-    assert truth["fired"] and truth["thread"] == 0, json.dumps(truth)
-    t0 = truth["fired_at"]["mono_ns"]
-    got = [d for d in behaviors(tr, 0) if d["bhv"] == BUSY]
-    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr), t0)
+    assert_spin_found(released, cc, tmp_path / "fault", 0, 300, RELEASED_ARGS)
 
 
 # --------------------------------------------------------------------------- a static loop with the program's own beats
