@@ -114,6 +114,7 @@ static inline const void *gomp_site(const struct gomp_tls *g, const void *ra)
 
 static int (*gomp_level_fn)(void);
 static int (*gomp_num_fn)(void);
+static int (*gomp_size_fn)(void);
 static int (*gomp_ancestor_fn)(int);
 
 static void gomp_after_fork_child(void)
@@ -124,10 +125,11 @@ static void gomp_after_fork_child(void)
 
 static HBT_COLD void gomp_resolve_omp(void)
 {
-    static void *c1, *c2, *c3;
+    static void *c1, *c2, *c3, *c4;
     gomp_level_fn = (int (*)(void))hbt_real(&c1, "omp_get_level");
     gomp_num_fn = (int (*)(void))hbt_real(&c2, "omp_get_thread_num");
     gomp_ancestor_fn = (int (*)(int))hbt_real(&c3, "omp_get_ancestor_thread_num");
+    gomp_size_fn = (int (*)(void))hbt_real(&c4, "omp_get_num_threads");
     hbt_fork_child_add(gomp_after_fork_child);
 }
 
@@ -556,6 +558,8 @@ static void gomp_region_run(void *arg)
     int outermost = g->depth++ == 0;
     g->s.inst = outermost ? r->inst : 0;
     g->s.bar = 0;
+    if (outermost)
+        hbt_team_mark(gomp_size_fn ? (uint32_t)gomp_size_fn() : 0);
     hbt_place_mark(HBT_PLACE(g->s.inst, 0));   /* (not known in a nested region) */
     hbt_wait_mark(0);   /* at work in the region */
     if (outermost && g->left_ns) {   /* the time since it left the previous outermost region */

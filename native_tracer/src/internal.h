@@ -157,17 +157,18 @@ struct hbt_beatline {
  * shorter, never longer. */
 struct hbt_unit {
     uint32_t loop;
-    uint32_t pad;
+    uint32_t team;    /* the threads of the outermost team it was last in (hbt_team_mark), 0: not known */
     uint64_t t;
-    uint64_t place;   /* where it is in its outermost team's work (hbt_place_mark), 0: not known */
+    uint64_t place;   /* where it is in that team's work (hbt_place_mark), 0: not known */
 };
 
 /* A thread's place in the work of its outermost OpenMP team: the team's region instance
  * (hbt_region_instance: a number the master draws for each outermost parallel region) in the
  * high 32 bits, in the low 32 the team barriers of that region it has entered (1 at the first,
  * HBT_PLACE_END at the region's closing barrier and the pool after it). A thread marked
- * waiting at a barrier whose place a teammate at work has passed was released and has not
- * run since (queued): its mark is stale, and nobody waits for that teammate. */
+ * waiting at a barrier whose place a teammate at work has passed (or in the pool while a
+ * later region's team counts it) was released and has not run since (queued): its mark is
+ * stale, and nobody waits for that teammate. */
 #define HBT_PLACE_END 0xFFFFFFFFu
 #define HBT_PLACE(inst, bar) ((inst) ? ((uint64_t)(inst) << 32 | (uint32_t)(bar)) : 0)
 
@@ -211,6 +212,7 @@ struct hbt_tls {
                                  table; NULL beyond the table */
     uint64_t place;           /* its place in its outermost team's work (HBT_PLACE),
                                  copied into unit->place */
+    uint32_t team;            /* that team's threads, copied into unit->team */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
     uint64_t last_ns;         /* clock of its latest beat or automatic record */
@@ -637,6 +639,15 @@ static inline __attribute__((always_inline)) void hbt_place_mark(uint64_t place)
     t->place = place;
     if (t->unit)
         __atomic_store_n(&t->unit->place, place, __ATOMIC_RELAXED);
+}
+
+/* The calling thread is in an outermost team of n threads (0: not known). */
+static inline __attribute__((always_inline)) void hbt_team_mark(uint32_t n)
+{
+    struct hbt_tls *t = &hbt_tls;
+    t->team = n;
+    if (t->unit)
+        __atomic_store_n(&t->unit->team, n, __ATOMIC_RELAXED);
 }
 
 /* A number for an outermost parallel region that begins, drawn by its master (never 0). */

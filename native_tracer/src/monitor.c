@@ -270,6 +270,7 @@ void hbt_mon_register(struct hbt_tls *t)
     __atomic_store_n(&h->c.unit.loop, 0u, __ATOMIC_RELAXED);
     h->c.unit.t = 0;
     __atomic_store_n(&h->c.unit.place, t->place, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->c.unit.team, t->team, __ATOMIC_RELAXED);
     __atomic_store_n(&b->state, HBT_HS_ACTIVE, __ATOMIC_RELEASE);
     t->beat = b;
     t->unit = &h->c.unit;

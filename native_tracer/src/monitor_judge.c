@@ -722,19 +722,28 @@ static int hbt_warm(const struct hbt_heart *h)
     return h->v.nbeats >= (hbt_in_team(h) ? HBT_WARM_TEAM : HBT_WARM);
 }
 
-/* A teammate marked waiting (`w`) at `place` while thread `self`, at work, is at `at`
- * (HBT_PLACE): was it released? Yes when `self` is in a later outermost region than the one it
- * waits in, or in the same one past that barrier (it entered it and is at work again: everyone
- * there was let go). A thread released that has not run since -- queued behind other threads --
+/* Teammate k, marked waiting (`w`), released? Thread `self`, at work, is at `at` in its team
+ * (HBT_PLACE): yes when k waits at a barrier of the same region that `self` has passed (it
+ * entered it and is at work again: everyone there was let go), or in an earlier region while
+ * `self`'s team counts k (its thread number below the team's size: a worker in the pool while
+ * the master works a region of one thread alone waits on -- IQ-TREE's master spinning there
+ * went unreported). A thread released that has not run since -- queued behind other threads --
  * still bears its mark. Places not known (a nested region, a wait that is no team barrier: a
  * critical section, a taskwait, a flag) tell nothing. */
-static int hbt_wait_released(uint64_t at, uint64_t place, uint16_t w)
+static int hbt_wait_released(uint32_t self, uint32_t k, uint16_t w)
 {
-    if (!at || !place || (w != HBT_SYNC_BARRIER && w != HBT_SYNC_OUTSIDE))
+    if (w != HBT_SYNC_BARRIER && w != HBT_SYNC_OUTSIDE)
+        return 0;
+    const struct hbt_unit *us = &hbt_hearts[self].c.unit, *uk = &hbt_hearts[k].c.unit;
+    uint64_t at = __atomic_load_n(&us->place, __ATOMIC_RELAXED), place = __atomic_load_n(&uk->place, __ATOMIC_RELAXED);
+    if (!at || !place)
         return 0;
     uint32_t ai = (uint32_t)(at >> 32), pi = (uint32_t)(place >> 32), ab = (uint32_t)at, pb = (uint32_t)place;
-    if (ai != pi)
-        return (uint32_t)(ai - pi) < 0x80000000u;   /* (instances mod 2^32) */
+    if (ai != pi) {
+        int32_t num = __atomic_load_n(&hbt_hearts[k].b.thread, __ATOMIC_RELAXED);
+        uint32_t team = __atomic_load_n(&us->team, __ATOMIC_RELAXED);
+        return (uint32_t)(ai - pi) < 0x80000000u && num >= 0 && (uint32_t)num < team;   /* (mod 2^32) */
+    }
     return pb != 0 && pb != HBT_PLACE_END && pb <= ab;
 }
 
@@ -757,7 +766,6 @@ static int hbt_wait_released(uint64_t at, uint64_t place, uint16_t w)
 static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
 {
     uint32_t n = hbt_nthreads(), now_us = (uint32_t)(now / 1000u), most = 0, least = UINT32_MAX;
-    uint64_t at = __atomic_load_n(&hbt_hearts[self].c.unit.place, __ATOMIC_RELAXED);
     int any = 0;
     for (uint32_t k = 0; k < n; k++) {
         if (k == self)
@@ -769,9 +777,9 @@ static uint64_t hbt_team_wait_ns(uint32_t self, uint64_t now, int latest)
                            CPU hogs: the master queued 4 ms on its way into a region, still so
                            marked, while a worker began a long unit of its own there -- called
                            busy-waiting 5 ms in) */
-        if (w && hbt_wait_released(at, __atomic_load_n(&hbt_hearts[k].c.unit.place, __ATOMIC_RELAXED), w)) {
+        if (w && hbt_wait_released(self, k, w)) {
             HBT_DBG("hbtmon released j%u: k%u w=%u place=%llx at=%llx\n", self, k, w,
-                    (unsigned long long)hbt_hearts[k].c.unit.place, (unsigned long long)at);
+                    (unsigned long long)hbt_hearts[k].c.unit.place, (unsigned long long)hbt_hearts[self].c.unit.place);
             continue;   /* released from a barrier thread `self` has passed, and not run since
                            (omp_flag_pipeline with libomp: its thread 1, queued at the loop's
                            barrier, held thread 0's 4 ms of work after it as though it waited
@@ -937,7 +945,6 @@ static int hbt_teammate_at_work(uint32_t self, uint64_t now, uint64_t self_t, do
     uint32_t n = hbt_nthreads();
     uint8_t nowait = 0;
     int others_still = 0;
-    uint64_t at = __atomic_load_n(&hbt_hearts[self].c.unit.place, __ATOMIC_RELAXED);
     for (uint32_t k = 0; k < n; k++) {
         if (k == self)
             continue;
@@ -948,7 +955,7 @@ static int hbt_teammate_at_work(uint32_t self, uint64_t now, uint64_t self_t, do
              * thread may wait for it */
             uint16_t w = __atomic_load_n(&p->b.waiting, __ATOMIC_ACQUIRE);
             if (w && __atomic_load_n(&p->b.state, __ATOMIC_ACQUIRE) == HBT_HS_ACTIVE &&
-                hbt_wait_released(at, __atomic_load_n(&p->c.unit.place, __ATOMIC_RELAXED), w)) {
+                hbt_wait_released(self, k, w)) {
                 HBT_DBG("hbtmon team j%u: k%u released, not run since\n", self, k);
                 return 1;
             }

@@ -282,11 +282,13 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
                 f->region_ra = o->pending_ra;
                 o->pending_ra = NULL;
                 f->region = hbt_construct_id(HBT_CK_PARALLEL, f->region_ra);
-                f->inst = f->level == 1 ? hbt_region_instance() : 0;
+                f->inst = f->level == 1 ? hbt_region_instance() : 0;   /* (a team of one too) */
                 hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, parallel_data, f->region_ra, f->inst);
             } else {
                 hbt_ompt_resolve(f);
             }
+            if (f->level == 1)
+                hbt_team_mark(actual_parallelism);
             hbt_place_mark(HBT_PLACE(f->inst, 0));
             if (f->level == 1 && o->left_ns) {   /* since it left the previous outermost region */
                 uint64_t t0 = hbt_now_ns();
