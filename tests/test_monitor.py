@@ -808,6 +808,25 @@ def test_a_spin_in_a_region_of_one_thread_is_found_while_the_worker_waits_in_the
     assert_spin_found(team_of_one, cc, tmp_path / "fault", 0, 300, args)
 
 
+@pytest.fixture(scope="module")
+def serial_sync(tracer_built, tmp_path_factory):
+    """tests/programs/omp_serial_sync.c, gcc and clang."""
+    return omp_builds(tmp_path_factory, "omp_serial_sync")
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_a_master_that_takes_a_critical_section_in_the_serial_part_stays_there(serial_sync, tmp_path, cc):
+    """cd-hit's master takes a critical section outside any parallel region. The end of that
+    wait made it "at work" in its team from then on, and its serial work (30 ms here) and
+    sleep (100 ms) were judged as a team's thread's: busy-waiting and conditional waiting every
+    4th step (the tracer before, gcc: critical, clang: taskwait); cd-hit beside two CPU hogs:
+    conditional waiting while its master wrote the output at the run's end. After a wait in
+    the runtime a thread in the serial part is there again."""
+    tr, _ = record_team(serial_sync, cc, tmp_path, "central", args=[40, 0.1, 30, 100])
+    assert (tr["rec"]["kind"] == BEAT).sum() > 1000
+    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+
+
 # --------------------------------------------------------------------------- a static loop with the program's own beats
 
 

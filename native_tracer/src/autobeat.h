@@ -147,6 +147,26 @@ uint64_t hbt_auto_record(uint16_t kind, uint16_t flags, uint32_t beat, int32_t t
     return now;
 }
 
+/* A wait in the runtime (a barrier, a critical section, a taskwait: sync, HBT_SYNC_*) begins
+ * and ends. A thread in the program's serial part (HBT_SYNC_OUTSIDE) is there again after it:
+ * cd-hit's master takes a critical section outside any region, and was at work from then on,
+ * judged while it wrote its output at the run's end (conditional waiting, 1 in 6 normal runs
+ * beside two CPU hogs). */
+static inline __attribute__((always_inline)) void hbt_wait_begin(uint32_t sync)
+{
+    struct hbt_tls *t = &hbt_tls;
+    t->wait_under = t->beat ? t->beat->waiting : 0;
+    hbt_wait_mark(sync);
+}
+
+static inline __attribute__((always_inline)) void hbt_wait_end(void)
+{
+    struct hbt_tls *t = &hbt_tls;
+    uint32_t under = t->wait_under == HBT_SYNC_OUTSIDE ? HBT_SYNC_OUTSIDE : 0;
+    t->wait_under = 0;
+    hbt_wait_mark(under);
+}
+
 /* A chunk of loop `construct` begun at t0 ended at `at`: measured. */
 static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at)
 {

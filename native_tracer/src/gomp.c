@@ -403,7 +403,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
 {
     if (sync) {
         uint64_t t1 = hbt_now_ns();
-        hbt_wait_mark(0);
+        hbt_wait_end();
         hbt_auto_wait_at(HBT_SRC_OPENMP, sync, g->s.thread, id, t1 - t0, t1);
     }
 }
@@ -427,7 +427,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
         if (sync == HBT_SYNC_BARRIER && g->s.inst)   /* its team's next barrier */ \
             hbt_place_mark(HBT_PLACE(g->s.inst, ++g->s.bar));                     \
         if (sync)   /* after the beat and a fault injected there: it waits now */ \
-            hbt_wait_mark(sync);                                                  \
+            hbt_wait_begin(sync);                                                 \
         decl fn_real args;                                                        \
         gomp_leave(g, sync, id, t0);                                              \
         return ret;                                                               \

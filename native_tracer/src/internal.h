@@ -213,6 +213,8 @@ struct hbt_tls {
     uint64_t place;           /* its place in its outermost team's work (HBT_PLACE),
                                  copied into unit->place */
     uint32_t team;            /* that team's threads, copied into unit->team */
+    uint16_t wait_under;      /* the mark under its current wait in the runtime
+                                 (hbt_wait_begin) */
     uint32_t auto_seq;        /* automatic beats recorded by this OS thread
                                  (autobeat.c); seq counts the API's only */
     uint64_t last_ns;         /* clock of its latest beat or automatic record */

@@ -401,12 +401,14 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
                     hbt_place_mark(HBT_PLACE(f->inst, f->bar));
                 }
             }
-            o->nwaits++;
-            hbt_wait_mark((uint32_t)sync);
+            if (o->nwaits++ == 0)
+                hbt_wait_begin((uint32_t)sync);
+            else
+                hbt_wait_mark((uint32_t)sync);
         } else if (endpoint == HBT_OMPT_SCOPE_END && o->nwaits > 0) {
             uint32_t k = --o->nwaits;
             if (k == 0)
-                hbt_wait_mark(0);
+                hbt_wait_end();
             if (k < HBT_OMPT_WAITS) {
                 struct hbt_ompt_frame *f = hbt_ompt_cur(o);
                 if (!codeptr_ra && o->depth > 0)
