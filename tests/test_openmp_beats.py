@@ -292,6 +292,29 @@ def test_waits_at_barriers_critical_ordered_taskwait(omp_prog, tmp_path):
         assert b.size == 1 and int(fl[b[0]]) == SRC_OPENMP | EV_WORKSHARE << 4
 
 
+def test_both_sides_of_a_copyprivate_single_wait_at_its_barrier(tracer_built, tmp_path):
+    """`single copyprivate`: every thread calls GOMP_single_copy_start, where those that did
+    not get the single wait; the one that got it waits in GOMP_single_copy_end. Both are
+    waits of the single (two call sites, two constructs): one a thread and step at the first,
+    one a step at the second (the tracer before recorded none there), so that every thread
+    counts the same team barriers; the program's result is unchanged."""
+    exe = tmp_path / "omp_copyprivate"
+    subprocess.run(["gcc", "-fopenmp", "-O2", "-Wall", "-Wextra", "-Werror", str(PROGRAMS / "omp_copyprivate.c"),
+                    "-o", str(exe)], check=True)
+    steps = 50
+    r = run_traced(exe, tmp_path, steps, OMP_NUM_THREADS=2, HBTRACE_MONITOR="central",
+                   HBTRACE_MONITOR_BEATS="openmp")
+    assert r.returncode == 0 and r.stdout.split() == ["done", str(3 * steps * (steps + 1))], r.stderr
+    rec = records(trace_files(tmp_path / "trace")[0])
+    nm = names(rec)
+    single = [k for k, v in nm.items() if v.split("\t")[0] == "single"]
+    w = (rec["kind"] == WAIT) & ((rec["flags"] >> 4) == SYNC_BARRIER)
+    per = sorted(((rec["loop"][w] == k).sum(), k) for k in single)
+    assert len(single) == 2 and [n for n, _ in per] == [steps, 2 * steps], (nm, per)
+    end = w & (rec["loop"] == per[0][1])
+    assert set(rec["thread"][end].tolist()) <= {0, 1}
+
+
 def test_hbtrace_beats_api_turns_openmp_beats_off(omp_prog, tmp_path):
     r = run_traced(omp_prog, tmp_path, "all", HBTRACE_BEATS="api")
     assert r.returncode == 3

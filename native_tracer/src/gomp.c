@@ -413,6 +413,9 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
 #define WAITING(type, name, params, args, decl, ret, before, ev, sync, idexpr)         \
     WAITING_AUX(type, name, params, args, decl, ret, before, ev, sync, idexpr, 0)
 #define WAITING_AUX(type, name, params, args, decl, ret, before, ev, sync, idexpr, aux) \
+    WAITING_AFTER(type, name, params, args, decl, ret, before, ev, sync, idexpr, aux, NOTHING)
+/* `after`: run once the real function returned, before the wait's end */
+#define WAITING_AFTER(type, name, params, args, decl, ret, before, ev, sync, idexpr, aux, after) \
     HBT_EXPORT type name params                                                   \
     {                                                                             \
         REAL(name)                                                                \
@@ -429,6 +432,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
         if (sync)   /* after the beat and a fault injected there: it waits now */ \
             hbt_wait_begin(sync);                                                 \
         decl fn_real args;                                                        \
+        after;                                                                    \
         gomp_leave(g, sync, id, t0);                                              \
         return ret;                                                               \
     }
@@ -465,9 +469,13 @@ WAITING_AUX(void, GOMP_sections_end_nowait, (void), (), , , NOTHING, HBT_EV_WORK
             SECTIONS_ID, TAKEN)
 WAITING_AUX(bool, GOMP_sections_end_cancel, (void), (), RV(bool), rv_, NOTHING, HBT_EV_WORKSHARE,
             HBT_SYNC_BARRIER, SECTIONS_ID, TAKEN)
-WAITING(void *, GOMP_single_copy_start, (void), (), RV(void *), rv_, NOTHING, 0, HBT_SYNC_BARRIER,
-        gomp_construct(g, HBT_CK_SINGLE, site))
-/* (the thread that executed the single meets the others at the barrier here) */
+/* every thread calls it; the one that gets the single (NULL) returns at once, and meets the
+ * others at the barrier in GOMP_single_copy_end: that one counts it */
+#define NOT_THE_BARRIER_IF_MINE                                                   \
+    if (!rv_ && g->s.inst)                                                        \
+        hbt_place_mark(HBT_PLACE(g->s.inst, --g->s.bar))
+WAITING_AFTER(void *, GOMP_single_copy_start, (void), (), RV(void *), rv_, NOTHING, 0, HBT_SYNC_BARRIER,
+              gomp_construct(g, HBT_CK_SINGLE, site), 0, NOT_THE_BARRIER_IF_MINE)
 VOIDWAIT(GOMP_single_copy_end, (void *data), (data), NOTHING, 0, HBT_SYNC_BARRIER,
          gomp_construct(g, HBT_CK_SINGLE, site))
 VOIDWAIT(GOMP_critical_start, (void), (), NOTHING, 0, HBT_SYNC_CRITICAL,

@@ -1587,8 +1587,15 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
             uint64_t least = hbt_team_wait_ns(j, now, 1);
             uint64_t begun = now > least ? now - least : 0;   /* the latest wait began */
             if (begun > s->t) {
-                double from = (double)s->t + HBT_SHARE_OVER * (double)(begun - s->t);
+                double share = (double)(begun - s->t);
+                double from = (double)s->t + HBT_SHARE_OVER * share;
                 uint64_t late = (double)now > from ? (uint64_t)((double)now - from) : 0;
+                /* ... and, on a CPU, once it has used that much CPU time: its share took
+                 * longer if it got less of a CPU than its teammate did (CI: a share of 130
+                 * ms of CPU time took 227 ms beside the teammate's 100 ms, and was called
+                 * busy-waiting). A blocked thread uses none: its silence counts. */
+                if ((ps == 'R' || !ps) && have_cpu && used < HBT_SHARE_OVER * share)
+                    late = 0;
                 if (late < hold)
                     hold = late;
             }
