@@ -84,6 +84,7 @@ struct hbt_ompt_tls {
     uint64_t mutex_start;
     const void *mutex_ra;
     const void *pending_ra;    /* the code address of the region this thread opens */
+    uint32_t pending_inst;     /* ... and its instance, when outermost */
     uint32_t *counts;          /* this thread's beats per construct id */
     uint32_t ncounts;
     uint64_t left_ns;          /* when it last left an outermost region (0: never) */
@@ -200,17 +201,28 @@ static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, co
     return ra;
 }
 
+/* The outermost region whose master began it last (parallel_begin, before any of its
+ * workers starts). */
+static uint32_t hbt_ompt_latest;
+
 /* A worker learns its region's construct from the table, as soon as the primary
- * thread has written it (before the worker's first beat that needs it, as a rule). */
+ * thread has written it (before the worker's first beat that needs it, as a rule), and
+ * an outermost region's instance once the table's is the one begun last: a hot team's
+ * regions share their key, and a worker that looks before its master wrote the entry
+ * reads the previous region's (omp_released with libomp: thread 1's barrier marks an
+ * instance behind, judged released while it waited, 1 run in 15). */
 static void hbt_ompt_resolve(struct hbt_ompt_frame *f)
 {
-    if (f->region == 0 && f->team) {
+    if ((f->region == 0 || (f->level == 1 && !f->inst)) && f->team) {
         uint32_t inst = 0;
         const void *ra = hbt_ompt_get(hbt_ompt_regions, HBT_OMPT_REGIONS, f->team, &inst);
         if (ra) {
-            f->inst = f->level == 1 ? inst : 0;
-            f->region_ra = ra;
-            f->region = hbt_construct_id(HBT_CK_PARALLEL, ra);
+            if (f->level == 1 && inst && inst == __atomic_load_n(&hbt_ompt_latest, __ATOMIC_ACQUIRE))
+                f->inst = inst;
+            if (f->region == 0) {
+                f->region_ra = ra;
+                f->region = hbt_construct_id(HBT_CK_PARALLEL, ra);
+            }
         }
     }
 }
@@ -247,8 +259,15 @@ static void hbt_ompt_parallel_begin(hbt_ompt_data_t *encountering_task_data,
                                     unsigned int requested_parallelism, int flags,
                                     const void *codeptr_ra)
 {
-    if (!(flags & HBT_OMPT_PARALLEL_LEAGUE))
+    if (!(flags & HBT_OMPT_PARALLEL_LEAGUE)) {
         hbt_ompt.pending_ra = codeptr_ra;   /* its implicit task begins next, on this thread */
+        hbt_ompt.pending_inst = 0;
+        if (hbt_ompt.depth == 0) {   /* an outermost region: numbered before its workers start */
+            uint32_t n = hbt_region_instance();
+            hbt_ompt.pending_inst = n;
+            __atomic_store_n(&hbt_ompt_latest, n, __ATOMIC_RELEASE);
+        }
+    }
     HBT_OMPT_FORWARD(HBT_OMPT_PARALLEL_BEGIN, hbt_ompt_parallel_begin_t, encountering_task_data,
                      encountering_task_frame, parallel_data, requested_parallelism, flags,
                      codeptr_ra);
@@ -282,7 +301,8 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
                 f->region_ra = o->pending_ra;
                 o->pending_ra = NULL;
                 f->region = hbt_construct_id(HBT_CK_PARALLEL, f->region_ra);
-                f->inst = f->level == 1 ? hbt_region_instance() : 0;   /* (a team of one too) */
+                f->inst = f->level == 1 ? o->pending_inst : 0;   /* (a team of one too) */
+                o->pending_inst = 0;
                 hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, parallel_data, f->region_ra, f->inst);
             } else {
                 hbt_ompt_resolve(f);
