@@ -1086,7 +1086,11 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
              * than the reverse (a thread that blocks for another's work blocks
              * first; NPB LU's spinning teammate of a blocked victim fell silent
              * 15 us before it, 5 of its beat intervals) */
-            int blocked = p->v.cur == HBT_BHV_COND_WAITING;
+            int blocked = p->v.cur == HBT_BHV_COND_WAITING ||
+                          /* read blocked at a late look in this gap, its verdict due at the next
+                           * (the teammate that spun on its counter, judged between the two looks,
+                           * was called busy-waiting: flag_buffer, a CI run) */
+                          (p->v.blocked_seen && __atomic_load_n(&d->late_from, __ATOMIC_RELAXED) == (uint32_t)(bt / 1000u));
             hbt_view_unlock(&p->v);
             if (late || stopped || blocked)
                 return 1;
