@@ -155,6 +155,14 @@ BEHAVIOR_BLOCKED_SHARE = 0.02
 #: busy-waiting when it took the gap factor times the CPU time of the longest units of its
 #: construct (their 99th percentile), from at least this many units with their CPU time
 BEHAVIOR_OUTLIER_UNITS = 50
+#: ... or when its work took this many times the longest unit of its construct that ended
+#: before it (its own or a teammate's, halved for each BEHAVIOR_OVERDUE_HALF_S since it ended),
+#: from at least BEHAVIOR_OVERDUE_WARM units: the online monitor's overdue chunk
+#: (HBT_UNIT_OVER in native_tracer/src/monitor.h, HBT_UNIT_HALF_MS and HBT_UNIT_WARM in autobeat.h),
+#: judged after the fact
+BEHAVIOR_OVERDUE = 8.0
+BEHAVIOR_OVERDUE_HALF_S = 1.0
+BEHAVIOR_OVERDUE_WARM = 32
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
 #: relative distance at which the computation clustering starts a new cluster

@@ -421,6 +421,36 @@ def test_a_spin_inside_one_batch_while_its_team_works_on_is_busy_waiting(tmp_pat
         assert findings(tl[k]) == [], (k, tl[k])
 
 
+@pytest.mark.parametrize("kind", ["normal", "busy"])
+def test_a_spin_in_one_chunk_of_a_dynamic_loop_while_the_teammate_takes_the_rest_is_busy_waiting(
+        tmp_path, dynamic, kind):
+    """A dynamic loop of 0.25 ms chunks (2 threads, 3 steps of 4000): the injector's busy fault
+    makes thread 1 spin 300 ms inside one chunk at its beat 2300 while thread 0 takes the step's
+    other chunks, nobody waiting for it. The loop's chunks are too short for the tracer's cpu
+    records, so their CPU time cannot be compared; the spun chunk took 100 and more times the
+    longest chunk that ended before it: busy-waiting, as the online monitor calls such a chunk
+    overdue (mmseqs2's prefilter: 4 spins of 4 read `running` before). A normal run, whose
+    chunks the machine stretches now and then, has no finding."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    out = tmp_path / kind
+    fault = [] if kind == "normal" else ["--inject", "busy", "--inject-wait-ms", "300", "--thread", "1",
+                                         "--beat", "2300"]
+    r = run_hbtool("record", "-q", "-o", out, *fault, "--", dynamic, "3", "4000", "0.25", "250", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    tl = behavior(out)
+    if kind == "normal":
+        assert findings(tl[0]) == [] and findings(tl[1]) == [], tl
+        return
+    t0 = json.loads((out / "inject-truth.json").read_text())["fired_at"]["trace_s"]
+    busy = [iv for iv in tl[1] if iv["behavior"] == "busy-waiting"]
+    assert len(busy) == 1 and abs(busy[0]["start_s"] - t0) < 0.05 and busy[0]["duration_s"] > 0.25, tl[1]
+    assert "units of its construct before it" in busy[0]["detail"], busy[0]
+    assert findings(tl[1]) == ["busy-waiting"] and findings(tl[0]) == [], tl
+
+
 def test_a_thread_that_blocked_then_worked_in_one_gap_is_conditional_waiting_not_starved(tmp_path, batches):
     """The injector's cond fault at the top of a batch of 30 ms of CPU time (2 threads): the
     victim blocks 400 ms, then does its batch, in one gap between its beats, so it used 7 % of

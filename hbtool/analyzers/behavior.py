@@ -81,6 +81,7 @@ class ThreadBeats:
     ref: float = float("nan")                  # usual level (log seconds)
     cpu: np.ndarray = field(default=None)      # per interval, the CPU time of its unit (-1 unknown): _unit_cpu
     longest: dict = field(default=None)        # per construct, its two longest units: _longest_units
+    units: dict = field(default=None)          # per construct, its units' ends and work: _construct_units
 
     @property
     def n(self) -> int:
@@ -723,6 +724,51 @@ def _longest_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
     return tb.longest
 
 
+def _construct_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
+    """Per construct name, the thread's units of work in it: their ends (ns) and their work (ns
+    of the interval less its recorded waits: _longest_units), by end; computed once per thread."""
+    if tb.units is None:
+        tb.units = {}
+        if tb.construct is not None and len(tb.construct) == tb.n and tb.n > 1:
+            c = np.asarray(tb.construct[1:], dtype=object).astype(str)
+            d = np.diff(work_clock(tb.t_ns, waits.start, waits.end))
+            for name in np.unique(c).tolist():
+                sel = np.flatnonzero(c == name)
+                tb.units[name] = (tb.t_ns[sel + 1], d[sel])
+    return tb.units
+
+
+def _overdue_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, waits_cache: dict,
+                  span) -> tuple[float, int] | None:
+    """Interval i of the thread as the online monitor judges a loop's chunk in progress
+    (HBT_UNIT_OVER): its work over the longest unit of its construct that ended before it
+    began (its own or a teammate's, halved for each config.BEHAVIOR_OVERDUE_HALF_S since it
+    ended: one a stall held up does not set the bar for the rest of the run), and how many
+    units ended before it; None when fewer than config.BEHAVIOR_OVERDUE_WARM did (nothing
+    says yet what the construct's units take: a loop's first long chunk) or it has no name."""
+    mine = str(tb.construct[i + 1]) if tb.construct is not None and len(tb.construct) > i + 1 else ""
+    if not mine:
+        return None
+    t0 = int(tb.t_ns[i])
+    bar, n = 0.0, 0
+    for o in _and_itself(tb, team):
+        if not isinstance(o, ThreadBeats):
+            continue
+        ends, d = _construct_units(o, _thread_waits(trace, o, waits_cache, span)).get(mine, (None, None))
+        if ends is None:
+            continue
+        k = int(np.searchsorted(ends, t0))   # the units that ended before it began
+        if k:
+            n += k
+            age = (t0 - ends[:k]) / (config.BEHAVIOR_OVERDUE_HALF_S * 1e9)
+            bar = max(bar, float(np.max(d[:k] * np.exp2(-age))))
+    if n < config.BEHAVIOR_OVERDUE_WARM or bar <= 0:
+        return None
+    waits = _thread_waits(trace, tb, waits_cache, span)
+    work = float(np.diff(work_clock(tb.t_ns[i:i + 2], waits.start, waits.end))[0])
+    return work / bar, n
+
+
 def _longest_other(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, waits_cache: dict,
                    span) -> int | None:
     """The longest unit of work (_longest_units) of the construct that interval i of the
@@ -1051,6 +1097,21 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
                                  f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU: "
                                  f"{over:.0f}x the CPU time of its construct's longest units (the 99th percentile "
                                  f"of its team's), while its teammates beat on{_where(tb, i + 1, i + 2)}",
+                                 int(t[i]), max(end, int(t[i]))))
+                continue
+            # or its work took many times the longest unit of its construct that ended before
+            # it, whose units were mostly too short for the cpu records (a dynamic loop of 1 ms
+            # chunks whose thread spun 1 s in one while its teammate took the others: mmseqs2,
+            # never looked at before): the online monitor's overdue chunk, after the fact. A
+            # loop's first long chunk has no earlier units to be measured against (mmseqs2's
+            # first chunk of one loop, 25-50x its others, in every normal run)
+            overdue = _overdue_unit(tb, i, team, trace, waits_cache, span)
+            if overdue is not None and overdue[0] >= config.BEHAVIOR_OVERDUE and any(
+                    o.thread != tb.thread and o.beats_between(int(t[i]), int(t[i + 1])) >= 2 for o in team):
+                episodes.append((i, i + 1, "busy-waiting",
+                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU: "
+                                 f"{overdue[0]:.0f}x the longest of the {overdue[1]} units of its construct "
+                                 f"before it, while its teammates beat on{_where(tb, i + 1, i + 2)}",
                                  int(t[i]), max(end, int(t[i]))))
             continue
         if waited >= s.explained_share * gap_s:
