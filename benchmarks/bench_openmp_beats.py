@@ -14,7 +14,8 @@ Prints, for NPB MG and LU (gcc -fopenmp, unmodified; class A, or W with --quick)
 and, measured first, the cost of one intercepted event, a chunk of a dynamically scheduled loop
 (GOMP_loop_*_next, one thread, schedule(dynamic,1), 2,000,000 chunks): the extra time per chunk
 with beats on as a ratio to one clock_gettime(CLOCK_MONOTONIC) measured in the same process,
-median of interleaved rounds; with --lib-before OLD.so, the same for another build of
+median of interleaved rounds; and in the same runs the extra time of an OpenMP lock taken and
+given back (omp_set_lock: a lock beat and a critical wait, three clock reads); with --lib-before OLD.so, the same for another build of
 libhbtrace.so side by side in the same rounds (before/after a change of the chunk path).
 
     python benchmarks/bench_openmp_beats.py            # class A: ~4 min on a quiet 2-core machine (LU A ~14 s a run), 15 min loaded
@@ -50,7 +51,9 @@ int main(int argc, char **argv)
 {
     long n = atol(argv[1]);
     volatile long sink = 0;
-    double best_loop = 1e9, best_clock = 1e9;
+    double best_loop = 1e9, best_clock = 1e9, best_lock = 1e9;
+    omp_lock_t lock;
+    omp_init_lock(&lock);
     for (int rep = 0; rep < 5; rep++) {
         double a = now();
 #pragma omp parallel num_threads(1)
@@ -60,10 +63,14 @@ int main(int argc, char **argv)
         struct timespec ts;
         for (long i = 0; i < n; i++) { clock_gettime(CLOCK_MONOTONIC, &ts); sink += ts.tv_nsec; }
         double c = now();
+#pragma omp parallel num_threads(1)
+        for (long i = 0; i < n; i++) { omp_set_lock(&lock); sink += i; omp_unset_lock(&lock); }
+        double d = now();
         if (b - a < best_loop) best_loop = b - a;
         if (c - b < best_clock) best_clock = c - b;
+        if (d - c < best_lock) best_lock = d - c;
     }
-    printf("%.3f %.3f\n", best_loop / n * 1e9, best_clock / n * 1e9);
+    printf("%.3f %.3f %.3f\n", best_loop / n * 1e9, best_clock / n * 1e9, best_lock / n * 1e9);
     return 0;
 }
 """
@@ -131,7 +138,7 @@ def overhead(tmp: Path, kernel: str, klass: str, rounds: int, threads: int, per_
 
 
 def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_000) -> float:
-    """Prints the cost per event of each library; returns the last one's, ns."""
+    """Prints the cost per event (a chunk; a lock) of each library; returns the last one's chunk's, ns."""
     src = tmp / "micro.c"
     src.write_text(MICRO)
     exe = tmp / "micro"
@@ -155,10 +162,18 @@ def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_0
         on = statistics.median(x[0] for x in res[label, "openmp"])
         clock = statistics.median(x[1] for x in res[label, "none"] + res[label, "openmp"])
         ratios = [(a[0] - b[0]) / ((a[1] + b[1]) / 2) for a, b in zip(res[label, "openmp"], res[label, "none"])]
+        chunk_cost = on - off
         print(f"  {label:8s}: {off:.1f} ns per chunk with beats none, {on:.1f} ns with openmp beats: "
               f"+{on - off:.1f} ns per event = {(on - off) / clock:.2f}x one clock read ({clock:.1f} ns); "
               f"per round: {' '.join(f'{x:.2f}' for x in ratios)}")
-    return on - off
+    print(f"an OpenMP lock taken and given back (omp_set_lock, omp_unset_lock), 1 thread, {n} times, the same runs:")
+    for label, _ in libs:
+        off = statistics.median(x[2] for x in res[label, "none"])
+        on = statistics.median(x[2] for x in res[label, "openmp"])
+        clock = statistics.median(x[1] for x in res[label, "none"] + res[label, "openmp"])
+        print(f"  {label:8s}: {off:.1f} ns per lock with beats none, {on:.1f} ns with openmp beats (a lock beat and "
+              f"a critical wait): +{on - off:.1f} ns = {(on - off) / clock:.2f}x one clock read")
+    return chunk_cost
 
 
 def main() -> None:

@@ -259,6 +259,10 @@ SHIFT_WHOLE_TEAM = 8
 SHIFT_UNIT_FLOOR_NS = 1_000
 #: summary.work_shifts compares the constructs found in at least this share of the windows
 SHIFT_CONSTRUCT_SHARE = 0.5
+#: ... or holding at least this share of the team's work, however few windows its beats fill:
+#: the run's main work is no set-up (MUSCLE 5: its pairs' alignments, 98 % of the work in a
+#: third of the beats, 7 windows of 20; a lighter phase's beats filled the rest)
+SHIFT_MAIN_WORK = 0.5
 #: ... and that hold at least this share of the team's work (the sum of its units over the
 #: run): the few microseconds from a region's last construct to its end, beat at each region,
 #: are the runtime's, and would vote as much as the sections or loop that hold the work

@@ -808,7 +808,7 @@ def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
     return edges
 
 
-def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False) -> pd.Series:
+def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False, main: frozenset = frozenset()) -> pd.Series:
     """Per window: the median over constructs of how much longer the thread's units took than
     its teammates' (log of the ratio of medians), each construct's ratio taken relative to its
     own usual ratio over the run (a construct that is always lopsided, such as a loop whose
@@ -818,7 +818,9 @@ def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False) -> 
     hold its own usual ratio). `by_time` (windows of the team's time, threads of different
     numbers of beats: a dynamic loop's chunks, drawn from one pool): the raw ratio, of the
     constructs in two windows at least (a construct runs in its phase of the run, and its
-    usual ratio would be the slowed one where the phase is mostly after a fault)."""
+    usual ratio would be the slowed one where the phase is mostly after a fault). `main`: the
+    constructs that hold most of the team's work (config.SHIFT_MAIN_WORK), compared however
+    few windows their beats fill."""
     both = pd.concat([mine.rename("mine"), others.rename("others")], axis=1, join="inner")
     if not len(both):
         return pd.Series(dtype=np.float64)
@@ -827,6 +829,8 @@ def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False) -> 
     by = both.groupby(level="construct", sort=False)
     windows = both.index.get_level_values("window").nunique()
     common = by["r"].transform("size") >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows)
+    if main:
+        common |= both.index.get_level_values("construct").isin(main)
     # work for the thread and for its teammates alike: a slowed thread's sub-floor units grown
     # past the floor are not work that its teammates do too
     work = (np.minimum(by["mine"].transform("median"), by["others"].transform("median")) >= floor) & common
@@ -975,6 +979,7 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
             c = sections_named(c)[0]
             work[c] = work.get(c, 0.0) + w
     total = sum(work.values())
+    main = frozenset(c for c, w in work.items() if total > 0 and w >= config.SHIFT_MAIN_WORK * total)
     if total > 0:
         keep = [c for c, w in work.items() if w >= config.SHIFT_CONSTRUCT_WORK * total]
         med = {k: m[m.index.get_level_values("construct").isin(keep)] for k, m in med.items()}
@@ -989,7 +994,8 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     if len(pooled):
         seen = pooled.index.to_frame(index=False).drop_duplicates().groupby("construct")["window"].size()
         windows = pooled.index.get_level_values("window").nunique()
-        compared = seen.index[seen >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows)]
+        compared = seen.index[(seen >= (2 if by_time else config.SHIFT_CONSTRUCT_SHARE * windows))
+                              | seen.index.isin(main)]
         held = _window_work_shares(units, set(compared))
         if held is not None:
             # (the others stay for _shift_series, which leaves them out: their windows count in
@@ -1007,7 +1013,7 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
     out = {}
     for i, k in enumerate(units):
-        q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time)
+        q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time, main)
         if by_time and crowded is not None and len(q):
             q = q[~stretched[q.index.to_numpy(dtype=np.int64)]]
         if len(q) < 6:

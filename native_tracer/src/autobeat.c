@@ -130,7 +130,7 @@ static const char *const hbt_ck_names[] = {
     [HBT_CK_TASK] = "task",         [HBT_CK_BARRIER] = "barrier",
     [HBT_CK_CRITICAL] = "critical", [HBT_CK_ORDERED] = "ordered",
     [HBT_CK_COLLECTIVE] = "collective", [HBT_CK_CALL] = "call",
-    [HBT_CK_FLUSH] = "flush",
+    [HBT_CK_FLUSH] = "flush",       [HBT_CK_LOCK] = "lock",
 };
 
 static void hbt_ct_after_fork_child(void)
@@ -145,7 +145,7 @@ static void hbt_ct_after_fork_child(void)
 static void hbt_ct_write_name(uint32_t id, int kind, const void *addr, const char *symbol)
 {
     char text[HBT_CT_TEXT + 64];
-    const char *kname = (kind > 0 && kind <= HBT_CK_FLUSH) ? hbt_ck_names[kind] : "?";
+    const char *kname = (kind > 0 && kind <= HBT_CK_LOCK) ? hbt_ck_names[kind] : "?";
     Dl_info info;
     memset(&info, 0, sizeof info);
     int have = addr && dladdr(addr, &info) != 0;

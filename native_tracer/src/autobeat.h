@@ -12,7 +12,12 @@
 #include <stdint.h>
 
 enum hbt_source { HBT_SRC_API = 0, HBT_SRC_OPENMP = 1, HBT_SRC_MPI = 2 };
-enum hbt_omp_event { HBT_EV_CHUNK = 1, HBT_EV_WORKSHARE = 2, HBT_EV_TASK = 3, HBT_EV_IMPLICIT = 4 };
+/* HBT_EV_LOCK: the thread asks for an OpenMP lock (omp_set_lock, omp_set_nest_lock), the
+ * unit of work of a team that shares its work out by hand under a lock (MUSCLE 5: one
+ * parallel region whose threads take the next pair of sequences under a lock); its wait for
+ * the lock is a critical wait (HBT_SYNC_CRITICAL) of the same construct (HBT_CK_LOCK) */
+enum hbt_omp_event { HBT_EV_CHUNK = 1, HBT_EV_WORKSHARE = 2, HBT_EV_TASK = 3, HBT_EV_IMPLICIT = 4,
+                     HBT_EV_LOCK = 5 };
 enum hbt_mpi_event { HBT_EV_COLLECTIVE = 1, HBT_EV_CALL = 2 };
 enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL = 3,
                 HBT_SYNC_ORDERED = 4, HBT_SYNC_COLLECTIVE = 5,
@@ -29,7 +34,7 @@ enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL =
                 HBT_SYNC_FLAG = 7 };
 enum hbt_construct_kind { HBT_CK_PARALLEL = 1, HBT_CK_LOOP, HBT_CK_SECTIONS, HBT_CK_SINGLE,
                           HBT_CK_TASK, HBT_CK_BARRIER, HBT_CK_CRITICAL, HBT_CK_ORDERED,
-                          HBT_CK_COLLECTIVE, HBT_CK_CALL, HBT_CK_FLUSH };
+                          HBT_CK_COLLECTIVE, HBT_CK_CALL, HBT_CK_FLUSH, HBT_CK_LOCK };
 
 /* 1 when beats of this source are to be recorded (HBTRACE_BEATS, default: all). Cheap:
  * a load of a flag set once at start. */
@@ -184,7 +189,7 @@ static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at
 /* An automatic beat of a thread whose automatic beats the monitor judges: a chunk beat
  * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
  * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
- * with no chunk left clears it: hbt_unit_none); any other beat leaves the loop. */
+ * with no chunk left clears it: hbt_unit_none); any other beat but a lock's leaves the loop. */
 static inline __attribute__((always_inline))
 void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
 {
@@ -195,7 +200,7 @@ void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t a
             hbt_unit_measure(construct, t0, at);
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
-    } else if (prev) {
+    } else if (prev && event != HBT_EV_LOCK) {   /* (a lock taken inside a chunk: still in it) */
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
 }

@@ -38,6 +38,9 @@
  *   GOMP_single_copy_start  the wait of the threads that did not run it.
  *   GOMP_single_copy_end    the wait of the thread that ran it.
  *   GOMP_critical*_start    a critical wait (the time to get the lock).
+ *   omp_set_lock,           a LOCK beat (construct: the call site), then a
+ *   omp_set_nest_lock       critical wait; left to ompt.c when libomp runs
+ *                           (it has them too). omp_test_lock: not recorded.
  *   GOMP_ordered_start      an ordered wait.
  *   GOMP_taskwait*,
  *   GOMP_taskgroup_end      a taskwait wait (which includes running tasks).
@@ -482,6 +485,27 @@ VOIDWAIT(GOMP_critical_start, (void), (), NOTHING, 0, HBT_SYNC_CRITICAL,
          gomp_construct(g, HBT_CK_CRITICAL, site))
 VOIDWAIT(GOMP_critical_name_start, (void **pptr), (pptr), NOTHING, 0, HBT_SYNC_CRITICAL,
          gomp_construct(g, HBT_CK_CRITICAL, site))
+/* OpenMP locks: a LOCK beat as the thread asks for one (before it has it: a fault injected
+ * there holds nobody up), then its wait for it, a critical wait of the same construct.
+ * libomp exports them too, and reports them to the OMPT tool (ompt.c): a gcc program's
+ * calls only, here. */
+#define LOCK_WRAPPER(name)                                                        \
+    HBT_EXPORT void name(void *lock)                                              \
+    {                                                                             \
+        REAL(name)                                                                \
+        if (!gomp_on() || hbt_ompt_on()) {                                        \
+            fn_real(lock);                                                        \
+            return;                                                               \
+        }                                                                         \
+        struct gomp_tls *g = gomp_self();                                         \
+        uint32_t id = gomp_construct(g, HBT_CK_LOCK, gomp_site(g, __builtin_return_address(0))); \
+        uint64_t t0 = gomp_arrive(g, HBT_EV_LOCK, id, 0);                         \
+        hbt_wait_begin(HBT_SYNC_CRITICAL);                                        \
+        fn_real(lock);                                                            \
+        gomp_leave(g, HBT_SYNC_CRITICAL, id, t0);                                 \
+    }
+LOCK_WRAPPER(omp_set_lock)
+LOCK_WRAPPER(omp_set_nest_lock)
 VOIDWAIT(GOMP_ordered_start, (void), (), NOTHING, 0, HBT_SYNC_ORDERED,
          gomp_construct(g, HBT_CK_ORDERED, site))
 VOIDWAIT(GOMP_taskwait, (void), (), NOTHING, 0, HBT_SYNC_TASKWAIT,

@@ -655,6 +655,10 @@ static inline __attribute__((always_inline)) void hbt_team_mark(uint32_t n)
 /* A number for an outermost parallel region that begins, drawn by its master (never 0). */
 HBT_HIDDEN uint32_t hbt_region_instance(void);
 
+/* 1 when the tracer is the OpenMP runtime's OMPT tool (libomp): what it reports through
+ * OMPT, the libgomp wrappers leave alone (ompt.c). */
+HBT_HIDDEN int hbt_ompt_on(void);
+
 /* A beat's update of the thread's line of the heart table (below). */
 static inline __attribute__((always_inline))
 void hbt_beatline_update(struct hbt_tls *t, uint64_t now, uint32_t seq)

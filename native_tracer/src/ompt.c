@@ -17,6 +17,8 @@
  *   sync_region_wait begin..end                wait BARRIER (barriers) or TASKWAIT
  *                                              (taskwait, taskgroup)
  *   mutex_acquire..acquired                    wait CRITICAL (critical), ORDERED
+ *   mutex_acquire of a lock (omp_set_lock,     beat LOCK, then wait CRITICAL until
+ *     omp_set_nest_lock)                       mutex_acquired (or nest_lock: taken again)
  *   flush, the same one again and again        wait FLAG (a spin on a flag in the
  *                                              program's own code)
  *
@@ -83,6 +85,8 @@ struct hbt_ompt_tls {
     uint64_t wait_start[HBT_OMPT_WAITS];
     uint64_t mutex_start;
     const void *mutex_ra;
+    uint64_t lock_start;       /* it asked for an OpenMP lock then (0: it is not waiting for one) */
+    uint32_t lock_id;          /* that lock's construct (the call site) */
     const void *pending_ra;    /* the code address of the region this thread opens */
     uint32_t pending_inst;     /* ... and its instance, when outermost */
     uint32_t *counts;          /* this thread's beats per construct id */
@@ -99,6 +103,11 @@ static hbt_ompt_start_tool_result_t *hbt_ompt_start_tool(unsigned int omp_versio
 
 /* the tool's state, set once by ompt_start_tool / initialize */
 static int hbt_ompt_active;                       /* our callbacks are registered */
+
+int hbt_ompt_on(void)
+{
+    return __atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED);
+}
 static int hbt_ompt_started;                      /* ompt_start_tool was called */
 static hbt_ompt_set_callback_t hbt_ompt_real_set;
 static hbt_ompt_get_callback_t hbt_ompt_real_get;
@@ -448,7 +457,16 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
 static void hbt_ompt_mutex_acquire(int kind, unsigned int hint, unsigned int impl,
                                    uint64_t wait_id, const void *codeptr_ra)
 {
-    if (kind == HBT_OMPT_MUTEX_CRITICAL || kind == HBT_OMPT_MUTEX_ORDERED) {
+    if (kind == HBT_OMPT_MUTEX_LOCK || kind == HBT_OMPT_MUTEX_NEST_LOCK) {
+        /* an OpenMP lock: a LOCK beat as the thread asks (a fault injected there holds
+         * nobody up), then its wait for it, a critical wait of the same construct */
+        struct hbt_ompt_tls *o = &hbt_ompt;
+        uint32_t id = hbt_construct_id(HBT_CK_LOCK, codeptr_ra);
+        hbt_ompt_beat(o, HBT_EV_LOCK, hbt_ompt_cur(o)->thread, id);
+        o->lock_id = id;
+        o->lock_start = hbt_now_ns();
+        hbt_wait_begin(HBT_SYNC_CRITICAL);
+    } else if (kind == HBT_OMPT_MUTEX_CRITICAL || kind == HBT_OMPT_MUTEX_ORDERED) {
         struct hbt_ompt_tls *o = &hbt_ompt;
         if (__builtin_expect(hbt_inject_armed, 0) && o->depth > 0)
             hbt_inject_before_wait(hbt_ompt_cur(o)->thread);   /* slow: the work that ends here */
@@ -459,9 +477,23 @@ static void hbt_ompt_mutex_acquire(int kind, unsigned int hint, unsigned int imp
                      codeptr_ra);
 }
 
+/* The thread has the lock it asked for (hbt_ompt_mutex_acquire): its wait ends. */
+static void hbt_ompt_lock_taken(struct hbt_ompt_tls *o)
+{
+    if (o->lock_start) {
+        uint64_t now = hbt_now_ns();
+        hbt_wait_end();
+        hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_CRITICAL, hbt_ompt_cur(o)->thread, o->lock_id,
+                         now - o->lock_start, now);
+        o->lock_start = 0;
+    }
+}
+
 static void hbt_ompt_mutex_acquired(int kind, uint64_t wait_id, const void *codeptr_ra)
 {
     struct hbt_ompt_tls *o = &hbt_ompt;
+    if (kind == HBT_OMPT_MUTEX_LOCK || kind == HBT_OMPT_MUTEX_NEST_LOCK)
+        hbt_ompt_lock_taken(o);
     if ((kind == HBT_OMPT_MUTEX_CRITICAL || kind == HBT_OMPT_MUTEX_ORDERED) && o->mutex_start) {
         uint64_t now = hbt_now_ns();
         int critical = kind == HBT_OMPT_MUTEX_CRITICAL;
@@ -472,6 +504,15 @@ static void hbt_ompt_mutex_acquired(int kind, uint64_t wait_id, const void *code
         o->mutex_start = 0;
     }
     HBT_OMPT_FORWARD(HBT_OMPT_MUTEX_ACQUIRED, hbt_ompt_mutex_t, kind, wait_id, codeptr_ra);
+}
+
+/* A nest lock the thread holds already, taken again (libomp reports that here, not as
+ * mutex_acquired): no wait, but the one its acquire opened ends. */
+static void hbt_ompt_nest_lock(int endpoint, uint64_t wait_id, const void *codeptr_ra)
+{
+    if (endpoint == HBT_OMPT_SCOPE_BEGIN)
+        hbt_ompt_lock_taken(&hbt_ompt);
+    HBT_OMPT_FORWARD(HBT_OMPT_NEST_LOCK, hbt_ompt_nest_lock_t, endpoint, wait_id, codeptr_ra);
 }
 
 /* A flush of the program's own code (`#pragma omp flush`, libomp's __kmpc_flush). A
@@ -650,6 +691,7 @@ static int hbt_ompt_initialize(hbt_ompt_lookup_t lookup, int initial_device_num,
         hbt_ompt_register(HBT_OMPT_SYNC_REGION_WAIT, (hbt_ompt_fn_t)hbt_ompt_sync_region_wait);
         hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRE, (hbt_ompt_fn_t)hbt_ompt_mutex_acquire);
         hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRED, (hbt_ompt_fn_t)hbt_ompt_mutex_acquired);
+        hbt_ompt_register(HBT_OMPT_NEST_LOCK, (hbt_ompt_fn_t)hbt_ompt_nest_lock);
         hbt_ompt_register(HBT_OMPT_FLUSH, (hbt_ompt_fn_t)hbt_ompt_flush);
         __atomic_store_n(&hbt_ompt_active, 1, __ATOMIC_RELEASE);
     }

@@ -37,7 +37,7 @@ enum {
     HBT_OMPT_THREAD_BEGIN = 1, HBT_OMPT_THREAD_END = 2, HBT_OMPT_PARALLEL_BEGIN = 3,
     HBT_OMPT_TASK_CREATE = 5, HBT_OMPT_TASK_SCHEDULE = 6, HBT_OMPT_IMPLICIT_TASK = 7,
     HBT_OMPT_SYNC_REGION_WAIT = 16, HBT_OMPT_WORK = 20, HBT_OMPT_MUTEX_ACQUIRE = 26,
-    HBT_OMPT_MUTEX_ACQUIRED = 27, HBT_OMPT_FLUSH = 29, HBT_OMPT_DISPATCH = 32,
+    HBT_OMPT_MUTEX_ACQUIRED = 27, HBT_OMPT_NEST_LOCK = 28, HBT_OMPT_FLUSH = 29, HBT_OMPT_DISPATCH = 32,
     HBT_OMPT_EVENTS = 64                 /* above every event number of OpenMP 5.2 */
 };
 
@@ -58,8 +58,9 @@ enum {
     HBT_OMPT_SYNC_BARRIER_IMPLICIT_WORKSHARE = 8, HBT_OMPT_SYNC_BARRIER_IMPLICIT_PARALLEL = 9
 };
 
-/* ompt_mutex_t (the two ompt.c times) */
-enum { HBT_OMPT_MUTEX_CRITICAL = 5, HBT_OMPT_MUTEX_ORDERED = 7 };
+/* ompt_mutex_t (the ones ompt.c records) */
+enum { HBT_OMPT_MUTEX_LOCK = 1, HBT_OMPT_MUTEX_NEST_LOCK = 3, HBT_OMPT_MUTEX_CRITICAL = 5,
+       HBT_OMPT_MUTEX_ORDERED = 7 };
 
 /* ompt_task_flag_t, ompt_task_status_t, ompt_parallel_flag_t */
 enum { HBT_OMPT_TASK_INITIAL = 0x1, HBT_OMPT_TASK_IMPLICIT = 0x2, HBT_OMPT_TASK_EXPLICIT = 0x4 };
@@ -92,6 +93,7 @@ typedef void (*hbt_ompt_sync_region_t)(int kind, int endpoint, hbt_ompt_data_t *
 typedef void (*hbt_ompt_mutex_acquire_t)(int kind, unsigned int hint, unsigned int impl,
                                          uint64_t wait_id, const void *codeptr_ra);
 typedef void (*hbt_ompt_mutex_t)(int kind, uint64_t wait_id, const void *codeptr_ra);
+typedef void (*hbt_ompt_nest_lock_t)(int endpoint, uint64_t wait_id, const void *codeptr_ra);
 typedef void (*hbt_ompt_flush_t)(hbt_ompt_data_t *thread_data, const void *codeptr_ra);
 
 #endif /* HBT_OMPT_ABI_H */
