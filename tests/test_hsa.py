@@ -286,6 +286,31 @@ def test_the_work_shift_is_a_lasting_change_not_one_slow_window_at_either_end():
     assert 2.7 < shift < 3.3   # both of the last two windows slower: a shift
 
 
+def test_a_phase_constructs_raw_ratio_counts_only_when_a_construct_of_both_sides_shifts():
+    """_raw_shift: a thread's raw ratios to its team by window and construct. A heavy construct
+    in windows 0-7 and a light one in windows 6-19 (MUSCLE 5's two phases): the light one 1x
+    in windows 6-9 and 3x after, the heavy one 3x from window 7 (a thread slowed from there):
+    a shift of 3 from about window 8 (the median of both per window), whatever each
+    construct's own usual ratio. The same light phase 3x throughout (lopsided by design: the
+    master alone in it), the heavy construct even: no construct of both sides shifts, no
+    shift."""
+    import pandas as pd
+    from hbtool.analyzers.summary import _raw_shift
+
+    def table(rows):
+        return pd.Series([r for _, _, r in rows], index=pd.MultiIndex.from_tuples(
+            [(w, c) for w, c, _ in rows], names=["window", "construct"]))
+
+    rng = np.random.default_rng(11)
+    slow = [(w, "heavy", (np.log(3) if w >= 7 else 0) + rng.normal(0, 0.03)) for w in range(8)]
+    slow += [(w, "light", (np.log(3) if w >= 10 else 0) + rng.normal(0, 0.03)) for w in range(6, 20)]
+    shift, at = _raw_shift(table(slow))
+    assert 2.6 < shift < 3.4 and 7 <= at <= 10, (shift, at)
+    lopsided = [(w, "heavy", rng.normal(0, 0.03)) for w in range(8)]
+    lopsided += [(w, "light", np.log(3) + rng.normal(0, 0.03)) for w in range(6, 20)]
+    assert _raw_shift(table(lopsided)) is None
+
+
 def test_a_constructs_unit_is_the_one_that_holds_its_work_not_a_rare_long_one():
     """The work shift's unit per window and construct (docs/methods.md, "WS"): a construct
     that runs at several sizes (NPB MG's resid at every level of its V-cycle: units of 2 us on

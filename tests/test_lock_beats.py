@@ -68,9 +68,9 @@ def test_every_lock_a_thread_asks_for_is_a_beat_then_a_wait(tmp_path, queue, cc)
     made (a nest lock taken again by its owner too: libomp reports that apart, and the wait
     its request opened must end there); three lock constructs (two call sites of the plain
     lock, one of the nest lock: the second nest call site, inlined or not, may share a name)."""
-    plain = subprocess.run([str(queue[cc]), "40", "200"], env=_env(), capture_output=True, text=True, timeout=60)
+    plain = subprocess.run([str(queue[cc]), "queue", "40", "200"], env=_env(), capture_output=True, text=True, timeout=60)
     out = tmp_path / "t"
-    r = run_hbtool("record", "-q", "-o", out, "--", queue[cc], "40", "200", env=_env())
+    r = run_hbtool("record", "-q", "-o", out, "--", queue[cc], "queue", "40", "200", env=_env())
     assert r.returncode == plain.returncode == 0 and r.stderr == plain.stderr == "", (r.stderr, plain.stderr)
     want = calls(r.stdout)
     # (which thread takes which item is the machine's doing; the totals are the program's)
@@ -110,7 +110,7 @@ def test_a_fault_in_a_lock_queue_is_found_on_its_thread(tmp_path, queue, cc, kin
     out = tmp_path / kind
     fault = [] if kind == "normal" else ["--inject", kind, "--inject-wait-ms", "400", "--thread", "1",
                                          "--beat", "150"]
-    r = run_hbtool("record", "-q", "-o", out, *fault, "--", queue[cc], str(ITEMS), str(US), env=_env())
+    r = run_hbtool("record", "-q", "-o", out, *fault, "--", queue[cc], "queue", str(ITEMS), str(US), env=_env())
     assert r.returncode == 0 and "sum ok" in r.stdout, r.stderr
     tl = behavior(out)
     if label is None:
@@ -122,3 +122,34 @@ def test_a_fault_in_a_lock_queue_is_found_on_its_thread(tmp_path, queue, cc, kin
     got = [iv for iv in tl[1] if iv["behavior"] == label]
     assert len(got) == 1 and abs(got[0]["start_s"] - t0) < 0.05 and got[0]["duration_s"] > 0.3, tl[1]
     assert findings(tl[1]) == [label] and findings(tl[0]) == [], tl
+
+
+def diagnose(out: Path) -> dict[int, dict]:
+    r = hbtool_here("diagnose", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("kind", ["normal", "slow"])
+def test_a_thread_slowed_late_in_a_heavy_phase_before_a_light_one_is_found(tmp_path, queue, cc, kind):
+    """Items dealt to the threads in turn under a lock (every thread makes as many beats), as
+    MUSCLE 5 does: a heavy phase (200 items of 10 ms) then a light one (600 items of 0.1 ms),
+    whose beats fill three windows in four of the run's work shift but hold 3 % of its work.
+    The injector slows thread 1 3x from its beat 300, a quarter of the heavy phase before its
+    end: `diagnose` calls it memoryleak by its work shift (over 2) from about that beat, its
+    teammate normal; a normal run's threads are normal. The light construct, all of whose
+    windows came after the slowdown, hid it when measured against its own usual ratio; its raw
+    ratio, with the heavy construct shifting across the same split, does not."""
+    out = tmp_path / kind
+    fault = [] if kind == "normal" else ["--inject", "slow", "--thread", "1", "--beat", "300"]
+    r = run_hbtool("record", "-q", "-o", out, *fault, "--", queue[cc], "dealt", "200", "10000", "600", "100",
+                   env=_env())
+    assert r.returncode == 0 and "sum ok" in r.stdout, r.stderr
+    d = diagnose(out)
+    assert d[0]["beats"] == d[1]["beats"], d
+    if kind == "normal":
+        assert d[0]["status"] == d[1]["status"] == "normal", d
+        return
+    assert d[1]["status"] == "memoryleak" and d[1]["WS"] > 2 and "work shift" in d[1]["reason"], d[1]
+    assert abs(d[1]["WS_beat"] - 300) < 60 and d[0]["status"] == "normal", d

@@ -808,7 +808,8 @@ def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
     return edges
 
 
-def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False, main: frozenset = frozenset()) -> pd.Series:
+def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False, main: frozenset = frozenset(),
+                  raw_out: list | None = None) -> pd.Series:
     """Per window: the median over constructs of how much longer the thread's units took than
     its teammates' (log of the ratio of medians), each construct's ratio taken relative to its
     own usual ratio over the run (a construct that is always lopsided, such as a loop whose
@@ -820,7 +821,8 @@ def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False, mai
     constructs in two windows at least (a construct runs in its phase of the run, and its
     usual ratio would be the slowed one where the phase is mostly after a fault). `main`: the
     constructs that hold most of the team's work (config.SHIFT_MAIN_WORK), compared however
-    few windows their beats fill."""
+    few windows their beats fill. `raw_out`: a list the raw ratios of those constructs, by
+    window and construct, are appended to (_raw_shift)."""
     both = pd.concat([mine.rename("mine"), others.rename("others")], axis=1, join="inner")
     if not len(both):
         return pd.Series(dtype=np.float64)
@@ -835,7 +837,36 @@ def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False, mai
     # past the floor are not work that its teammates do too
     work = (np.minimum(by["mine"].transform("median"), by["others"].transform("median")) >= floor) & common
     d = (both["r"] if by_time else both["r"] - by["r"].transform("median"))[work]
+    if raw_out is not None:
+        raw_out.append(both["r"][work])
     return d.groupby(level="window").median().sort_index()
+
+
+def _raw_shift(raw: pd.Series) -> tuple[float, int] | None:
+    """The work shift of a thread's raw ratios (log, by window and construct: _shift_series),
+    each construct's not taken against its usual one: split_shift of their median per window,
+    when a construct the split cuts through shifts across it by half that much or more, its
+    windows after against its windows before (else None). A construct a phase of the run holds
+    alone is measured raw: against its own usual ratio it hides a slowdown from before the
+    phase (MUSCLE 5: a light phase of 1 % of the work, its beats 13 windows of 20, all after a
+    thread was slowed; against its usual ratio, 0). One that is lopsided by design (the master
+    alone in a late phase) shifts the raw series too, but no construct of both sides does."""
+    if raw is None or not len(raw):
+        return None
+    v = raw.groupby(level="window").median().sort_index()
+    if v.size < 6:
+        return None
+    shift, at = split_shift(v.to_numpy())
+    step = np.log(shift)
+    if abs(step) < 1e-9:
+        return None
+    split = int(v.index[at])
+    for _, r in raw.groupby(level="construct"):
+        ww = r.index.get_level_values("window").to_numpy()
+        before, after = r.to_numpy()[ww < split], r.to_numpy()[ww >= split]
+        if before.size and after.size and (np.median(after) - np.median(before)) * np.sign(step) >= 0.5 * abs(step):
+            return shift, at
+    return None
 
 
 def _others(table: pd.DataFrame | np.ndarray, i: int, whole):
@@ -962,14 +993,15 @@ def _crowded(sched: pd.DataFrame, team: list[tuple], edges: np.ndarray) -> np.nd
         return np.isfinite(share) & np.isfinite(least) & (share - least > config.SHIFT_CROWDED_SHARE)
 
 
-def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
+def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: dict | None = None) -> dict:
     """Per thread of a team, _shift_series against its teammates' medians; {} when a thread has
     fewer than six windows of common constructs (a run too short to come back to them). With
     windows by time, such a thread alone goes without (a thread that stopped working has no
     units in the windows after), and leaves out the windows where a thread of the team was
     crowded off its CPU (`crowded`, _crowded) and took fewer than config.SHIFT_CROWDED_UNITS
     units: the few chunks a crowded thread takes are the ones the machine stretched, and its
-    teammates' ratios move with them."""
+    teammates' ratios move with them. `raw_out`: each thread's raw ratios (_shift_series) go
+    in it, for a team cut by beats."""
     med = _team_medians(units)
     # the constructs that hold next to none of the team's work are not compared
     # (config.SHIFT_CONSTRUCT_WORK), a sections construct's units of any sections as one
@@ -1013,7 +1045,11 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None) -> dict:
     whole = table.median(axis=1) if len(units) > config.SHIFT_WHOLE_TEAM else None
     out = {}
     for i, k in enumerate(units):
-        q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time, main)
+        raw: list = []
+        q = _shift_series(med[k], _others(table, i, whole).dropna(), by_time, main,
+                          raw if raw_out is not None and not by_time else None)
+        if raw:
+            raw_out[k] = raw[0]
         if by_time and crowded is not None and len(q):
             q = q[~stretched[q.index.to_numpy(dtype=np.int64)]]
         if len(q) < 6:
@@ -1208,7 +1244,8 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         # a team cut by time: the windows where the machine kept a thread off its CPU more
         # than its teammates are left out of its share shift, and of every work shift
         crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
-        series = _construct_series(units, crowded) or ({} if by_time else _window_series(units))
+        raws: dict = {}
+        series = _construct_series(units, crowded, raws) or ({} if by_time else _window_series(units))
         # a team of as many beats each whose work is still dealt out (sections: each to the
         # thread that asks first): its shares per window of beats; none where every thread's
         # are the same (static loops and constructs: every thread beats once for each)
@@ -1223,6 +1260,10 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             if k in series:
                 q = series[k]
                 shift, at = split_shift(q.to_numpy())
+                alt = _raw_shift(raws.get(k))
+                if alt is not None and abs(np.log(alt[0])) > abs(np.log(shift)):
+                    shift, at = alt[0], alt[1]
+                    q = raws[k].groupby(level="window").median().sort_index()
                 beat = int((units[k].edge_beat if by_time else edges[k])[int(q.index[at])]) + 1
             share, share_beat = shares.get(k, (np.nan, -1))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
