@@ -8,6 +8,7 @@ every machine.
               (cd-hit -i prot2.fa -o cl.fa -c 0.8 -n 5 -T 2 -M 2000)
   aln150.fa   150 proteins of 400 residues, for Clustal Omega
               (clustalo -i aln150.fa -o out.aln --threads 2 --force)
+  m30.fa      the first 30 of them, for MUSCLE 5 (muscle -align m30.fa -output out.afa -threads 2)
   tree100.fa  100 proteins of 250 residues, for FastTree (fasttreeMP -quiet -out tree.nwk tree100.fa)
   dna100.phy  100 DNA sequences of 4,000 sites evolved along a random tree (Jukes-Cantor), for
               IQ-TREE (iqtree2 -s dna100.phy -m GTR+G4 -T 2 -redo -quiet -seed 1 -fast)
@@ -79,14 +80,15 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     proteins_in_families(out / "prot2.fa")
     proteins_of_one_family(out / "aln150.fa", 150, 150, 400, 0.3, "a")
+    proteins_of_one_family(out / "m30.fa", 150, 30, 400, 0.3, "a")   # (aln150.fa's first 30)
     proteins_of_one_family(out / "tree100.fa", 100, 100, 250, 0.25, "t")
     dna_along_a_tree(out / "dna100.phy")
-    wrote = "prot2.fa, aln150.fa, tree100.fa and dna100.phy"
+    wrote = "prot2.fa, aln150.fa, m30.fa, tree100.fa and dna100.phy"
     if shutil.which("mmseqs"):
         for old in out.glob("db*"):
             old.unlink()
         subprocess.run(["mmseqs", "createdb", "prot2.fa", "db"], cwd=out, check=True, stdout=subprocess.DEVNULL)
-        wrote = "prot2.fa, aln150.fa, tree100.fa, dna100.phy and the mmseqs2 database db"
+        wrote = "prot2.fa, aln150.fa, m30.fa, tree100.fa, dna100.phy and the mmseqs2 database db"
     print(f"wrote {wrote} in {out}")
     return 0
 

@@ -65,9 +65,10 @@ def calls(stdout: str) -> dict[int, tuple[int, int]]:
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_every_lock_a_thread_asks_for_is_a_beat_then_a_wait(tmp_path, queue, cc):
     """Per thread, one LOCK beat and one critical wait of a lock construct per call the program
-    made (a nest lock taken again by its owner too: libomp reports that apart, and the wait
-    its request opened must end there); three lock constructs (two call sites of the plain
-    lock, one of the nest lock: the second nest call site, inlined or not, may share a name)."""
+    made in the parallel region (a nest lock taken again by its owner too: libomp reports that
+    apart, and the wait its request opened must end there), none for the lock the master takes
+    in the serial part (a thread of no team has no OpenMP number: every pthread would be
+    thread 0); two lock constructs at least (the plain lock's call sites, the nest lock's)."""
     plain = subprocess.run([str(queue[cc]), "queue", "40", "200"], env=_env(), capture_output=True, text=True, timeout=60)
     out = tmp_path / "t"
     r = run_hbtool("record", "-q", "-o", out, "--", queue[cc], "queue", "40", "200", env=_env())

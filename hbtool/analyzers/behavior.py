@@ -930,7 +930,7 @@ def _all_waits(trace: HeartbeatTrace, tb) -> ThreadWaits:
 #: behavior: recorded waits of threads kept at once for the timelines (about 24 bytes each)
 WAITS_HELD = 8_000_000
 
-SYNC_WORDS = {"barrier": "a barrier", "critical": "a critical section", "taskwait": "a taskwait",
+SYNC_WORDS = {"barrier": "a barrier", "critical": "a critical section or a lock", "taskwait": "a taskwait",
               "ordered": "an ordered region", "collective": "an MPI collective",
               "flag": "a spin on a flag in its own code (omp flush)",
               "outside": "the runtime's pool, outside any parallel region", "serial": "the program's serial part"}

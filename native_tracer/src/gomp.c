@@ -486,18 +486,19 @@ VOIDWAIT(GOMP_critical_start, (void), (), NOTHING, 0, HBT_SYNC_CRITICAL,
 VOIDWAIT(GOMP_critical_name_start, (void **pptr), (pptr), NOTHING, 0, HBT_SYNC_CRITICAL,
          gomp_construct(g, HBT_CK_CRITICAL, site))
 /* OpenMP locks: a LOCK beat as the thread asks for one (before it has it: a fault injected
- * there holds nobody up), then its wait for it, a critical wait of the same construct.
- * libomp exports them too, and reports them to the OMPT tool (ompt.c): a gcc program's
- * calls only, here. */
+ * there holds nobody up), then its wait for it, a critical wait of the same construct; in a
+ * parallel region only (a thread of no team has no OpenMP number of its own: every pthread
+ * would be thread 0). libomp exports them too, and reports them to the OMPT tool (ompt.c): a
+ * gcc program's calls only, here. */
 #define LOCK_WRAPPER(name)                                                        \
     HBT_EXPORT void name(void *lock)                                              \
     {                                                                             \
         REAL(name)                                                                \
-        if (!gomp_on() || hbt_ompt_on()) {                                        \
+        struct gomp_tls *g = gomp_on() && !hbt_ompt_on() ? gomp_self() : NULL;    \
+        if (!g || !g->depth) {                                                    \
             fn_real(lock);                                                        \
             return;                                                               \
         }                                                                         \
-        struct gomp_tls *g = gomp_self();                                         \
         uint32_t id = gomp_construct(g, HBT_CK_LOCK, gomp_site(g, __builtin_return_address(0))); \
         uint64_t t0 = gomp_arrive(g, HBT_EV_LOCK, id, 0);                         \
         hbt_wait_begin(HBT_SYNC_CRITICAL);                                        \

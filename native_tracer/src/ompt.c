@@ -457,9 +457,10 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
 static void hbt_ompt_mutex_acquire(int kind, unsigned int hint, unsigned int impl,
                                    uint64_t wait_id, const void *codeptr_ra)
 {
-    if (kind == HBT_OMPT_MUTEX_LOCK || kind == HBT_OMPT_MUTEX_NEST_LOCK) {
-        /* an OpenMP lock: a LOCK beat as the thread asks (a fault injected there holds
-         * nobody up), then its wait for it, a critical wait of the same construct */
+    if ((kind == HBT_OMPT_MUTEX_LOCK || kind == HBT_OMPT_MUTEX_NEST_LOCK) && hbt_ompt.depth > 0) {
+        /* an OpenMP lock, in a parallel region: a LOCK beat as the thread asks (a fault
+         * injected there holds nobody up), then its wait for it, a critical wait of the same
+         * construct (gomp.c: none outside a region) */
         struct hbt_ompt_tls *o = &hbt_ompt;
         uint32_t id = hbt_construct_id(HBT_CK_LOCK, codeptr_ra);
         hbt_ompt_beat(o, HBT_EV_LOCK, hbt_ompt_cur(o)->thread, id);

@@ -13,7 +13,8 @@
  * ITEMS2 items of US2 microseconds the same way, from another call site: a light phase
  * after the heavy one, as MUSCLE's (its alignments, then a pass of a few microseconds a
  * pair). Prints, per thread, "locks T N NEST" (the omp_set_lock and omp_set_nest_lock calls
- * it made), then "sum ok" and exits 0.
+ * it made in the parallel regions; the master takes the lock once before them too), then
+ * "sum ok" and exits 0.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
     double ms = atof(argv[3]) / 1e3, ms2 = argc == 6 ? atof(argv[5]) / 1e3 : 0;
     omp_init_lock(&lock);
     omp_init_nest_lock(&nest);
+    omp_set_lock(&lock);   /* in the serial part: no team, no beat */
+    omp_unset_lock(&lock);
     SHARE_OUT(items, ms, 1);
     if (items2 > 0)
         SHARE_OUT(items2, ms2, 0);
