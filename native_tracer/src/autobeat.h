@@ -189,18 +189,24 @@ static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at
 /* An automatic beat of a thread whose automatic beats the monitor judges: a chunk beat
  * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
  * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
- * with no chunk left clears it: hbt_unit_none); any other beat but a lock's leaves the loop. */
+ * with no chunk left clears it: hbt_unit_none). Out of a chunk, a lock's beat ends the unit
+ * the thread's previous lock beat began (measured, as a chunk of that lock: a team that
+ * shares its work out by hand under a lock, MUSCLE 5) and begins the next; in a chunk, it
+ * leaves the chunk alone. Any other beat leaves the loop or the lock's unit. */
 static inline __attribute__((always_inline))
 void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
 {
     uint32_t prev = u->loop;   /* (written by this thread only) */
-    if (event == HBT_EV_CHUNK && construct && construct <= HBT_CT_MAX) {
+    int chunk = event == HBT_EV_CHUNK, lock = event == HBT_EV_LOCK;
+    if ((chunk || (lock && (!prev || u->lock))) && construct && construct <= HBT_CT_MAX) {
         uint64_t t0 = u->t;
-        if (prev == construct && at > t0)
-            hbt_unit_measure(construct, t0, at);
+        if (prev && at > t0 && (lock ? u->lock : prev == construct && !u->lock))
+            hbt_unit_measure(prev, t0, at);
+        u->lock = (uint32_t)lock;
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
-    } else if (prev && event != HBT_EV_LOCK) {   /* (a lock taken inside a chunk: still in it) */
+    } else if (prev && !(lock && !u->lock)) {   /* (a lock taken inside a chunk: still in it) */
+        u->lock = 0;
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
 }
@@ -214,6 +220,7 @@ static inline void hbt_unit_none(uint64_t at)
     if (u && u->loop) {
         if (at && at > u->t && u->loop <= HBT_CT_MAX)
             hbt_unit_measure(u->loop, u->t, at);
+        u->lock = 0;
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
 }

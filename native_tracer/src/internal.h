@@ -160,6 +160,7 @@ struct hbt_unit {
     uint32_t team;    /* the threads of the outermost team it was last in (hbt_team_mark), 0: not known */
     uint64_t t;
     uint64_t place;   /* where it is in that team's work (hbt_place_mark), 0: not known */
+    uint32_t lock;    /* `loop` is the lock it last asked for, not a loop (hbt_unit_beat) */
 };
 
 /* A thread's place in the work of its outermost OpenMP team: the team's region instance
