@@ -681,16 +681,23 @@ def test_a_thread_stuck_in_a_chunk_while_its_team_goes_on_is_found_at_once(long_
     teammate. No report in a normal run."""
     tr, _ = record_team(long_loop, cc, tmp_path, "central", args=LONG_LOOP_ARGS)
     assert (tr["rec"]["kind"] == BEAT).sum() > 40000
-    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
-    tr, truth = record_team(long_loop, cc, tmp_path / "fault", "central", "--inject", kind, "--thread", 1,
-                            "--at", 0.5, "--inject-wait-ms", 300, args=LONG_LOOP_ARGS)
+    assert_stuck_found_while_the_team_goes_on(long_loop, cc, tmp_path, tr, kind, ["--at", 0.5], LONG_LOOP_ARGS)
+
+
+def assert_stuck_found_while_the_team_goes_on(progs, cc, tmp_path, normal, kind, moment, args):
+    """No report in the `normal` run; a 300 ms spin or block (kind) injected into thread 1 at
+    `moment` is reported with its onset within 100 ms (before its teammate, which goes on
+    working, runs out of work), and nothing of its teammate."""
+    assert not [x for x in behaviors(normal) if x["bhv"] in (BUSY, COND)], behaviors(normal)
+    tr, truth = record_team(progs, cc, tmp_path / "fault", "central", "--inject", kind, "--thread", 1,
+                            *moment, "--inject-wait-ms", 300, args=args)
     assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
     t0 = truth["fired_at"]["mono_ns"]
     want = BUSY if kind == "busy" else COND
     got = [d for d in behaviors(tr, 1) if d["bhv"] == want]
     assert got, (behaviors(tr), t0)
     assert t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6, (got, t0)
-    # found while the teammate still took the loop's chunks (before: 300 ms or never)
+    # found while the teammate still works (before: 300 ms or never)
     assert got[0]["at"] < t0 + 100e6, (got, t0)
     assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)
 
@@ -714,16 +721,7 @@ def test_a_thread_stuck_between_two_locks_while_its_team_goes_on_is_found_at_onc
     its teammate still takes items, with its onset, and nothing of its teammate. No report in
     a normal run."""
     tr, _ = record_team(lock_queue, cc, tmp_path, "central", args=LOCK_QUEUE_ARGS)
-    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
-    tr, truth = record_team(lock_queue, cc, tmp_path / "fault", "central", "--inject", kind, "--thread", 1,
-                            "--beat", 150, "--inject-wait-ms", 300, args=LOCK_QUEUE_ARGS)
-    assert truth["fired"] and truth["thread"] == 1, json.dumps(truth)
-    t0 = truth["fired_at"]["mono_ns"]
-    want = BUSY if kind == "busy" else COND
-    got = [d for d in behaviors(tr, 1) if d["bhv"] == want]
-    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6, (behaviors(tr), t0)
-    assert got[0]["at"] < t0 + 100e6, (got, t0)
-    assert not [x for x in behaviors(tr, 0) if x["bhv"] in (BUSY, COND)], behaviors(tr, 0)
+    assert_stuck_found_while_the_team_goes_on(lock_queue, cc, tmp_path, tr, kind, ["--beat", 150], LOCK_QUEUE_ARGS)
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
