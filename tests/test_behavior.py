@@ -522,14 +522,14 @@ def test_a_long_chunk_is_not_judged_against_the_few_units_a_busy_machine_stretch
     percentile is no measure of the loop's units (60 of 16,000), so the long chunk is work,
     not a spin 9,500 times a usual unit (cd-hit on a loaded machine: 20 busy-waiting reports
     in 8 normal runs). As in cd-hit's runs, its loop's long chunks come in a series: thread 1
-    took one of 0.12 s before, so the chunk is not overdue either (under 8 times the longest
-    chunk before it, halved for each second since: _overdue_unit)."""
+    took one of 0.05 s that ended before it began, so the chunk is not overdue either (under 8
+    times the longest chunk before it, halved for each second since: _overdue_unit)."""
     n1 = 13_000
     d0 = np.r_[np.full(3000, 20e-6), [0.2], np.full(3000, 20e-6)]
     d1 = np.full(n1, 20e-6)
     stretched = np.arange(100, n1, 200)[:60]
     d1[stretched] = 3e-3
-    d1[50] = 0.12   # cd-hit's real long chunks (0.05-0.15 s) come a few at a time
+    d1[10] = 0.05   # cd-hit's real long chunks (0.05-0.15 s) come a few at a time
     tr = _trace({0: d0, 1: d1}, _end_events({0: d0, 1: d1}, how=0))
     tr.beats["construct"] = "loop cd-hit+0x10d95"
     ends0 = np.round((0.01 + np.cumsum(d0)) * 1e9).astype(np.int64)

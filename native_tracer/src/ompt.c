@@ -682,18 +682,22 @@ static int hbt_ompt_initialize(hbt_ompt_lookup_t lookup, int initial_device_num,
     hbt_ompt_real_set = (hbt_ompt_set_callback_t)lookup("ompt_set_callback");
     hbt_ompt_real_get = (hbt_ompt_get_callback_t)lookup("ompt_get_callback");
     if (hbt_ompt_real_set) {
-        hbt_ompt_register(HBT_OMPT_THREAD_BEGIN, (hbt_ompt_fn_t)hbt_ompt_thread_begin);
-        hbt_ompt_register(HBT_OMPT_THREAD_END, (hbt_ompt_fn_t)hbt_ompt_thread_end);
-        hbt_ompt_register(HBT_OMPT_PARALLEL_BEGIN, (hbt_ompt_fn_t)hbt_ompt_parallel_begin);
-        hbt_ompt_register(HBT_OMPT_IMPLICIT_TASK, (hbt_ompt_fn_t)hbt_ompt_implicit_task);
-        hbt_ompt_register(HBT_OMPT_WORK, (hbt_ompt_fn_t)hbt_ompt_work);
-        hbt_ompt_register(HBT_OMPT_TASK_CREATE, (hbt_ompt_fn_t)hbt_ompt_task_create);
-        hbt_ompt_register(HBT_OMPT_TASK_SCHEDULE, (hbt_ompt_fn_t)hbt_ompt_task_schedule);
-        hbt_ompt_register(HBT_OMPT_SYNC_REGION_WAIT, (hbt_ompt_fn_t)hbt_ompt_sync_region_wait);
-        hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRE, (hbt_ompt_fn_t)hbt_ompt_mutex_acquire);
-        hbt_ompt_register(HBT_OMPT_MUTEX_ACQUIRED, (hbt_ompt_fn_t)hbt_ompt_mutex_acquired);
-        hbt_ompt_register(HBT_OMPT_NEST_LOCK, (hbt_ompt_fn_t)hbt_ompt_nest_lock);
-        hbt_ompt_register(HBT_OMPT_FLUSH, (hbt_ompt_fn_t)hbt_ompt_flush);
+        static const struct { int event; hbt_ompt_fn_t fn; } ours[] = {
+            { HBT_OMPT_THREAD_BEGIN, (hbt_ompt_fn_t)hbt_ompt_thread_begin },
+            { HBT_OMPT_THREAD_END, (hbt_ompt_fn_t)hbt_ompt_thread_end },
+            { HBT_OMPT_PARALLEL_BEGIN, (hbt_ompt_fn_t)hbt_ompt_parallel_begin },
+            { HBT_OMPT_IMPLICIT_TASK, (hbt_ompt_fn_t)hbt_ompt_implicit_task },
+            { HBT_OMPT_WORK, (hbt_ompt_fn_t)hbt_ompt_work },
+            { HBT_OMPT_TASK_CREATE, (hbt_ompt_fn_t)hbt_ompt_task_create },
+            { HBT_OMPT_TASK_SCHEDULE, (hbt_ompt_fn_t)hbt_ompt_task_schedule },
+            { HBT_OMPT_SYNC_REGION_WAIT, (hbt_ompt_fn_t)hbt_ompt_sync_region_wait },
+            { HBT_OMPT_MUTEX_ACQUIRE, (hbt_ompt_fn_t)hbt_ompt_mutex_acquire },
+            { HBT_OMPT_MUTEX_ACQUIRED, (hbt_ompt_fn_t)hbt_ompt_mutex_acquired },
+            { HBT_OMPT_NEST_LOCK, (hbt_ompt_fn_t)hbt_ompt_nest_lock },
+            { HBT_OMPT_FLUSH, (hbt_ompt_fn_t)hbt_ompt_flush },
+        };
+        for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++)
+            hbt_ompt_register(ours[k].event, ours[k].fn);
         __atomic_store_n(&hbt_ompt_active, 1, __ATOMIC_RELEASE);
     }
     hbt_ompt_start_tool_result_t *next = hbt_ompt_next;
