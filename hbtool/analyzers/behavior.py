@@ -735,6 +735,11 @@ def _construct_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
             for name in np.unique(c).tolist():
                 sel = np.flatnonzero(c == name)
                 tb.units[name] = (tb.t_ns[sel + 1], d[sel])
+            # and the units begun at a lock's beat, by that lock (the monitor's lock units)
+            b = np.asarray(tb.construct[:-1], dtype=object).astype(str)
+            for name in [x for x in np.unique(b).tolist() if x.startswith("lock ")]:
+                sel = np.flatnonzero(b == name)
+                tb.units[("from", name)] = (tb.t_ns[sel + 1], d[sel])
     return tb.units
 
 
@@ -745,16 +750,30 @@ def _overdue_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, wa
     began (its own or a teammate's, halved for each config.BEHAVIOR_OVERDUE_HALF_S since it
     ended: one a stall held up does not set the bar for the rest of the run), and how many
     units ended before it; None when fewer than config.BEHAVIOR_OVERDUE_WARM did (nothing
-    says yet what the construct's units take: a loop's first long chunk) or it has no name."""
+    says yet what the construct's units take: a loop's first long chunk) or it has no name.
+    An interval begun at a lock's beat whose ending construct says nothing is measured, as the
+    monitor measures it, against the units begun at that lock (a nest lock taken after one
+    item in five ended the interval of a spin begun at the lock that stores an item's result:
+    too few units to say)."""
     mine = str(tb.construct[i + 1]) if tb.construct is not None and len(tb.construct) > i + 1 else ""
     if not mine:
         return None
+    got = _overdue_against(tb, i, team, trace, waits_cache, span, mine)
+    begun = str(tb.construct[i])
+    if got is None and begun.startswith("lock "):
+        got = _overdue_against(tb, i, team, trace, waits_cache, span, ("from", begun))
+    return got
+
+
+def _overdue_against(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, waits_cache: dict, span,
+                     key) -> tuple[float, int] | None:
+    """_overdue_unit against the units of one key of _construct_units."""
     t0 = int(tb.t_ns[i])
     bar, n = 0.0, 0
     for o in _and_itself(tb, team):
         if not isinstance(o, ThreadBeats):
             continue
-        ends, d = _construct_units(o, _thread_waits(trace, o, waits_cache, span)).get(mine, (None, None))
+        ends, d = _construct_units(o, _thread_waits(trace, o, waits_cache, span)).get(key, (None, None))
         if ends is None:
             continue
         k = int(np.searchsorted(ends, t0))   # the units that ended before it began
