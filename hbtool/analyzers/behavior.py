@@ -708,12 +708,7 @@ def _longest_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
     if tb.longest is None:
         tb.longest = {}
         if tb.construct is not None and len(tb.construct) == tb.n and tb.n > 1:
-            c = tb.construct[1:]
-            if isinstance(c, pd.Categorical):
-                names, codes = np.array([str(v) for v in c.categories] + [""], dtype=object), c.codes.astype(np.int64)
-                codes = np.where(codes < 0, len(names) - 1, codes)
-            else:
-                names, codes = np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)
+            names, codes = _construct_codes(tb.construct[1:])
             d = np.diff(work_clock(tb.t_ns, waits.start, waits.end))
             o = np.lexsort((-d, codes))   # by construct, the longest first within each
             first = np.flatnonzero(np.r_[True, codes[o][1:] != codes[o][:-1]])
@@ -730,17 +725,30 @@ def _construct_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
     if tb.units is None:
         tb.units = {}
         if tb.construct is not None and len(tb.construct) == tb.n and tb.n > 1:
-            c = np.asarray(tb.construct[1:], dtype=object).astype(str)
+            names, codes = _construct_codes(tb.construct)   # (codes, not a string per beat)
             d = np.diff(work_clock(tb.t_ns, waits.start, waits.end))
-            for name in np.unique(c).tolist():
-                sel = np.flatnonzero(c == name)
-                tb.units[name] = (tb.t_ns[sel + 1], d[sel])
-            # and the units begun at a lock's beat, by that lock (the monitor's lock units)
-            b = np.asarray(tb.construct[:-1], dtype=object).astype(str)
-            for name in [x for x in np.unique(b).tolist() if x.startswith("lock ")]:
-                sel = np.flatnonzero(b == name)
-                tb.units[("from", name)] = (tb.t_ns[sel + 1], d[sel])
+            ends = tb.t_ns[1:]
+            # by the construct that ends each unit, and the units begun at a lock's beat by
+            # that lock (the monitor's lock units)
+            for key, by in ((None, codes[1:]), ("from", codes[:-1])):
+                o = np.argsort(by, kind="stable")   # (each construct's units stay by end)
+                cuts = np.flatnonzero(np.diff(by[o])) + 1
+                for part in np.split(o, cuts):
+                    name = str(names[by[part[0]]]) if part.size else ""
+                    if key is None:
+                        tb.units[name] = (ends[part], d[part])
+                    elif name.startswith("lock "):
+                        tb.units[(key, name)] = (ends[part], d[part])
     return tb.units
+
+
+def _construct_codes(c) -> tuple[np.ndarray, np.ndarray]:
+    """A thread's constructs per beat (array or Categorical) as names and a code per beat."""
+    if isinstance(c, pd.Categorical):
+        names = np.array([str(v) for v in c.categories] + [""], dtype=object)
+        codes = c.codes.astype(np.int64)
+        return names, np.where(codes < 0, len(names) - 1, codes)
+    return np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)
 
 
 def _overdue_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, waits_cache: dict,
