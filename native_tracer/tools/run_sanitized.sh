@@ -88,6 +88,10 @@ if [ "$kind" = asan ]; then
     # judged by the automatic beats, and a spin in the middle of one
     run 0 omp_long_chunks env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_long_chunks" 3 20000 5 20
     run 0 omp_long_chunks.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_AT=0.3 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_long_chunks" 3 20000 5 20
+    # OpenMP locks as beats (omp_set_lock, omp_set_nest_lock: a beat, then a critical wait)
+    # and the monitor's lock units, and a spin between two locks
+    run 0 omp_lock_queue  env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_lock_queue" queue 200 1000 200 50
+    run 0 omp_lock_queue.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=100 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_lock_queue" dealt 200 1000
 fi
 run 0 idle_threads        env LD_PRELOAD="$unlinked" "$bin/idle_threads" threads 500 50
 run 0 idle_forks          env LD_PRELOAD="$unlinked" "$bin/idle_threads" fork 20 4
