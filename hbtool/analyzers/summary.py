@@ -846,7 +846,7 @@ def _raw_shift(raw: pd.Series) -> tuple[float, int] | None:
     """The work shift of a thread's raw ratios (log, by window and construct: _shift_series),
     each construct's not taken against its usual one: split_shift of their median per window,
     when a construct the split cuts through shifts across it by half that much or more, its
-    windows after against its windows before (else None). A construct a phase of the run holds
+    windows after against its windows before: (shift, the later part's first window), else None. A construct a phase of the run holds
     alone is measured raw: against its own usual ratio it hides a slowdown from before the
     phase (MUSCLE 5: a light phase of 1 % of the work, its beats 13 windows of 20, all after a
     thread was slowed; against its usual ratio, 0). One that is lopsided by design (the master
@@ -865,7 +865,7 @@ def _raw_shift(raw: pd.Series) -> tuple[float, int] | None:
         ww = r.index.get_level_values("window").to_numpy()
         before, after = r.to_numpy()[ww < split], r.to_numpy()[ww >= split]
         if before.size and after.size and (np.median(after) - np.median(before)) * np.sign(step) >= 0.5 * abs(step):
-            return shift, at
+            return shift, split
     return None
 
 
@@ -1260,11 +1260,11 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             if k in series:
                 q = series[k]
                 shift, at = split_shift(q.to_numpy())
+                window = int(q.index[at])
                 alt = _raw_shift(raws.get(k))
                 if alt is not None and abs(np.log(alt[0])) > abs(np.log(shift)):
-                    shift, at = alt[0], alt[1]
-                    q = raws[k].groupby(level="window").median().sort_index()
-                beat = int((units[k].edge_beat if by_time else edges[k])[int(q.index[at])]) + 1
+                    shift, window = alt
+                beat = int((units[k].edge_beat if by_time else edges[k])[window]) + 1
             share, share_beat = shares.get(k, (np.nan, -1))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
             rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out))
