@@ -21,7 +21,7 @@ from hbtool.model import HeartbeatTrace
 #: module that races with a running program carries the mark itself; a test of these modules
 #: marked `analysis_only` (what it asserts does not hang on timing) runs with the others.
 ALONE = {
-    "test_blame", "test_inject", "test_memory", "test_monitor", "test_mpi_polling", "test_mpi_profiler",
+    "test_blame", "test_inject", "test_lock_beats", "test_memory", "test_monitor", "test_mpi_polling", "test_mpi_profiler",
     "test_npb_openmp", "test_probes_status", "test_queue_tracer", "test_sanitizers", "test_starved_team",
 }
 
