@@ -333,6 +333,49 @@ def test_a_worker_that_libomp_ends_in_the_exit_handlers_was_ended_by_the_exit(tm
         assert "exited" not in [iv["behavior"] for iv in tl[k]], tl[k]
 
 
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("ending", ["exit", "return"])
+def test_the_masters_serial_part_after_its_last_region_is_running_to_the_end(tmp_path, compiler, ending):
+    """A program whose master works on alone after its last parallel region (writing its
+    output, say: ImageMagick's convert encodes its PNG for a second after its last region)
+    and then calls exit(0) or returns from main (tests/programs/omp_regions.c with TAIL): the
+    tracer records that serial part at the exit, as it records one between two regions at
+    the next one's start, and `behavior` calls it running, not idle; the workers, in the
+    pool, idle."""
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    from hbtool.io import read_heartbeats
+
+    exe = tmp_path / "omp_regions"
+    subprocess.run([compiler, "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_regions.c"),
+                    "-o", str(exe)], check=True)
+    out = tmp_path / "tail"
+    r = run_hbtool("record", "-q", "-o", out, "--", exe, "50", "2000", "0" if ending == "exit" else "-",
+                   "400000000", env=dict(os.environ, OMP_NUM_THREADS="3"))
+    assert r.returncode == 0, r.stderr
+    trace = read_heartbeats(out)
+    w = trace.waits
+    last = int(trace.beats.loc[trace.beats["thread"] == 0, "t_ns"].max())
+    tail = w[(w["thread"] == 0) & (w["sync"] == "outside") & (w["t_ns"] > last)]
+    assert len(tail) == 1, w[w["thread"] == 0].tail()
+    serial_s = float(tail["wait_ns"].iloc[0]) / 1e9
+    assert serial_s > 0.2, tail   # the TAIL units' time, its end the exit's
+    cpu = trace.cpu
+    ran = cpu[(cpu["thread"] == 0) & (cpu["t_ns"] == int(tail["t_ns"].iloc[0]))]
+    assert len(ran) == 1 and float(ran["cpu_ns"].iloc[0]) > 0.5 * float(tail["wait_ns"].iloc[0]), ran
+    tl = behavior(out)
+    part = [iv for iv in tl[0] if iv["behavior"] == "running" and "serial part" in iv["detail"]]
+    assert len(part) == 1 and part[0]["duration_s"] >= 0.9 * serial_s, tl[0]
+    assert tl[0][-1]["behavior"] == "exited" and "idle" not in [iv["behavior"] for iv in tl[0][-3:]], tl[0]
+    for k in (1, 2):   # in the pool meanwhile
+        assert any(iv["behavior"] == "idle" and iv["duration_s"] >= 0.9 * serial_s for iv in tl[k]), tl[k]
+        assert not any("serial part" in iv["detail"] for iv in tl[k]), tl[k]
+
+
 @pytest.fixture(scope="module")
 def batches(tmp_path_factory, tracer_built):
     """tests/programs/omp_batches.c (a static loop of equal batches of CPU time, a beat of the

@@ -1329,7 +1329,16 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
     elif pend["how"] == "normal" or pend["finished_ns"] is not None:
         what = pend["detail"] or "the program called Finished"
         start = last
-        if pend["t_ns"] is not None:
+        serial = _serial_tail(trace, tb, last, pend["began_ns"]) if pend["t_ns"] is not None else None
+        if serial is not None:
+            # the master's serial part after its last parallel region, to the exit it called
+            # (or its return from main): its work (writing the output, say), not idleness
+            begun = _idle_until(intervals, last, serial, gap_s, tb.n - 1,
+                                "at its last parallel region's closing barrier, waiting for its team")
+            intervals.append(_interval("running", begun, pend["began_ns"], tb.n - 1, None,
+                                       "the program's serial part, after its last parallel region"))
+            start = pend["began_ns"]
+        elif pend["t_ns"] is not None:
             start = _idle_until(intervals, last, pend["began_ns"], gap_s, tb.n - 1,
                                 "until the process ended (e.g. an OpenMP worker at its region's closing "
                                 "barrier or in the pool)")
@@ -1348,6 +1357,20 @@ def _timeline_of(tb, first: int, last: int, episodes: list, notes: list[str], tr
     return {"run": tb.run, "process": tb.process, "thread": tb.thread,
             "os_tid": tb.os_tids[-1] if tb.os_tids else -1, "beats": tb.n,
             "usual_interval_s": usual_s, "intervals": intervals, "notes": notes}
+
+
+def _serial_tail(trace: HeartbeatTrace, tb, last: int, end: int) -> int | None:
+    """Where a team's master began the program's serial part that lasted from its last beat
+    (`last`) to the process's end (`end`), ns: the tracer records that part at the exit, as
+    it records one between two regions at the next one's start; None if it has none."""
+    if tb.thread != 0 or end <= last:
+        return None
+    waits = _thread_waits(trace, tb, None, (last, end))
+    if not len(waits):
+        return None
+    serial = np.flatnonzero((waits.names[waits.sync] == "serial") & (waits.start >= last) & (waits.end > last)
+                            & (waits.end <= end))
+    return int(waits.start[serial[-1]]) if serial.size else None
 
 
 def _idle_until(intervals: list, last: int, end: int, gap_s: float, last_beat: int, why: str) -> int:

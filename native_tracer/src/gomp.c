@@ -651,6 +651,16 @@ static inline void gomp_region_end(struct gomp_region *r)
     }
 }
 
+void hbt_gomp_at_exit(void)
+{
+    struct gomp_tls *g = &gomp_tls;
+    if (g->depth || !g->left_ns || !gomp_on())
+        return;
+    uint64_t t0 = hbt_now_ns();
+    hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, g->s.known ? g->s.thread : 0, 0, t0 - g->left_ns, t0);
+    g->left_ns = 0;
+}
+
 /* decl, ret: as for WAITING */
 #define PARALLEL(type, name, params, args, decl, ret, loop, sections)             \
     HBT_EXPORT type name params                                                   \

@@ -660,6 +660,13 @@ HBT_HIDDEN uint32_t hbt_region_instance(void);
  * OMPT, the libgomp wrappers leave alone (ompt.c). */
 HBT_HIDDEN int hbt_ompt_on(void);
 
+/* At the process's exit, in the thread that ends it: the time since that thread left its
+ * last outermost parallel region (a master's serial part to the end: writing the output,
+ * say), recorded as the OpenMP runtimes' wrappers record it at the next region's start,
+ * which never comes (gomp.c, ompt.c). Once: a later call records nothing. */
+HBT_HIDDEN void hbt_gomp_at_exit(void);
+HBT_HIDDEN void hbt_ompt_at_exit(void);
+
 /* A beat's update of the thread's line of the heart table (below). */
 static inline __attribute__((always_inline))
 void hbt_beatline_update(struct hbt_tls *t, uint64_t now, uint32_t seq)

@@ -181,6 +181,8 @@ static void hbt_process_exit(int status, uint16_t how)
     if (!hbt_tls.internal) {
         /* the monitor's final pass: threads still at work end with the
          * process (exited for status 0, failed otherwise) */
+        hbt_gomp_at_exit();   /* a master's serial part ends here (a return from main) */
+        hbt_ompt_at_exit();
         hbt_mon_at_exit(status);
         HBT_HOOK(hbt_queue_at_exit);    /* last samples of the open queues */
         HBT_HOOK(hbt_status_at_exit);   /* a last status sample */
@@ -218,8 +220,11 @@ static __attribute__((noreturn)) void hbt_real_exit_now(int status)
  */
 HBT_EXPORT void exit(int status)
 {
-    if (hbt_state() == HBT_ON && getpid() == hbt_g.pid && !hbt_tls.internal)
+    if (hbt_state() == HBT_ON && getpid() == hbt_g.pid && !hbt_tls.internal) {
+        hbt_gomp_at_exit();   /* a master's serial part ends here */
+        hbt_ompt_at_exit();
         hbt_event(HBT_REC_PROCESS_EXIT, HBT_EXIT_CALLED, (uint32_t)status, HBT_M_GROW | HBT_M_LOST);
+    }
     hbt_exit_fn real = (hbt_exit_fn)hbt_real(&hbt_real_libc_exit, "exit");
     if (real)
         real(status);

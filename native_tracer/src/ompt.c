@@ -282,6 +282,17 @@ static void hbt_ompt_parallel_begin(hbt_ompt_data_t *encountering_task_data,
                      codeptr_ra);
 }
 
+void hbt_ompt_at_exit(void)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    /* (not hbt_ompt_on: libomp's exit handler, before ours, may have ended OMPT) */
+    if (o->depth || !o->left_ns || !hbt_auto_on(HBT_SRC_OPENMP))
+        return;
+    uint64_t t0 = hbt_now_ns();
+    hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_OUTSIDE, 0, 0, t0 - o->left_ns, t0);
+    o->left_ns = 0;
+}
+
 static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
                                    hbt_ompt_data_t *task_data, unsigned int actual_parallelism,
                                    unsigned int index, int flags)

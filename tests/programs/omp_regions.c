@@ -5,9 +5,11 @@
  * regions). Each thread does UNITS of work per region (default 2000); from
  * region N/2 on, thread 1 does four times as much: a shift in its own work.
  * With STATUS, it ends with exit(STATUS) after its regions, as a program that
- * stops on a failed check does (tests/test_blame.py), instead of returning.
+ * stops on a failed check does (tests/test_blame.py), instead of returning
+ * (STATUS "-": it returns). With TAIL, the master does TAIL units of serial work
+ * after its last region first, as a program that writes its output does.
  *
- *   omp_regions N [UNITS [STATUS]]
+ *   omp_regions N [UNITS [STATUS [TAIL]]]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -35,8 +37,10 @@ int main(int argc, char **argv)
             total += work(units);
         }
     }
+    if (argc > 4)
+        total += work(atol(argv[4]));
     printf("%.3f\n", total);
-    if (argc > 3) {
+    if (argc > 3 && argv[3][0] != '-') {
         fflush(stdout);
         exit(atoi(argv[3]));
     }
