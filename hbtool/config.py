@@ -226,6 +226,18 @@ SHIFT_MIN_BEATS = 4
 #: team's is more than this many times what it was before (a round bound, not fitted: twice
 #: as long over the same units of work as its own earlier self, beside the same teammates)
 SHIFT_MAX = 2.0
+#: ... where the change from some window on is not a step but an excursion that ends (windows
+#: [a, b) at one level, those before a and from b on at another; summary.shift_segment): the
+#: excursion is taken against the windows around it when it leaves this share or less of the
+#: absolute deviation the best step leaves. ImageMagick's leaking thread (1 MiB a unit, slowed
+#: 15-80x until the injector's cap, then at work as before): 0.28-0.64, where the step at its
+#: recovery read its teammate 5-6x slower (memoryleak); its normal runs' best excursions
+#: 0.72-1.22. A bound between those, not fitted to more: a lasting step stays a step ...
+SHIFT_EXCURSION_FIT = 0.7
+#: ... and the excursion lasts this many windows or more: of an even count the middle value
+#: nearer the windows around it counts, so a stall of two windows is no excursion (as the
+#: step's two windows at either end are no shift)
+SHIFT_EXCURSION_WINDOWS = 4
 #: diagnose: a share shift (summary._share_shifts: a thread's units of work per window of its
 #: team's time against its teammates', later against earlier) under this is a thread that
 #: stopped working while its team went on: shutdown. A round figure, not fitted: cd-hit's

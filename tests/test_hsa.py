@@ -286,6 +286,35 @@ def test_the_work_shift_is_a_lasting_change_not_one_slow_window_at_either_end():
     assert 2.7 < shift < 3.3   # both of the last two windows slower: a shift
 
 
+def test_a_slowdown_that_ends_is_measured_against_the_windows_around_it_not_its_recovery():
+    """shift_segment: a thread slowed from window 4 to window 10 of 20 (ImageMagick's leaking
+    thread, 1 MiB a unit, until the injector's cap; then at work as before) and its teammate,
+    which waits for it (the mirror image). The best step is at the recovery, and read the
+    teammate 5x slower "from window 10 on" (memoryleak); the excursion against the windows
+    around it reads the slowed thread 10x slower and the teammate faster. A lasting step and a
+    calm series are still steps; an excursion of two windows is none."""
+    from hbtool.analyzers.summary import shift_segment, split_shift
+
+    rng = np.random.default_rng(5)
+    calm = rng.normal(0, 0.1, 20)
+    w = np.arange(20)
+    slowed = calm + np.where((w >= 4) & (w < 10), np.log(10) * (1 + (w - 4) / 6), 0)   # worse as it goes
+    step, at = split_shift(-slowed)
+    assert step > 2 and at == 10   # what the step alone read for the teammate
+    shift, a, b = shift_segment(slowed)
+    assert shift > 8 and (a, b) == (4, 10), (shift, a, b)
+    shift, a, b = shift_segment(-slowed)
+    assert shift < 0.125 and (a, b) == (4, 10), (shift, a, b)
+    lasting = calm + np.where(w >= 8, np.log(3), 0)
+    shift, a, b = shift_segment(lasting)
+    assert 2.7 < shift < 3.3 and (a, b) == (8, 20), (shift, a, b)
+    shift, a, b = shift_segment(calm)
+    assert 0.8 < shift < 1.25 and b == 20, (shift, a, b)
+    two = calm + np.where((w >= 7) & (w < 9), np.log(3), 0)
+    shift, a, b = shift_segment(two)
+    assert 0.8 < shift < 1.25 and b == 20, (shift, a, b)
+
+
 def test_a_phase_constructs_raw_ratio_counts_only_when_a_construct_of_both_sides_shifts():
     """_raw_shift: a thread's raw ratios to its team by window and construct. A heavy construct
     in windows 0-7 and a light one in windows 6-19 (MUSCLE 5's two phases): the light one 1x

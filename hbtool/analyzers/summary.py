@@ -844,7 +844,7 @@ def _shift_series(mine: pd.Series, others: pd.Series, by_time: bool = False, mai
 
 def _raw_shift(raw: pd.Series) -> tuple[float, int] | None:
     """The work shift of a thread's raw ratios (log, by window and construct: _shift_series),
-    each construct's not taken against its usual one: split_shift of their median per window,
+    each construct's not taken against its usual one: shift_segment of their median per window,
     when a construct the split cuts through shifts across it by half that much or more, its
     windows after against its windows before: (shift, the later part's first window), else None. A construct a phase of the run holds
     alone is measured raw: against its own usual ratio it hides a slowdown from before the
@@ -856,14 +856,16 @@ def _raw_shift(raw: pd.Series) -> tuple[float, int] | None:
     v = raw.groupby(level="window").median().sort_index()
     if v.size < 6:
         return None
-    shift, at = split_shift(v.to_numpy())
+    shift, at, end = shift_segment(v.to_numpy())
     step = np.log(shift)
     if abs(step) < 1e-9:
         return None
     split = int(v.index[at])
+    stop = int(v.index[end]) if end < v.size else np.inf
     for _, r in raw.groupby(level="construct"):
         ww = r.index.get_level_values("window").to_numpy()
-        before, after = r.to_numpy()[ww < split], r.to_numpy()[ww >= split]
+        inside = (ww >= split) & (ww < stop)
+        before, after = r.to_numpy()[~inside], r.to_numpy()[inside]
         if before.size and after.size and (np.median(after) - np.median(before)) * np.sign(step) >= 0.5 * abs(step):
             return shift, split
     return None
@@ -1122,6 +1124,33 @@ def split_shift(v: np.ndarray, early: int = 2, ceiling: float | None = None) -> 
     return float(np.exp(_middle_toward(late, np.median(early)) - before)), at
 
 
+def shift_segment(v: np.ndarray) -> tuple[float, int, int]:
+    """The work shift of one thread's per-window values v (as split_shift), where the change
+    may also be an excursion that ended: windows [a, b) at one level, with two windows or more
+    before a and from b on at another (a thread slowed for a while, then at work as before).
+    The excursion counts when it leaves at most SHIFT_EXCURSION_FIT of the absolute deviation
+    of split_shift's step; its shift is its median against the median of the windows around
+    it, with the same choice of middle values. (shift, first window, window after the later
+    part: v.size for a step)."""
+    shift, at = split_shift(v)
+    n = v.size
+    if n < 6:
+        return shift, at, n
+    step = float(np.abs(v[:at] - np.median(v[:at])).sum() + np.abs(v[at:] - np.median(v[at:])).sum())
+    cost, best = np.inf, None
+    for a in range(2, n - 1 - config.SHIFT_EXCURSION_WINDOWS):
+        for b in range(a + config.SHIFT_EXCURSION_WINDOWS, n - 1):
+            mid, out = v[a:b], np.concatenate((v[:a], v[b:]))
+            c = float(np.abs(mid - np.median(mid)).sum() + np.abs(out - np.median(out)).sum())
+            if c < cost:
+                cost, best = c, (a, b)
+    if best is None or cost > config.SHIFT_EXCURSION_FIT * step:
+        return shift, at, n
+    a, b = best
+    mid, out = v[a:b], np.concatenate((v[:a], v[b:]))
+    return float(np.exp(_middle_toward(mid, np.median(out)) - _middle_toward(out, np.median(mid)))), a, b
+
+
 def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
     """Per thread of a team cut into windows: the share shift (its units of the team's shared
     work -- share_weight: chunks, tasks, sections, not the ends of constructs that every
@@ -1259,7 +1288,7 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             shift, beat = np.nan, 0
             if k in series:
                 q = series[k]
-                shift, at = split_shift(q.to_numpy())
+                shift, at, _ = shift_segment(q.to_numpy())
                 window = int(q.index[at])
                 alt = _raw_shift(raws.get(k))
                 if alt is not None and abs(np.log(alt[0])) > abs(np.log(shift)):
