@@ -32,7 +32,8 @@ SS_LEGEND = ("SS: share shift (teams whose work is dealt out: a dynamic loop's c
              "unchanged;\n  under 0.05: it stopped working while its team went on).")
 #: under the table when it shows what threads kept
 KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
-               "signal; a leak\n  is kept step after step, by its process too).")
+               "signal; a leak\n  is kept step after step, by its process too; below 0: it freed more "
+               "than it allocated,\n  blocks another thread allocated).")
 STATUS_LEGEND = {
     "memoryleak": "memoryleak: slowed down over the run (seed 000's name for it: a leak, contention and a "
                   "busy-waiting\n  neighbour look alike here; 'hbtool behavior' tells them apart), or kept "
