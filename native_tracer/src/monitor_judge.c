@@ -1518,7 +1518,11 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     double need = hbt_busy_bar(h);
     uint64_t cpu = 0;
     int have_cpu = hbt_task_cpu(h->b.os_tid, &cpu);
-    if (ps && hbt_follow_ticks(h, on_cpu, now, have_cpu ? cpu : 0))
+    /* (only while it runs: the CPU a blocked thread left may sleep, tickless, and
+     * read as stopped -- which let no thread's CPU time count while it overlapped:
+     * ImageMagick's master, blocked in a unit begun at a lock while its teammate
+     * waited, was reported 19-103 ms in, and once not in its 300 ms) */
+    if (ps == 'R' && hbt_follow_ticks(h, on_cpu, now, have_cpu ? cpu : 0))
         v->probing = 0;   /* its CPU was stopped: its CPU time counts from here */
     if (v->probing && hbt_stop_within(v->probe_t, now))
         v->probing = 0;   /* a CPU was stopped meanwhile: so may its own have been */
