@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, TRACER, run_hbtool
+from conftest import EXAMPLES, TRACER, hbtool_here, run_hbtool
 
 HEAT = [str(EXAMPLES / "heat_omp"), "--threads", "2", "--size", "256", "--steps", "40"]
 PI = [str(EXAMPLES / "pi_pthread"), "--threads", "2", "--beats", "150", "--work", "40000"]
@@ -516,6 +516,38 @@ def test_a_programs_own_fault_after_its_handler_put_sig_dfl_back_is_recorded_and
     b, ev = beats(out)
     tids = b.groupby("thread")["os_tid"].first()
     assert int(sig.iloc[0]["os_tid"]) == int(tids[1]), (sig, tids)
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["injected", "own"])
+def test_a_crash_handler_that_calls_abort_leaves_the_death_on_the_faulting_thread(tmp_path, crash_handler, own):
+    """GraphicsMagick's crash handler, installed for SIGSEGV and SIGABRT, prints its message
+    and calls abort(); caught by itself, abort() puts SIG_DFL back on its own (not through
+    sigaction) and the process dies of SIGABRT: no handler of the tracer's ran, and the trace
+    had no record of the death (GraphicsMagick's 4 of 4 `segv` runs: failure recall 0).
+    abort() is recorded as it is called, in the thread that calls it, which is the faulting
+    one: an injected fault and the program's own (thread 1 writes to address 16 at step 50)
+    die of SIGABRT with and without the tracer, the handler's message once, and `behavior`
+    says the faulting thread failed."""
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    args = ["200", "50" if own else "-1", "abort"]
+    plain = subprocess.run([str(crash_handler), *args], capture_output=True, text=True, timeout=60, env=env)
+    out = tmp_path / "abort"
+    inject = [] if own else ["--inject", "segv", "--thread", "1", "--beat", "300"]
+    r = run_hbtool("record", "-o", out, *inject, "--", crash_handler, *args, env=env)
+    assert r.returncode == 134, (r.returncode, r.stderr[-2000:])
+    if own:
+        assert plain.returncode == -6 and plain.stderr.count("abort due to") == 1, (plain.returncode, plain.stderr)
+    assert r.stderr.count("abort due to a fatal signal") == 1, r.stderr[-2000:]
+    sig = _signal_records(out)
+    assert len(sig) == 1 and int(sig.iloc[0]["detail"]) == 6, sig
+    b, _ = beats(out)
+    victim = int(b.groupby("thread")["os_tid"].first()[1])
+    assert int(sig.iloc[0]["os_tid"]) == victim, (sig, victim)
+    r = hbtool_here("behavior", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    tl = {t["os_tid"]: t["intervals"] for t in json.loads(r.stdout)["threads"]}
+    assert tl[victim][-1]["behavior"] == "failed" and "SIGABRT in this thread" in tl[victim][-1]["detail"], tl
+    assert len(tl) == 2 and all(ivs[-1]["behavior"] == "ended" for tid, ivs in tl.items() if tid != victim), tl
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])

@@ -26,7 +26,9 @@
 typedef int (*hbt_sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*hbt_signal_fn)(int, sighandler_t);
 
-static void *hbt_real_sigaction, *hbt_real_signal;
+typedef void (*hbt_abort_fn)(void) __attribute__((noreturn));
+
+static void *hbt_real_sigaction, *hbt_real_signal, *hbt_real_abort;
 
 static const int hbt_fatal_signals[] = {
     SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGTERM, SIGINT,
@@ -103,6 +105,7 @@ void hbt_signals_resolve(void)
 {
     hbt_real(&hbt_real_sigaction, "sigaction");
     hbt_real(&hbt_real_signal, "signal");
+    hbt_real(&hbt_real_abort, "abort");
 }
 
 static void hbt_our_action(struct sigaction *sa)
@@ -180,4 +183,37 @@ HBT_EXPORT HBT_NO_TSAN sighandler_t signal(int sig, sighandler_t handler)
     }
     sighandler_t old = f(sig, handler);
     return old == (sighandler_t)(void (*)(void))hbt_on_signal ? SIG_DFL : old;
+}
+
+/*
+ * abort(): recorded as it is called, in the thread that calls it, where SIGABRT is not left
+ * to our handler -- a program whose own handler catches it (GraphicsMagick's crash handler
+ * catches SIGSEGV and SIGABRT, prints its message and calls abort(); glibc's abort then puts
+ * SIG_DFL back by itself, unseen, and the process died with no record of what killed it, on
+ * no thread). The record is the one our handler writes for SIGABRT, so the death reads the
+ * same; where our handler is in place it writes it, not this. Async-signal-safe: crash
+ * handlers call abort() from inside.
+ */
+HBT_EXPORT HBT_NO_TSAN void abort(void)
+{
+    if (__atomic_load_n(&hbt_g.state, __ATOMIC_ACQUIRE) == HBT_ON && getpid() == hbt_g.pid) {
+        struct sigaction cur;
+        if (hbt_sigaction_real(SIGABRT, NULL, &cur) != 0 || !hbt_is_ours(&cur))
+            hbt_event(HBT_REC_SIGNAL, 0, (uint32_t)SIGABRT, HBT_MODE_SIGNAL);
+    }
+    hbt_abort_fn f = (hbt_abort_fn)hbt_real(&hbt_real_abort, "abort");
+    if (f)
+        f();
+    /* (no libc abort: die of SIGABRT as it would) */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    hbt_sigaction_real(SIGABRT, &dfl, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGABRT);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(SIGABRT);
+    _exit(127);
 }
