@@ -376,6 +376,45 @@ def test_the_masters_serial_part_after_its_last_region_is_running_to_the_end(tmp
         assert not any("serial part" in iv["detail"] for iv in tl[k]), tl[k]
 
 
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_a_master_blocked_at_a_regions_end_then_at_its_serial_part_is_conditional_waiting(tmp_path, compiler):
+    """The master blocked 0.4 s at the end of a region (the injector's `cond` at its beat
+    there), then ran 0.2-0.4 s of serial code before the next region (tests/programs/
+    omp_regions.c with MID): one gap of its beats, its serial part recorded but under half of
+    it, and 30-50 % of a CPU over the whole -- called busy-waiting while its team waited in
+    the pool (GraphicsMagick's master, blocked 1 s then 0.5 s of serial code, in 1 of 4 `cond`
+    runs). The serial part is running; what came before it is judged alone: blocked. With
+    libomp nothing is recorded between the block and the serial part (the master's closing
+    barrier is reported before its implicit task ends, where the fault is), so one cpu record
+    spans both and the gap stays whole: running, as before -- a miss, not a wrong label."""
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    exe = tmp_path / "omp_regions"
+    subprocess.run([compiler, "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_regions.c"),
+                    "-o", str(exe)], check=True)
+    out = tmp_path / "mid"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "cond", "--thread", "0", "--beat", "50",
+                   "--inject-wait-ms", "400", "--", exe, "100", "2000", "-", "0", "300000000",
+                   env=dict(os.environ, OMP_NUM_THREADS="3"))
+    assert r.returncode == 0, r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 0
+    t0 = truth["fired_at"]["trace_s"]
+    tl = behavior(out)
+    if compiler == "clang":
+        assert findings(tl[0]) == [], tl[0]
+    else:
+        hit = [iv for iv in tl[0] if iv["behavior"] == "conditional-waiting"]
+        assert len(hit) == 1 and abs(hit[0]["start_s"] - t0) < 0.05 and 0.35 < hit[0]["duration_s"] < 0.5, tl[0]
+        assert findings(tl[0]) == ["conditional-waiting"], tl[0]
+    for k in (1, 2):
+        assert findings(tl[k]) == [], tl[k]
+
+
 @pytest.fixture(scope="module")
 def batches(tmp_path_factory, tracer_built):
     """tests/programs/omp_batches.c (a static loop of equal batches of CPU time, a beat of the

@@ -963,6 +963,24 @@ SYNC_WORDS = {"barrier": "a barrier", "critical": "a critical section or a lock"
               "outside": "the runtime's pool, outside any parallel region", "serial": "the program's serial part"}
 
 
+def _serial_from(waits: ThreadWaits, t0: int, t1: int) -> tuple[int, int] | None:
+    """The master's serial part in a gap [t0, t1] that does not cover all of it (its latest
+    `serial` wait there, begun in the gap): (start, end) ns; None when there is none."""
+    if not len(waits):
+        return None
+    serial = np.flatnonzero(waits.names == "serial")
+    if not serial.size:
+        return None
+    j0 = int(np.searchsorted(waits.end, t0, side="right"))
+    j1 = int(np.searchsorted(waits.end, t1 + waits.longest, side="right"))
+    hit = np.flatnonzero((waits.sync[j0:j1] == serial[0]) & (waits.start[j0:j1] < t1))
+    if not hit.size:
+        return None
+    k = j0 + int(hit[-1])
+    start = int(waits.start[k])
+    return (start, int(waits.end[k])) if t0 < start < t1 else None
+
+
 def _waited_in(waits: ThreadWaits, t0: int, t1: int) -> tuple[float, str]:
     """Seconds of [t0, t1] the thread spent in recorded waits, and the kind that took most."""
     if not len(waits):
@@ -1017,6 +1035,16 @@ def _gap_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int, column:
     # in floating point: ns times ns overflows 64 bits past 3 s (a 3.1 s gap queued 96 % of
     # it read as -96 %)
     return float((c[column].to_numpy(np.float64) * over / gap).sum() / over.sum())
+
+
+def _cpu_split_at(trace: HeartbeatTrace, tb: ThreadBeats, t: int) -> bool:
+    """Whether one of the thread's `cpu` records ends at `t` (within 0.1 ms): its CPU time
+    before `t` is known apart from its CPU time after."""
+    c = trace.cpu
+    if not len(c):
+        return False
+    c = c[(c["run"] == tb.run) & (c["process"] == tb.process) & c["os_tid"].isin(tb.os_tids)]
+    return bool((np.abs(c["t_ns"].to_numpy(np.int64) - t) <= 100_000).any())
 
 
 def _cpu_share(trace: HeartbeatTrace, tb: ThreadBeats, t0: int, t1: int) -> float | None:
@@ -1078,19 +1106,39 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
     waits = _thread_waits(trace, tb, waits_cache, span)
     for i in np.flatnonzero(tb.gap).tolist():
         local = float(np.exp(tb.level[i])) if len(tb.level) else 0.0
-        end = int(t[i + 1] - local * 1e9)
-        gap_s = (t[i + 1] - t[i]) / 1e9
-        waited, sync = _waited_in(waits, int(t[i]), int(t[i + 1]))
+        t0, t1 = int(t[i]), int(t[i + 1])
+        end = int(t1 - local * 1e9)
+        gap_s = (t1 - t0) / 1e9
+        part = _serial_from(waits, t0, t1) if tb.thread == 0 else None
+        short = max(s.min_wait_s, s.gap_factor * local) * 1e9
+        if part is not None and t1 - part[1] <= short and _cpu_split_at(trace, tb, part[0]):
+            # the master's serial part ends the gap, with the next region's first unit: it
+            # ran the serial code between two parallel regions, and what came before it is
+            # judged alone (a fault that held it at a region's end: GraphicsMagick's master
+            # blocked 1 s, then ran 0.5 s of serial code, read as 33 % of a CPU over the
+            # whole: busy-waiting; a longer serial part hid it as running). Only where a cpu
+            # record ends as the serial part begins (libgomp: the master's closing-barrier
+            # wait is recorded there): else one record spans both, and what came before the
+            # serial part has no CPU time of its own (libomp: the gap stays whole)
+            if part[0] - t0 <= short:
+                continue
+            t1 = end = part[0]
+            gap_s = (t1 - t0) / 1e9
+        def gap_is(behavior: str, detail: str, i=i, t0=t0, end=end) -> None:
+            episodes.append((i, i + 1, behavior, detail, t0, max(end, t0)))
+
+        waited, sync = _waited_in(waits, t0, t1)
         if waited >= s.explained_share * gap_s and sync == "the program's serial part":
             continue   # the master ran the serial code between two parallel regions: running
-        cpu_share = _cpu_share(trace, tb, int(t[i]), int(t[i + 1]))
+        cpu_share = _cpu_share(trace, tb, t0, t1)
         if waited < s.explained_share * gap_s and cpu_share is not None and cpu_share >= s.spin_share:
             # it used a CPU all through the gap, with no beat: spinning, or one long unit of work.
             # It spun if its team waited for it meanwhile; otherwise they all worked (a long
             # static loop, say): running
-            team_waited = max((_waited_in(_thread_waits(trace, o, waits_cache, span), int(t[i]), int(t[i + 1]))[0]
+            team_waited = max((_waited_in(_thread_waits(trace, o, waits_cache, span), t0, t1)[0]
                                for o in team if o.thread != tb.thread), default=0.0)
-            used = cpu_share * (t[i + 1] - t[i])
+            used = cpu_share * (t1 - t0)
+            spun = f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU"
             if team_waited >= s.explained_share * gap_s:
                 # one unit of work no more than the gap factor times its construct's longest
                 # (the 99th percentile of their CPU time where the tracer has enough of them,
@@ -1102,62 +1150,48 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
                 like = (f"{used / 1e9:.3f} s of CPU time, where its construct's units took up to "
                         f"{top / 1e9:.3f} s (their 99th percentile)" if top is not None and used < s.gap_factor * top
                         else f"where its construct's longest other unit took {longest / 1e9:.3f} s of work"
-                        if longest is not None and t[i + 1] - t[i] - waited * 1e9 < s.gap_factor * longest else "")
+                        if longest is not None and t1 - t0 - waited * 1e9 < s.gap_factor * longest else "")
                 if like:
-                    episodes.append((i, i + 1, "running",
-                                     f"no beats for {gap_s:.3f} s while its team waited {team_waited:.3f} s for it: "
-                                     f"one long unit of work, {like}{_where(tb, i + 1, i + 2)}",
-                                     int(t[i]), max(end, int(t[i]))))
+                    gap_is("running", f"no beats for {gap_s:.3f} s while its team waited {team_waited:.3f} s for it: "
+                                      f"one long unit of work, {like}{_where(tb, i + 1, i + 2)}")
                     continue
             if team_waited >= s.explained_share * gap_s:
-                episodes.append((i, i + 1, "busy-waiting",
-                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
-                                 f"and its team waited {team_waited:.3f} s for it{_where(tb, i + 1, i + 2)}",
-                                 int(t[i]), max(end, int(t[i]))))
-                continue
-            # its team had work of its own meanwhile (a static loop's shares): it spun all the
-            # same if that one unit took many times the CPU time of the longest units of its
-            # construct, its own and its teammates', while they beat on (_outlier_unit)
-            over = _outlier_unit(tb, i, team, trace, s, used)
-            if over is not None:
-                episodes.append((i, i + 1, "busy-waiting",
-                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU: "
-                                 f"{over:.0f}x the CPU time of its construct's longest units (the 99th percentile "
-                                 f"of its team's), while its teammates beat on{_where(tb, i + 1, i + 2)}",
-                                 int(t[i]), max(end, int(t[i]))))
-                continue
-            # or its work took many times the longest unit of its construct that ended before
-            # it, whose units were mostly too short for the cpu records (a dynamic loop of 1 ms
-            # chunks whose thread spun 1 s in one while its teammate took the others: mmseqs2,
-            # never looked at before): the online monitor's overdue chunk, after the fact. A
-            # loop's first long chunk has no earlier units to be measured against (mmseqs2's
-            # first chunk of one loop, 25-50x its others, in every normal run)
-            overdue = _overdue_unit(tb, i, team, trace, waits_cache, span)
-            if overdue is not None and overdue[0] >= config.BEHAVIOR_OVERDUE and any(
-                    o.thread != tb.thread and o.beats_between(int(t[i]), int(t[i + 1])) >= 2 for o in team):
-                episodes.append((i, i + 1, "busy-waiting",
-                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU: "
-                                 f"{overdue[0]:.0f}x the longest of the {overdue[1]} units of its construct "
-                                 f"before it, while its teammates beat on{_where(tb, i + 1, i + 2)}",
-                                 int(t[i]), max(end, int(t[i]))))
+                why = f" and its team waited {team_waited:.3f} s for it"
+            elif (over := _outlier_unit(tb, i, team, trace, s, used)) is not None:
+                # its team had work of its own meanwhile (a static loop's shares): it spun all
+                # the same if that one unit took many times the CPU time of the longest units of
+                # its construct, its own and its teammates', while they beat on (_outlier_unit)
+                why = (f": {over:.0f}x the CPU time of its construct's longest units (the 99th percentile of its "
+                       "team's), while its teammates beat on")
+            else:
+                # or its work took many times the longest unit of its construct that ended
+                # before it, whose units were mostly too short for the cpu records (a dynamic
+                # loop of 1 ms chunks whose thread spun 1 s in one while its teammate took the
+                # others: mmseqs2, never looked at before): the online monitor's overdue chunk,
+                # after the fact. A loop's first long chunk has no earlier units to be measured
+                # against (mmseqs2's first chunk of one loop, 25-50x its others, in every normal run)
+                overdue = _overdue_unit(tb, i, team, trace, waits_cache, span)
+                why = (f": {overdue[0]:.0f}x the longest of the {overdue[1]} units of its construct before it, "
+                       "while its teammates beat on" if overdue is not None and overdue[0] >= config.BEHAVIOR_OVERDUE
+                       and any(o.thread != tb.thread and o.beats_between(t0, t1) >= 2 for o in team) else None)
+            if why is not None:
+                gap_is("busy-waiting", f"{spun}{why}{_where(tb, i + 1, i + 2)}")
             continue
         if waited >= s.explained_share * gap_s:
             # the tracer saw it wait in a synchronisation (a barrier) most of the gap: it
             # waited for its team, which is the team's slow member's doing, not its own
-            episodes.append((i, i + 1, "idle",
-                             f"no beats for {gap_s:.3f} s: it waited {waited:.3f} s in {sync}, for its team, "
-                             f"then beats resumed{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+            gap_is("idle", f"no beats for {gap_s:.3f} s: it waited {waited:.3f} s in {sync}, for its team, "
+                           f"then beats resumed{_where(tb, i + 1, i + 2)}")
             continue
         # the time it was runnable and waited for a CPU (the tracer's run-queue delay, where the
         # trace has it) tells blocked from starved, whatever the CPU time it used
-        queued = _queued_share(trace, tb, int(t[i]), int(t[i + 1])) if cpu_share is not None else None
+        queued = _queued_share(trace, tb, t0, t1) if cpu_share is not None else None
         if queued is not None and 1.0 - cpu_share - queued - waited / gap_s >= s.explained_share:
             # neither on a CPU, nor waiting for one, nor in a recorded wait most of the gap: it
             # blocked by itself (the few % of a CPU it used were its unit's work before or after)
-            episodes.append((i, i + 1, "conditional-waiting",
-                             f"no beats for {gap_s:.3f} s, blocked (it used {100 * cpu_share:.0f} % of a CPU and "
-                             f"waited for one {100 * queued:.0f} % of the time), then beats resumed"
-                             f"{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+            gap_is("conditional-waiting", f"no beats for {gap_s:.3f} s, blocked (it used {100 * cpu_share:.0f} % of a "
+                                          f"CPU and waited for one {100 * queued:.0f} % of the time), then beats resumed"
+                                          f"{_where(tb, i + 1, i + 2)}")
             continue
         if cpu_share is not None and (cpu_share >= s.blocked_share or queued is not None):
             # on a CPU now and then, too little to call spinning, too much to call blocked:
@@ -1165,48 +1199,43 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
             # run-queue delay to say which). Its teammates' shares of the
             # same span tell (those silent through most of it, not in a recorded wait): a
             # teammate with less than half its share was blocked, and this one waited for it
-            team_waited = {o.thread: _waited_in(_thread_waits(trace, o, waits_cache, span), int(t[i]), int(t[i + 1]))[0]
+            team_waited = {o.thread: _waited_in(_thread_waits(trace, o, waits_cache, span), t0, t1)[0]
                            for o in team if o.thread != tb.thread}
             if team_waited and max(team_waited.values()) >= s.explained_share * gap_s:
                 # its team waited for it in the runtime: it held them up, on a CPU it got a
                 # little of (a thread that spins or works with a CPU of its own gets more)
-                episodes.append((i, i + 1, "running",
-                                 f"no beats for {gap_s:.3f} s while its team waited "
-                                 f"{max(team_waited.values()):.3f} s for it: it got {100 * cpu_share:.0f} % of a "
-                                 f"CPU (the machine ran other work){_where(tb, i + 1, i + 2)}",
-                                 int(t[i]), max(end, int(t[i]))))
+                gap_is("running", f"no beats for {gap_s:.3f} s while its team waited "
+                                  f"{max(team_waited.values()):.3f} s for it: it got {100 * cpu_share:.0f} % of a "
+                                  f"CPU (the machine ran other work){_where(tb, i + 1, i + 2)}")
                 continue
-            shares = [(o.thread, _cpu_share(trace, o, int(t[i]), int(t[i + 1]))) for o in team
+            shares = [(o.thread, _cpu_share(trace, o, t0, t1)) for o in team
                       if o.thread != tb.thread and team_waited[o.thread] < s.explained_share * gap_s]
             shares = [(k, v) for k, v in shares if v is not None]
             # a teammate that beat on through the span made progress: this one, on a CPU now
             # and then with no beat, waited for the team in the program's own code (LU's
             # pipeline flags) on a starved CPU; a blocked thread uses next to none
             worked = [(o.thread, n) for o in team if o.thread != tb.thread
-                      and (n := o.beats_between(int(t[i]), int(t[i + 1]))) >= 2]
+                      and (n := o.beats_between(t0, t1)) >= 2]
             if not shares and worked:
                 k, n = max(worked, key=lambda kn: kn[1])
-                episodes.append((i, i + 1, "idle",
-                                 f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU and "
-                                 f"thread {k} beat {n} times: it waited for its team in the program's own "
-                                 f"code{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+                gap_is("idle", f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU and "
+                               f"thread {k} beat {n} times: it waited for its team in the program's own "
+                               f"code{_where(tb, i + 1, i + 2)}")
                 continue
             if shares:
                 k, v = min(shares, key=lambda kv: kv[1])
                 if v < cpu_share / 2:
-                    episodes.append((i, i + 1, "idle",
-                                     f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
-                                     f"and thread {k} {100 * v:.0f} %: it waited for thread {k}, blocked, in the "
-                                     f"program's own code{_where(tb, i + 1, i + 2)}", int(t[i]), max(end, int(t[i]))))
+                    gap_is("idle", f"no beats for {gap_s:.3f} s while it used {100 * cpu_share:.0f} % of a CPU "
+                                   f"and thread {k} {100 * v:.0f} %: it waited for thread {k}, blocked, in the "
+                                   f"program's own code{_where(tb, i + 1, i + 2)}")
                     continue
                 # the team, silent too, got as little or more: the machine ran other work (a
                 # thread blocked for part of the span and starved for the rest cannot be told
                 # from one starved a little more than its teammate; one blocked for most of it
                 # is under the blocked share)
                 top = max(v for _, v in shares)
-                episodes.append((i, i + 1, "running",
-                                 f"no beats for {gap_s:.3f} s: it got {100 * cpu_share:.0f} % of a CPU, its team "
-                                 f"{100 * top:.0f} % at most (the machine ran other work)", int(t[i]), max(end, int(t[i]))))
+                gap_is("running", f"no beats for {gap_s:.3f} s: it got {100 * cpu_share:.0f} % of a CPU, its team "
+                                  f"{100 * top:.0f} % at most (the machine ran other work)")
                 continue
         if cpu_share is None:
             # no CPU time for the gap: the thread made other records through it (the tracer
@@ -1214,17 +1243,14 @@ def thread_episodes(tb: ThreadBeats, trace: HeartbeatTrace, team: list, s: Behav
             # thread that entered critical sections all through its gap was at work: one long
             # unit (clustalo's loop of 6 chunks of 0.2-0.3 s, thousands of critical sections
             # in each: 111 conditional-waiting reports in 28 runs), not blocked
-            quiet, n = _longest_quiet(waits, int(t[i]), int(t[i + 1]))
+            quiet, n = _longest_quiet(waits, t0, t1)
             if n and quiet / 1e9 < min(s.min_wait_s, 0.5 * gap_s):
-                episodes.append((i, i + 1, "running",
-                                 f"no beats for {gap_s:.3f} s, but it made {n} recorded waits through it, at most "
-                                 f"{quiet / 1e9:.3f} s apart: one long unit of work{_where(tb, i + 1, i + 2)}",
-                                 int(t[i]), max(end, int(t[i]))))
+                gap_is("running", f"no beats for {gap_s:.3f} s, but it made {n} recorded waits through it, at most "
+                                  f"{quiet / 1e9:.3f} s apart: one long unit of work{_where(tb, i + 1, i + 2)}")
                 continue
         cpu_text = "" if cpu_share is None else f", blocked (it used {100 * cpu_share:.0f} % of a CPU)"
-        episodes.append((i, i + 1, "conditional-waiting",
-                         f"no beats for {gap_s:.3f} s{cpu_text}, then beats resumed{_where(tb, i + 1, i + 2)}",
-                         int(t[i]), max(end, int(t[i]))))
+        gap_is("conditional-waiting", f"no beats for {gap_s:.3f} s{cpu_text}, then beats resumed"
+                                      f"{_where(tb, i + 1, i + 2)}")
     return episodes, team_slow
 
 

@@ -7,9 +7,10 @@
  * With STATUS, it ends with exit(STATUS) after its regions, as a program that
  * stops on a failed check does (tests/test_blame.py), instead of returning
  * (STATUS "-": it returns). With TAIL, the master does TAIL units of serial work
- * after its last region first, as a program that writes its output does.
+ * after its last region first, as a program that writes its output does; with MID, as
+ * many between region N/2 - 1 and region N/2 (a serial part in the middle of the run).
  *
- *   omp_regions N [UNITS [STATUS [TAIL]]]
+ *   omp_regions N [UNITS [STATUS [TAIL [MID]]]]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -28,7 +29,10 @@ int main(int argc, char **argv)
     long n = argc > 1 ? atol(argv[1]) : 1000;
     long base = argc > 2 ? atol(argv[2]) : 2000;
     double total = 0;
+    long mid = argc > 5 ? atol(argv[5]) : 0;
     for (long r = 0; r < n; r++) {
+        if (r == n / 2 && mid)
+            total += work(mid);
 #pragma omp parallel reduction(+ : total)
         {
             long units = base;
