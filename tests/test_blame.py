@@ -333,6 +333,21 @@ def test_a_worker_that_libomp_ends_in_the_exit_handlers_was_ended_by_the_exit(tm
         assert "exited" not in [iv["behavior"] for iv in tl[k]], tl[k]
 
 
+def record_regions(tmp_path: Path, compiler: str, out: Path, options: list[str], args: list[str]):
+    """tests/programs/omp_regions.c built with `compiler` (skipped where it is not installed)
+    and recorded with 3 threads into `out`: the `hbtool record` result."""
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    exe = tmp_path / "omp_regions"
+    subprocess.run([compiler, "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_regions.c"),
+                    "-o", str(exe)], check=True)
+    return run_hbtool("record", "-q", "-o", out, *options, "--", exe, *args, env=dict(os.environ, OMP_NUM_THREADS="3"))
+
+
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 @pytest.mark.parametrize("ending", ["exit", "return"])
 def test_the_masters_serial_part_after_its_last_region_is_running_to_the_end(tmp_path, compiler, ending):
@@ -342,20 +357,10 @@ def test_the_masters_serial_part_after_its_last_region_is_running_to_the_end(tmp
     tracer records that serial part at the exit, as it records one between two regions at
     the next one's start, and `behavior` calls it running, not idle; the workers, in the
     pool, idle."""
-    import os
-    import shutil
-    import subprocess
-
-    if not shutil.which(compiler):
-        pytest.skip(f"{compiler} is not installed")
     from hbtool.io import read_heartbeats
 
-    exe = tmp_path / "omp_regions"
-    subprocess.run([compiler, "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_regions.c"),
-                    "-o", str(exe)], check=True)
     out = tmp_path / "tail"
-    r = run_hbtool("record", "-q", "-o", out, "--", exe, "50", "2000", "0" if ending == "exit" else "-",
-                   "400000000", env=dict(os.environ, OMP_NUM_THREADS="3"))
+    r = record_regions(tmp_path, compiler, out, [], ["50", "2000", "0" if ending == "exit" else "-", "400000000"])
     assert r.returncode == 0, r.stderr
     trace = read_heartbeats(out)
     w = trace.waits
@@ -387,19 +392,9 @@ def test_a_master_blocked_at_a_regions_end_then_at_its_serial_part_is_conditiona
     libomp nothing is recorded between the block and the serial part (the master's closing
     barrier is reported before its implicit task ends, where the fault is), so one cpu record
     spans both and the gap stays whole: running, as before -- a miss, not a wrong label."""
-    import os
-    import shutil
-    import subprocess
-
-    if not shutil.which(compiler):
-        pytest.skip(f"{compiler} is not installed")
-    exe = tmp_path / "omp_regions"
-    subprocess.run([compiler, "-O2", "-fopenmp", str(Path(__file__).parent / "programs" / "omp_regions.c"),
-                    "-o", str(exe)], check=True)
     out = tmp_path / "mid"
-    r = run_hbtool("record", "-q", "-o", out, "--inject", "cond", "--thread", "0", "--beat", "50",
-                   "--inject-wait-ms", "400", "--", exe, "100", "2000", "-", "0", "300000000",
-                   env=dict(os.environ, OMP_NUM_THREADS="3"))
+    r = record_regions(tmp_path, compiler, out, ["--inject", "cond", "--thread", "0", "--beat", "50",
+                                                 "--inject-wait-ms", "400"], ["100", "2000", "-", "0", "300000000"])
     assert r.returncode == 0, r.stderr
     truth = json.loads((out / "inject-truth.json").read_text())
     assert truth["fired"] and truth["thread"] == 0
