@@ -1391,12 +1391,8 @@ def _serial_tail(trace: HeartbeatTrace, tb, last: int, end: int) -> int | None:
     it records one between two regions at the next one's start; None if it has none."""
     if tb.thread != 0 or end <= last:
         return None
-    waits = _thread_waits(trace, tb, None, (last, end))
-    if not len(waits):
-        return None
-    serial = np.flatnonzero((waits.names[waits.sync] == "serial") & (waits.start >= last) & (waits.end > last)
-                            & (waits.end <= end))
-    return int(waits.start[serial[-1]]) if serial.size else None
+    part = _serial_from(_thread_waits(trace, tb, None, (last, end)), last - 1, end)
+    return part[0] if part is not None and part[1] <= end else None
 
 
 def _idle_until(intervals: list, last: int, end: int, gap_s: float, last_beat: int, why: str) -> int:

@@ -165,6 +165,13 @@ HBT_EXPORT void pthread_exit(void *retval)
 /* ------------------------------------------------------------------ */
 /* process exit                                                        */
 
+/* The exit ends the serial part of the master that ends the process (either runtime's). */
+static void hbt_serial_part_ends(void)
+{
+    hbt_gomp_at_exit();
+    hbt_ompt_at_exit();
+}
+
 static void hbt_process_exit(int status, uint16_t how)
 {
     /* getpid: a vfork child shares our memory and must not write (or
@@ -181,8 +188,7 @@ static void hbt_process_exit(int status, uint16_t how)
     if (!hbt_tls.internal) {
         /* the monitor's final pass: threads still at work end with the
          * process (exited for status 0, failed otherwise) */
-        hbt_gomp_at_exit();   /* a master's serial part ends here (a return from main) */
-        hbt_ompt_at_exit();
+        hbt_serial_part_ends();   /* (a return from main) */
         hbt_mon_at_exit(status);
         HBT_HOOK(hbt_queue_at_exit);    /* last samples of the open queues */
         HBT_HOOK(hbt_status_at_exit);   /* a last status sample */
@@ -221,8 +227,7 @@ static __attribute__((noreturn)) void hbt_real_exit_now(int status)
 HBT_EXPORT void exit(int status)
 {
     if (hbt_state() == HBT_ON && getpid() == hbt_g.pid && !hbt_tls.internal) {
-        hbt_gomp_at_exit();   /* a master's serial part ends here */
-        hbt_ompt_at_exit();
+        hbt_serial_part_ends();
         hbt_event(HBT_REC_PROCESS_EXIT, HBT_EXIT_CALLED, (uint32_t)status, HBT_M_GROW | HBT_M_LOST);
     }
     hbt_exit_fn real = (hbt_exit_fn)hbt_real(&hbt_real_libc_exit, "exit");
