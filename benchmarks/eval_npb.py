@@ -137,15 +137,16 @@ def record(cmd: list[str], cwd: Path, out: Path, env: dict, kind: str, beats: st
 
 
 def beats_per_thread(trace: Path, env: dict, most: bool = False) -> int:
-    """The fewest (most: the most) beats of any thread, counting every source as the injector
-    counts them."""
+    """The fewest (most: the most) beats of any thread that made beats, counting every source as
+    the injector counts them (a helper thread with none, as GROMACS's, is not one of the team)."""
     per = defaultdict(int)
     for src in ("openmp", "api"):
         r = hbtool(["info", str(trace), "--format", "json", "--beats", src], env)
         if r.returncode == 0:
             for t in json.loads(r.stdout)["threads"]:
                 per[int(t["thread"])] += int(t["beats"])
-    return max(per.values()) if most else min(per.values())
+    counts = [n for n in per.values() if n > 0] or [0]
+    return max(counts) if most else min(counts)
 
 
 def team_size(trace: Path, env: dict) -> int:
