@@ -613,6 +613,28 @@ def test_a_run_of_few_beats_gets_no_work_shift_and_a_longer_one_does(tmp_path, s
     assert ws[0] > 1.5 and ws[0] > 3 * ws[1], ws
 
 
+def test_a_teammate_that_was_slow_from_the_start_and_recovered_does_not_shift_the_other_thread(tmp_path, steps):
+    """Thread 0 does 5 times its work in the first 14 of 40 steps, then its usual (GROMACS's
+    thread leaking 1 MiB a unit from its second beat until the injector's cap). Against its
+    teammate the other thread's work rose 5x at step 14, and it was called memoryleak ("slowed
+    down while its team waited for it", WS 64 on GROMACS): its own work did not change, its
+    teammate's fell. The shift is the thread's whose own work moved: the other thread is
+    normal, and thread 0's ratio falls (later faster than earlier)."""
+    import os
+
+    from hbtool.analyzers.summary import work_shifts
+    from hbtool.io import read_heartbeats
+
+    out = tmp_path / "recovered"
+    r = run_hbtool("record", "-q", "-o", out, "--", steps, "40", "4", "0", "5", "14",
+                   env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    ws = work_shifts(read_heartbeats(out)).set_index("thread")["work_shift"]
+    assert ws[0] < 0.5 and ws[1] < 1.5, ws
+    d = diagnose(out)
+    assert d[1]["status"] == "normal", d[1]
+
+
 
 def _gcc_openmp(tmp_path_factory, name: str) -> Path:
     """tests/programs/NAME.c built with gcc -fopenmp (libgomp)."""

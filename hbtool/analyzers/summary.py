@@ -995,7 +995,8 @@ def _crowded(sched: pd.DataFrame, team: list[tuple], edges: np.ndarray) -> np.nd
         return np.isfinite(share) & np.isfinite(least) & (share - least > config.SHIFT_CROWDED_SHARE)
 
 
-def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: dict | None = None) -> dict:
+def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: dict | None = None,
+                      own_out: dict | None = None) -> dict:
     """Per thread of a team, _shift_series against its teammates' medians; {} when a thread has
     fewer than six windows of common constructs (a run too short to come back to them). With
     windows by time, such a thread alone goes without (a thread that stopped working has no
@@ -1003,7 +1004,8 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: d
     crowded off its CPU (`crowded`, _crowded) and took fewer than config.SHIFT_CROWDED_UNITS
     units: the few chunks a crowded thread takes are the ones the machine stretched, and its
     teammates' ratios move with them. `raw_out`: each thread's raw ratios (_shift_series) go
-    in it, for a team cut by beats."""
+    in it, for a team cut by beats; `own_out`: each thread's own work per window, against its
+    own usual (_shift_series against a constant), for a team cut by beats."""
     med = _team_medians(units)
     # the constructs that hold next to none of the team's work are not compared
     # (config.SHIFT_CONSTRUCT_WORK), a sections construct's units of any sections as one
@@ -1052,6 +1054,9 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: d
                           raw if raw_out is not None and not by_time else None)
         if raw:
             raw_out[k] = raw[0]
+        if own_out is not None and not by_time:
+            own_out[k] = _shift_series(med[k], pd.Series(float(config.SHIFT_UNIT_FLOOR_NS), index=med[k].index),
+                                       False, main)
         if by_time and crowded is not None and len(q):
             q = q[~stretched[q.index.to_numpy(dtype=np.int64)]]
         if len(q) < 6:
@@ -1189,6 +1194,31 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
     return out
 
 
+def _own_part(shift: float, owns: dict, k: tuple, span: tuple) -> float:
+    """A thread's work shift up (`shift`, its ratio to its teammates, over the windows of `span`
+    against the others), where its own work (`owns`: _construct_series's own_out) rose less
+    than its teammates' fell: theirs is the change, not its own (a teammate slowed from the
+    run's start that recovered later -- GROMACS's leaking thread at its injector's cap -- is
+    its later work over its slow earlier: the other thread's ratio rises by as much), and the
+    shift is its own work's, at least 1."""
+    others = [s for j, s in owns.items() if j != k and len(s)]
+    if not others or not len(owns[k]):
+        return shift
+
+    def change(s: pd.Series) -> float | None:
+        w = s.index.to_numpy()
+        inside = (w >= span[0]) & (w < span[1])
+        if not inside.any() or inside.all():
+            return None
+        v = s.to_numpy()
+        return float(np.median(v[inside]) - np.median(v[~inside]))
+
+    mine, team = change(owns[k]), change(pd.concat(others, axis=1).median(axis=1))
+    if mine is None or team is None or mine >= -team:
+        return shift
+    return float(min(shift, np.exp(max(mine, 0.0))))
+
+
 def _team_span(trace: HeartbeatTrace, team: list[tuple], beats_of: dict | None) -> tuple[int, int]:
     """The time (ns) from the team's first beat to its last."""
     if beats_of is None:
@@ -1274,7 +1304,8 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
         # than its teammates are left out of its share shift, and of every work shift
         crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
         raws: dict = {}
-        series = _construct_series(units, crowded, raws) or ({} if by_time else _window_series(units))
+        owns: dict = {}
+        series = _construct_series(units, crowded, raws, owns) or ({} if by_time else _window_series(units))
         # a team of as many beats each whose work is still dealt out (sections: each to the
         # thread that asks first): its shares per window of beats; none where every thread's
         # are the same (static loops and constructs: every thread beats once for each)
@@ -1288,11 +1319,15 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             shift, beat = np.nan, 0
             if k in series:
                 q = series[k]
-                shift, at, _ = shift_segment(q.to_numpy())
+                shift, at, end = shift_segment(q.to_numpy())
                 window = int(q.index[at])
+                span = (window, int(q.index[end]) if end < q.size else np.inf)
                 alt = _raw_shift(raws.get(k))
                 if alt is not None and abs(np.log(alt[0])) > abs(np.log(shift)):
                     shift, window = alt
+                    span = (window, np.inf)
+                if shift > 1 and k in owns:
+                    shift = _own_part(shift, owns, k, span)
                 beat = int((units[k].edge_beat if by_time else edges[k])[window]) + 1
             share, share_beat = shares.get(k, (np.nan, -1))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0

@@ -3,9 +3,9 @@
  * barriers (no heartbeat call: the tracer's automatic beats, one per barrier).
  * Each thread burns MS milliseconds of its CPU time in a step's first unit and
  * MS/2 in its second; thread 0 burns FACTOR times that from step FROM on (its
- * own work grew: what the work shift is for).
+ * own work grew: what the work shift is for), up to step UNTIL (default: to the end).
  *
- *   omp_steps STEPS MS FROM FACTOR
+ *   omp_steps STEPS MS FROM FACTOR [UNTIL]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -19,12 +19,13 @@ int main(int argc, char **argv)
     double ms = argc > 2 ? atof(argv[2]) : 4.0;
     int from = argc > 3 ? atoi(argv[3]) : steps;
     double factor = argc > 4 ? atof(argv[4]) : 1.0;
+    int until = argc > 5 ? atoi(argv[5]) : steps;
     double total = 0;
 #pragma omp parallel reduction(+ : total)
     {
         int me = omp_get_thread_num();
         for (int s = 0; s < steps; s++) {
-            double f = me == 0 && s >= from ? factor : 1.0;
+            double f = me == 0 && s >= from && s < until ? factor : 1.0;
             total += work(ms * f);
 #pragma omp barrier
             total += work(ms * f / 2);
