@@ -15,6 +15,10 @@ every machine.
   db*         prot2.fa as an mmseqs2 database, where mmseqs is installed (mmseqs createdb), for
               mmseqs2's prefilter (mmseqs-avx2 prefilter db db pref --threads 2 -s 2; the binary
               of this CPU's instructions, which the `mmseqs` script picks: the script itself is bash)
+  md.tpr      a box of 1,378 SPC/E water molecules (3.5 nm, OPLS-AA, PME, 2,000 steps of 2 fs), for
+              GROMACS, where gmx is installed (gmx solvate and grompp; run with gmx -quiet mdrun -s
+              md.tpr -ntmpi 1 -ntomp 2 -nb cpu -deffnm run -pin off; seeded: the same run on every
+              machine, as `gmx dump` shows it, though grompp leaves three bytes of the file differing)
 """
 
 from __future__ import annotations
@@ -72,6 +76,40 @@ def dna_along_a_tree(path: Path, taxa: int = 100, sites: int = 4000, seed: int =
             f.write(f"t{i:03d}  " + "".join("ACGT"[x] for x in seqs[t]) + "\n")
 
 
+GROMACS_MDP = """integrator = md
+dt = 0.002
+nsteps = 2000
+cutoff-scheme = Verlet
+nstlist = 10
+coulombtype = PME
+rcoulomb = 1.0
+rvdw = 1.0
+tcoupl = v-rescale
+tc-grps = System
+tau-t = 0.1
+ref-t = 300
+gen-vel = yes
+gen-seed = 2026
+ld-seed = 2026
+constraints = h-bonds
+nstenergy = 500
+nstlog = 500
+"""
+
+
+def water_box(out: Path) -> None:
+    """md.tpr: GROMACS's own spc216 water, solvated into a 3.5 nm box, with the mdp above."""
+    def gmx(*args: str) -> None:
+        subprocess.run(["gmx", "-quiet", *args], cwd=out, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    gmx("solvate", "-cs", "spc216.gro", "-box", "3.5", "3.5", "3.5", "-o", "water.gro")
+    molecules = (len((out / "water.gro").read_text().splitlines()) - 3) // 3
+    (out / "topol.top").write_text('#include "oplsaa.ff/forcefield.itp"\n#include "oplsaa.ff/spce.itp"\n'
+                                   f"[ system ]\nwater\n[ molecules ]\nSOL {molecules}\n")
+    (out / "md.mdp").write_text(GROMACS_MDP)
+    gmx("grompp", "-f", "md.mdp", "-c", "water.gro", "-p", "topol.top", "-o", "md.tpr")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python benchmarks/real_inputs.py DIR", file=sys.stderr)
@@ -89,6 +127,9 @@ def main(argv: list[str]) -> int:
             old.unlink()
         subprocess.run(["mmseqs", "createdb", "prot2.fa", "db"], cwd=out, check=True, stdout=subprocess.DEVNULL)
         wrote = "prot2.fa, aln150.fa, m30.fa, tree100.fa, dna100.phy and the mmseqs2 database db"
+    if shutil.which("gmx"):
+        water_box(out)
+        wrote += " and GROMACS's md.tpr"
     print(f"wrote {wrote} in {out}")
     return 0
 

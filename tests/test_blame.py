@@ -635,6 +635,47 @@ def test_a_teammate_that_was_slow_from_the_start_and_recovered_does_not_shift_th
     assert d[1]["status"] == "normal", d[1]
 
 
+def test_a_thread_slow_from_its_first_beats_is_found_against_the_models_normal_runs(tmp_path, steps):
+    """Thread 0 does 4 times its work in every step (a victim slowed from its second beat to
+    the end: GROMACS's, 3x, read normal with and without a model). It has no earlier self for
+    the work shift, and against the model's normal runs its own work is 3-4x theirs, at WR's
+    bound, which other runs' load sets. Its work against its team's over the run, against the
+    same in the model's normal runs, is load-free: the model keeps it per thread (team_work),
+    and diagnose reads thread 0 4x slower, its teammate and a normal run normal. Without the
+    model nothing can tell (a team of two: which is the slow one?)."""
+    import os
+
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    normal = []
+    for i in range(3):
+        out = tmp_path / f"n{i}"
+        r = run_hbtool("record", "-q", "-o", out, "--", steps, "40", "8", env=env)
+        assert r.returncode == 0 and "done" in r.stdout, r.stderr
+        normal.append(out)
+    model = tmp_path / "model.json"
+    r = hbtool_here("train", "--normal", *normal[:2], "-o", model)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(model.read_text())
+    assert sorted(doc["team_work"]) == ["0", "1"] and all(0.5 < v < 2 for v in doc["team_work"].values()), doc
+    slow = tmp_path / "slow"
+    r = run_hbtool("record", "-q", "-o", slow, "--", steps, "40", "8", "0", "4", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+
+    def judged(out, *args):
+        r = hbtool_here("diagnose", out, "--format", "json", *args)
+        assert r.returncode == 0, r.stderr
+        return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+
+    d = judged(slow, "--model", model)
+    assert d[0]["status"] == "memoryleak" and d[0]["WS_against"] == "model" and 3 < d[0]["WS"] < 5, d[0]
+    assert "model's normal runs" in d[0]["reason"], d[0]
+    assert d[1]["status"] == "normal", d[1]
+    assert all(t["status"] == "normal" for t in judged(normal[2], "--model", model).values())
+    assert all(t["status"] == "normal" for t in judged(slow).values())
+    r = hbtool_here("diagnose", slow, "--model", model)
+    assert "its team, in the model's normal runs" in r.stdout, r.stdout
+
+
 
 def _gcc_openmp(tmp_path_factory, name: str) -> Path:
     """tests/programs/NAME.c built with gcc -fopenmp (libgomp)."""

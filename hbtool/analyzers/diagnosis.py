@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import config
 from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, LazySeries, PiecewiseSeries, Series, compute_features, make_series, too_few_beats
-from .. import config
 from .summary import memory_retained, region_work, summarize_threads, work_shifts
 
 KEY = ["run", "process", "thread"]
@@ -50,7 +50,8 @@ def _describe_key(k) -> str:
 def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = None,
                    reference: HeartbeatTrace | None = None, expected_beats: float | None = None,
                    progress=None, work_reference: dict[int, float] | None = None,
-                   retained_reference: dict[int, float] | None = None) -> pd.DataFrame:
+                   retained_reference: dict[int, float] | None = None,
+                   team_work_reference: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per thread: identity, beats, the reference used, na_reason, every feature,
     and how the thread ended (ending, ended, died).
 
@@ -128,6 +129,19 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table["SS"] = [float(shifts["share_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["SS_beat"] = [int(shifts["share_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
     table["crowded"] = [int(shifts["crowded"].get(k, 0)) if len(shifts) else 0 for k in keys]
+    table["team_work"] = [float(shifts["team_work"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
+    table["WS_against"] = ""
+    if team_work_reference:
+        # a thread slowed from its first beats has no earlier self to shift from: its work
+        # against its team's over the whole run, against what the model's normal runs did
+        # (the same thread number's), where that is the larger shift up
+        ref = np.array([team_work_reference.get(int(k[2]), np.nan) for k in keys], dtype=float)
+        whole = table["team_work"].to_numpy(dtype=float) / np.where(ref > 0, ref, np.nan)
+        ws = table["WS"].to_numpy(dtype=float)
+        use = np.isfinite(whole) & (whole > config.SHIFT_MAX) & ~(np.isfinite(ws) & (ws >= whole))
+        table.loc[use, "WS"] = whole[use]
+        table.loc[use, "WS_beat"] = 0
+        table.loc[use, "WS_against"] = "model"
     # where the team judges a thread over time (WS), other runs' work does not: the model's
     # normal runs ran under another load (the same reason work_ratios prefers the team). Not
     # where the team was cut by time (a dynamic loop's): its WS follows a slow-down that lasts,

@@ -112,6 +112,10 @@ def _work_shift(row) -> str:
     ws = row.get("WS", float("nan"))
     if ws is None or not np.isfinite(ws) or ws <= config.SHIFT_MAX:
         return ""
+    if row.get("WS_against") == "model":
+        return (f"over its whole run, its own work in the parallel regions took {ws:.2f}x as long against its "
+                f"team's as in the model's normal runs (work shift, > {config.SHIFT_MAX:g}): it was slow from its "
+                f"first beats while its team waited for it at the barriers")
     return (f"from about its beat {int(row.get('WS_beat') or 0)} on, its own work in the parallel regions took "
             f"{ws:.2f}x as long against its team's as before (work shift, > {config.SHIFT_MAX:g}): it slowed "
             f"down while its team waited for it at the barriers")
@@ -332,6 +336,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     labels = np.asarray(labels, dtype=object)
     features, work = _against_normal_work(features, labels)
     retained = _normal_retained(features, labels)
+    team_work = _normal_team_work(features, labels)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
     normal = features[(labels == "normal") & usable]
     if not len(normal) and work:
@@ -340,6 +345,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         model = default_model(settings)
         model.work = work
         model.retained = retained
+        model.team_work = team_work
         model.level, model.margin = default_level, 0.0
         model.training = {"sequences": {c: int(np.sum(labels == c)) for c in STATUSES}, "macro_f1": None,
                           "cv_macro_f1": None, "ranges": "built-in: no normal thread had enough beats for "
@@ -368,7 +374,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     ranges = fit_ranges(normal, level, margin)
     if not anomalous:
         ranges = never_narrower(ranges, config.HSA_DEFAULT_RANGES)
-    model = HsaModel(ranges, level, margin, settings, expected, work=work, retained=retained)
+    model = HsaModel(ranges, level, margin, settings, expected, work=work, retained=retained, team_work=team_work)
     train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
     model.training = {
         "sequences": counts,
@@ -420,6 +426,19 @@ def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd
     return out, work
 
 
+def _normal_team_work(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
+    """Each thread number's median work against its team's over a run (summary._team_work) in
+    the normal rows, None without any."""
+    if "team_work" not in features:
+        return None
+    v = features["team_work"].to_numpy(dtype=float)
+    ok = (labels == "normal") & np.isfinite(v) & (v > 0)
+    if not ok.any():
+        return None
+    med = pd.Series(v[ok]).groupby(features["thread"].to_numpy()[ok]).median()
+    return {int(k): float(x) for k, x in med.items()}
+
+
 def _normal_retained(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
     """Each thread number's median bytes retained (diagnosis.memory_leaks) in the normal
     rows; None without memory records."""
@@ -463,6 +482,7 @@ class Diagnosis:
                          "reason": v["reason"], "outside": v["outside"], "beats": r["beats"],
                          **{f: r[f] for f in FEATURES}, "WR_against": r.get("WR_against", ""),
                          "WS": r.get("WS", float("nan")), "WS_beat": int(r.get("WS_beat") or 0),
+                         "WS_against": r.get("WS_against") or "",
                          "SS": r.get("SS", float("nan")), "SS_beat": int(r.get("SS_beat") or 0),
                          "crowded": int(r.get("crowded") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
@@ -493,7 +513,7 @@ def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
     stages = {}
     t = time.perf_counter()
     table = features_table(trace, model.settings, reference=reference, work_reference=model.work,
-                           retained_reference=model.retained)
+                           retained_reference=model.retained, team_work_reference=model.team_work)
     stages["features"] = time.perf_counter() - t
     t = time.perf_counter()
     table = with_progress(table, model.expected_beats)

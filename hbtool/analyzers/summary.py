@@ -1194,6 +1194,20 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
     return out
 
 
+def _team_work(raw: pd.Series | None) -> float:
+    """How many times longer a thread's units took than its teammates' over its run: of its raw
+    ratios (log, by window and construct: _shift_series), the median per window, and of those
+    the median (a stall in one window, or one phase, does not move it); NaN with fewer than 6
+    windows. The same program's normal runs give each thread its usual level (a master with
+    work of its own in the regions, a loop that splits unevenly): the model keeps it, and a
+    thread slowed from its first beats, which has no earlier self, is measured against it
+    (diagnosis.features_table)."""
+    if raw is None or not len(raw):
+        return float("nan")
+    v = raw.groupby(level="window").median()
+    return float(np.exp(np.median(v.to_numpy()))) if v.size >= 6 else float("nan")
+
+
 def _own_part(shift: float, owns: dict, k: tuple, span: tuple) -> float:
     """A thread's work shift up (`shift`, its ratio to its teammates, over the windows of `span`
     against the others), where its own work (`owns`: _construct_series's own_out) rose less
@@ -1256,9 +1270,11 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     with units of its own: a thread that stopped working), shift_beat (about the first beat of the later
     part), share_shift and share_beat (_share_shifts, for a team cut by time; NaN and 0 else),
     by_time (the team was cut into windows of its time), crowded (of its windows, how many the
-    machine crowded one of its team's threads in: _crowded; 0 for teams not cut by time)."""
+    machine crowded one of its team's threads in: _crowded; 0 for teams not cut by time),
+    team_work (its units against its teammates' over the whole run: _team_work; NaN for a team
+    cut by time)."""
     key = ["run", "process", "thread"]
-    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded"]
+    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded", "team_work"]
     if not trace.beat_count():
         return pd.DataFrame(columns=cols)
     streamed = isinstance(trace, StreamedTrace)
@@ -1331,5 +1347,6 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 beat = int((units[k].edge_beat if by_time else edges[k])[window]) + 1
             share, share_beat = shares.get(k, (np.nan, -1))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
-            rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out))
+            rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out,
+                         _team_work(raws.get(k))))
     return pd.DataFrame(rows, columns=cols)

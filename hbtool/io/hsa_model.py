@@ -36,6 +36,8 @@ def model_document(model: HsaModel) -> dict:
                       if model.reference else None),
         "work": ({str(k): round(float(v), 6) for k, v in sorted(model.work.items())} if model.work else None),
         "retained": ({str(k): int(v) for k, v in sorted(model.retained.items())} if model.retained else None),
+        "team_work": ({str(k): round(float(v), 6) for k, v in sorted(model.team_work.items())}
+                      if model.team_work else None),
     }
 
 
@@ -106,6 +108,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
     reference = _reference(doc.get("reference"), path)
     work = _work(doc.get("work"), path)
     retained = _work(doc.get("retained"), path, "bytes retained", 2.0**60)
+    team_work = _work(doc.get("team_work"), path, "work against the team's", 1e6)
     level = doc.get("level")
     margin = doc.get("margin")
     return HsaModel(
@@ -119,6 +122,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         reference=reference,
         work=work,
         retained=retained,
+        team_work=team_work,
     )
 
 

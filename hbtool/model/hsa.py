@@ -75,6 +75,9 @@ class HsaModel:
     #: each thread number's bytes retained (allocated, not freed) over its run in the normal
     #: training runs (median; the tracer's memory signal): what diagnose's leak bound uses
     retained: dict[int, float] | None = None
+    #: each thread number's units against its teammates' over the run in the normal training
+    #: runs (median; summary._team_work): what diagnose measures a whole run's work shift against
+    team_work: dict[int, float] | None = None
 
     def reference_trace(self):
         """The stored reference as a HeartbeatTrace (run "model reference"), or None."""
