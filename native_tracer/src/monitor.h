@@ -69,6 +69,14 @@
 #define HBT_CPU_LOOKS       32u             /* looks' CPU time per beat kept per thread */
 #define HBT_CPU_HALF_NS     HBT_SEC         /* its CPU time per beat: half-life of the most */
 #define HBT_CPU_WARM        16u             /* ... looks before it judges busy-waiting */
+#define HBT_GAPS            8u              /* silences kept per thread (struct hbt_dist) */
+#define HBT_GAP_USUAL_MAX_NS (10 * HBT_MS)   /* late: its usual silence (the third longest of its
+                                                latest HBT_LOOKS silences, less its runtime
+                                                waits) counts up to this much: units of a few
+                                                ms among beats microseconds apart (GROMACS:
+                                                two regions of 1.3-5 ms a step among 17 of
+                                                10 us) are its pace, not lateness to look at
+                                                every 0.2 ms (+59 % wall) */
 #define HBT_TAIL_MAX        2.0             /* late: its usual worst interval, at most this
                                                many baselines (a stalled machine does not blind it) */
 #define HBT_LOCK_WAIT_NS    (5 * HBT_MS)    /* final passes: wait for a view this long */
@@ -141,6 +149,13 @@ struct hbt_dist {
     int16_t  tick_cpu;    /* late on a machine whose host may stop its CPUs: the CPU it was on
                              (-1: not followed; with tick_n, tick_t, tick_same below) */
     uint32_t probe_waited;/* probing: its waited_us at the sample */
+    uint32_t gap_x[HBT_GAPS]; /* its latest silences that ended with a beat and no verdict
+                             (of its gap limit or more: hbt_gap_limit), less its time in
+                             runtime waits meanwhile, ns; */
+    uint32_t gap_n;       /* ... how many (saturating), */
+    uint32_t gap_tail;    /* ... and their third longest: up to HBT_GAP_USUAL_MAX_NS, how
+                             long it may be silent and not late (hbt_limit) */
+    uint32_t gap_waited;  /* its waited_us at the latest look that saw it beat */
     double   late_cpu;    /* the most CPU time a late look saw it use in its unit of work in
                              progress (since the sample after its latest beat), ns */
     float    late_share;  /* ... its CPU share over the time sampled then */

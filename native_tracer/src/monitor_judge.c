@@ -589,12 +589,28 @@ static double hbt_usual(const struct hbt_heart *h)
     return t > q ? t : q;
 }
 
-/* Silent this long, thread h is late and looked at closely: S times its
- * usual worst interval, and at least HBT_LATE_FLOOR_NS. */
-static double hbt_limit(const struct hbt_heart *h)
+/* Silent this long, an interval of thread h is a gap (its beat line keeps the
+ * first beat after one): S times its usual worst interval, and at least
+ * HBT_LATE_FLOOR_NS. */
+static double hbt_gap_limit(const struct hbt_heart *h)
 {
     double lim = hbt_mon.late * hbt_usual(h);
     return lim < (double)HBT_LATE_FLOOR_NS ? (double)HBT_LATE_FLOOR_NS : lim;
+}
+
+/* Silent this long, thread h is late and looked at closely: its gap limit, or
+ * S times its usual silence (d.gap_tail: the third longest of its latest silences,
+ * up to HBT_GAP_USUAL_MAX_NS) if longer. A look's mean interval dilutes a long
+ * unit among many short ones (GROMACS: two regions of 1.3-5 ms a step among 17
+ * of 10 us); its silences are exact. */
+static double hbt_limit(const struct hbt_heart *h)
+{
+    double lim = hbt_gap_limit(h);
+    double g = (double)h->d.gap_tail;
+    if (g > (double)HBT_GAP_USUAL_MAX_NS)
+        g = (double)HBT_GAP_USUAL_MAX_NS;
+    g *= hbt_mon.late;
+    return g > lim ? g : lim;
 }
 
 /* The CPU time a late thread must use without beating to be busy-waiting:
@@ -976,7 +992,7 @@ static int hbt_teammate_at_work(uint32_t self, uint64_t now, uint64_t self_t, do
         uint64_t bt = __atomic_load_n(&p->b.t_ns, __ATOMIC_ACQUIRE);
         int still = hbt_still_known(k) == 1;
         if (hbt_view_lock(&p->v, &nowait)) {
-            int beating = p->v.base > 0 && now > bt && (double)(now - bt) <= hbt_limit(p);
+            int beating = p->v.base > 0 && now > bt && (double)(now - bt) <= hbt_gap_limit(p);
             /* still when last sampled, but it hardly ran since: queued for a CPU,
              * and what it waited for may have come meanwhile (NPB LU at 4
              * threads on 2 CPUs: every thread still but one, queued) */
@@ -1061,7 +1077,7 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
              * busy-waiting reports) */
             int idle = hbt_hardly_ran(p, now);
             if (idle && (((double)p->v.probe_t <= (double)since + HBT_APART * base && (double)(bt + lim) >= (double)since) ||
-                         (held && bt > since && (double)(now - bt) > hbt_limit(p)))) {
+                         (held && bt > since && (double)(now - bt) > hbt_gap_limit(p)))) {
                 hbt_view_unlock(&p->v);
                 r = 2;
                 continue;
@@ -1079,7 +1095,7 @@ static int hbt_waits_for_peer(uint32_t self, uint64_t since, double lim, double 
              * stopped first is chance then; the two spin together, and the one that
              * stopped first is blamed, once its CPU time passes the bar a slow
              * machine sets -- HBT_SLOW_MAX times the usual -- not both) */
-            int late = bt < since && p->v.base > 0 && now > bt && (double)(now - bt) > hbt_limit(p);
+            int late = bt < since && p->v.base > 0 && now > bt && (double)(now - bt) > hbt_gap_limit(p);
             int stopped = d->tick_t && d->tick_cpu >= 0 && d->tick_t > bt && (!d->tick_new || d->froze);
             /* or blocked (reported conditional-waiting) since about when it fell
              * silent, either first: it waits for the blocked one, more likely
@@ -1290,7 +1306,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         double lim = hbt_limit(h);
         /* the first of the new beats that ended a gap: exactly when it was at
          * work again (the beat line keeps it) */
-        uint64_t end_t = hbt_take_gap(h, warm ? lim : UINT32_MAX);
+        uint64_t end_t = hbt_take_gap(h, warm ? hbt_gap_limit(h) : UINT32_MAX);
         int gap_first = end_t > v->seen_t && end_t <= s->t;
         uint32_t la = __atomic_load_n(&h->d.late_at, __ATOMIC_RELAXED);
         if (gap_first || (la && (int32_t)(__atomic_load_n(&h->d.gap_end, __ATOMIC_RELAXED) - la) < 0))
@@ -1363,6 +1379,16 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         h->d.froze = 0;
         h->d.tick_t = 0;
         h->d.tick_cpu = -1;
+        /* a silence that ended with no verdict: its pace (less its runtime waits meanwhile,
+         * which are not its own), unless its CPU was seen stopped in it */
+        uint32_t waited_now = __atomic_load_n(&h->b.waited_us, __ATOMIC_ACQUIRE);
+        if (gap_first && !anomalous && !v->soft && !froze) {
+            double own = (double)(end_t - v->seen_t) - (double)(uint32_t)(waited_now - h->d.gap_waited) * HBT_US;
+            if (own > 0)
+                h->d.gap_tail = hbt_tail_put(h->d.gap_x, HBT_GAPS, &h->d.gap_n,
+                                             own > UINT32_MAX ? UINT32_MAX : (uint32_t)own);
+        }
+        h->d.gap_waited = waited_now;
         v->slow_end = warm && last >= lim ? 1 : 0;
         /* its CPU time counts from here while it stays silent; its CPU share
          * is learnt from usual work only */
