@@ -606,6 +606,9 @@ static double hbt_gap_limit(const struct hbt_heart *h)
 static double hbt_limit(const struct hbt_heart *h)
 {
     double lim = hbt_gap_limit(h);
+    if (!h->d.gap_often ||
+        (uint32_t)(hbt_now_ns() / 1000000u) - h->d.gap_from_ms > 2 * HBT_GAP_OFTEN_MS)
+        return lim;   /* its silences are rare now: the machine's, not its pace */
     double g = (double)h->d.gap_tail;
     if (g > (double)HBT_GAP_USUAL_MAX_NS)
         g = (double)HBT_GAP_USUAL_MAX_NS;
@@ -1384,9 +1387,15 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         uint32_t waited_now = __atomic_load_n(&h->b.waited_us, __ATOMIC_ACQUIRE);
         if (gap_first && !anomalous && !v->soft && !froze) {
             double own = (double)(end_t - v->seen_t) - (double)(uint32_t)(waited_now - h->d.gap_waited) * HBT_US;
-            if (own > 0)
-                h->d.gap_tail = hbt_tail_put(h->d.gap_x, HBT_GAPS, &h->d.gap_n,
-                                             own > UINT32_MAX ? UINT32_MAX : (uint32_t)own);
+            if (own > 0) {
+                uint32_t n = h->d.gap_n, now_ms = (uint32_t)(now / 1000000u);
+                h->d.gap_tail = hbt_tail_put(h->d.gap_x, HBT_GAPS, &n, own > UINT32_MAX ? UINT32_MAX : (uint32_t)own);
+                h->d.gap_n = (uint16_t)(n >= 2 * HBT_GAPS ? HBT_GAPS + n % HBT_GAPS : n);   /* (ring full) */
+                if (n % HBT_GAPS == 1)
+                    h->d.gap_from_ms = now_ms;   /* a batch begins */
+                else if (n % HBT_GAPS == 0)
+                    h->d.gap_often = now_ms - h->d.gap_from_ms <= HBT_GAP_OFTEN_MS;
+            }
         }
         h->d.gap_waited = waited_now;
         v->slow_end = warm && last >= lim ? 1 : 0;
