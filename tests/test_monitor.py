@@ -755,6 +755,31 @@ def test_a_longer_share_of_a_long_region_is_not_busy_waiting(uneven_share, tmp_p
     assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
 
 
+@pytest.fixture(scope="module")
+def mixed_units(tracer_built, tmp_path_factory):
+    """tests/programs/omp_mixed_units.c, gcc and clang."""
+    return omp_builds(tmp_path_factory, "omp_mixed_units")
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_units_of_milliseconds_among_beats_microseconds_apart_are_the_threads_pace(mixed_units, tmp_path, cc):
+    """GROMACS's pace: per step 17 regions of 5 us and two of 1.5 ms (every 50th step thread
+    1's share of the first 4.5 ms, which thread 0 waits for). A look's mean interval dilutes
+    the long regions, and at the 0.5 ms floor each thread was late twice a step, looked at
+    every 0.2 ms until it beat: 2,700-2,900 monitor passes a second of the run, which took 1.6
+    s where it takes 1.0 (GROMACS: +59 % wall). Its silences of 1.5 ms, 100 a second, are its
+    pace now: a few hundred passes a second, and still no report."""
+    from hbtool.io import read_heartbeats
+
+    tr, _ = record_team(mixed_units, cc, tmp_path, "central", args=[300, 17, 1.5, 50, 3])
+    assert not [x for x in behaviors(tr) if x["bhv"] in (BUSY, COND)], behaviors(tr)
+    trace = read_heartbeats(tmp_path / "rec")
+    m = trace.monitor
+    passes = int(m[m["kind"] == "monitor"]["passes"].max())
+    span = float(trace.beats["t"].max() - trace.beats["t"].min())
+    assert span > 0.5 and passes / span < 1500, (passes, span)
+
+
 # --------------------------------------------------------------------------- waiting in the program's own code
 
 PIPELINE_ARGS = [60, 0.1, 4, 0.2, 30]   # steps, unit, long, tail, spike (ms of CPU)
