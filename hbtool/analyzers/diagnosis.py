@@ -134,11 +134,12 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     if team_work_reference:
         # a thread slowed from its first beats has no earlier self to shift from: its work
         # against its team's over the whole run, against what the model's normal runs did
-        # (the same thread number's), where that is the larger shift up
+        # (the same thread number's), where its shift over its run did not already judge it
+        # (one that slowed from some beat on is told so, with that beat)
         ref = np.array([team_work_reference.get(int(k[2]), np.nan) for k in keys], dtype=float)
         whole = table["team_work"].to_numpy(dtype=float) / np.where(ref > 0, ref, np.nan)
         ws = table["WS"].to_numpy(dtype=float)
-        use = np.isfinite(whole) & (whole > config.SHIFT_MAX) & ~(np.isfinite(ws) & (ws >= whole))
+        use = np.isfinite(whole) & (whole > config.SHIFT_MAX) & ~(np.isfinite(ws) & (ws > config.SHIFT_MAX))
         table.loc[use, "WS"] = whole[use]
         table.loc[use, "WS_beat"] = 0
         table.loc[use, "WS_against"] = "model"
