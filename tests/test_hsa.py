@@ -193,6 +193,7 @@ def test_a_model_of_normal_runs_alone_widens_the_built_in_ranges_and_never_narro
 def test_model_file_round_trip(tmp_path):
     table, labels = _table()
     model = train(table, labels)
+    model.team_work = {0: 1.02, 1: 0.98}
     p = tmp_path / "m.json"
     write_model(model, p)
     doc = json.loads(p.read_text())
@@ -201,6 +202,11 @@ def test_model_file_round_trip(tmp_path):
     assert back.ranges == model.ranges and back.expected_beats == model.expected_beats
     assert (back.level, back.margin) == (model.level, model.margin)
     assert back.settings == model.settings
+    assert back.team_work == {0: 1.02, 1: 0.98}
+    # a damaged table of work against the team's: refused, naming it
+    p.write_text(json.dumps({**doc, "team_work": {"0": -1}}))
+    with pytest.raises(ModelFormatError, match="work against the team's per thread is damaged"):
+        read_model(p)
 
 
 @pytest.mark.parametrize("content,needle", [
