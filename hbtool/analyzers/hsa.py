@@ -426,30 +426,31 @@ def _against_normal_work(features: pd.DataFrame, labels: np.ndarray) -> tuple[pd
     return out, work
 
 
-def _normal_team_work(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
-    """Each thread number's median work against its team's over a run (summary._team_work) in
-    the normal rows, None without any."""
-    if "team_work" not in features:
+def _normal_median(features: pd.DataFrame, labels: np.ndarray, column: str,
+                   above: float = -np.inf) -> dict[int, float] | None:
+    """Each thread number's median of `column` (its finite values above `above`) in the normal
+    rows; None without any."""
+    if column not in features:
         return None
-    v = features["team_work"].to_numpy(dtype=float)
-    ok = (labels == "normal") & np.isfinite(v) & (v > 0)
+    v = features[column].to_numpy(dtype=float)
+    ok = (labels == "normal") & np.isfinite(v) & (v > above)
     if not ok.any():
         return None
     med = pd.Series(v[ok]).groupby(features["thread"].to_numpy()[ok]).median()
     return {int(k): float(x) for k, x in med.items()}
 
 
+def _normal_team_work(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
+    """Each thread number's median work against its team's over a run (summary._team_work) in
+    the normal rows, None without any."""
+    return _normal_median(features, labels, "team_work", above=0.0)
+
+
 def _normal_retained(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
     """Each thread number's median bytes retained (diagnosis.memory_leaks) in the normal
     rows; None without memory records."""
-    if "retained" not in features:
-        return None
-    r = features["retained"].to_numpy(dtype=float)
-    ok = (labels == "normal") & np.isfinite(r)
-    if not ok.any():
-        return None
-    med = pd.Series(r[ok]).groupby(features["thread"].to_numpy()[ok]).median()
-    return {int(k): float(max(v, 0.0)) for k, v in med.items()}
+    med = _normal_median(features, labels, "retained")
+    return {k: max(v, 0.0) for k, v in med.items()} if med else None
 
 
 def default_model(settings: FeatureSettings | None = None) -> HsaModel:
