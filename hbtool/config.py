@@ -264,6 +264,12 @@ SHIFT_CROWDED_UNITS = 32
 #: a team's threads "made as many beats" for summary.work_shifts when the most is at most this
 #: many times the fewest (static loops give one thread an iteration more than another)
 SHIFT_SAME_BEATS = 1.02
+#: summary._own_part: a thread's work shift up is its teammates' doing (their own work fell:
+#: a teammate slow from the run's start that recovered) when their own work fell by at least
+#: this share of the shift (in log) and by more than its own rose. A round share: GROMACS's
+#: recovered teammate fell by all of its 64x; with none of them moving (a thread slowed 3x
+#: beside a teammate whose own work stayed within 2 %), the noise of two flat medians decided
+SHIFT_OWN_FALL = 0.5
 #: in a team of more threads than this, each is compared with the median of the whole team
 SHIFT_WHOLE_TEAM = 8
 #: a construct whose units of work (median, ns) are shorter than this is noise to

@@ -1214,7 +1214,9 @@ def _own_part(shift: float, owns: dict, k: tuple, span: tuple) -> float:
     than its teammates' fell: theirs is the change, not its own (a teammate slowed from the
     run's start that recovered later -- GROMACS's leaking thread at its injector's cap -- is
     its later work over its slow earlier: the other thread's ratio rises by as much), and the
-    shift is its own work's, at least 1."""
+    shift is its own work's, at least 1. Theirs fell by config.SHIFT_OWN_FALL of the shift at
+    least: two flat medians (a thread slowed beside a teammate whose own work did not move)
+    leave the shift as it is."""
     others = [s for j, s in owns.items() if j != k and len(s)]
     if not others or not len(owns[k]):
         return shift
@@ -1228,7 +1230,7 @@ def _own_part(shift: float, owns: dict, k: tuple, span: tuple) -> float:
         return float(np.median(v[inside]) - np.median(v[~inside]))
 
     mine, team = change(owns[k]), change(pd.concat(others, axis=1).median(axis=1))
-    if mine is None or team is None or mine >= -team:
+    if mine is None or team is None or mine >= -team or -team < config.SHIFT_OWN_FALL * np.log(shift):
         return shift
     return float(min(shift, np.exp(max(mine, 0.0))))
 
