@@ -196,31 +196,43 @@ static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at
 static inline __attribute__((always_inline))
 void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
 {
-    uint32_t prev = u->loop;   /* (written by this thread only) */
+    uint32_t prev = u->ended ? 0u : u->loop;   /* (written by this thread only) */
     int chunk = event == HBT_EV_CHUNK, lock = event == HBT_EV_LOCK;
     if ((chunk || (lock && (!prev || u->lock))) && construct && construct <= HBT_CT_MAX) {
         uint64_t t0 = u->t;
         if (prev && at > t0 && (lock ? u->lock : prev == construct && !u->lock))
             hbt_unit_measure(prev, t0, at);
         u->lock = (uint32_t)lock;
+        __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
-    } else if (prev && !(lock && !u->lock)) {   /* (a lock taken inside a chunk: still in it) */
+    } else if (u->loop && !(lock && !u->lock && !u->ended)) {   /* (a lock taken inside a chunk: still in it) */
         u->lock = 0;
+        __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
 }
 
 /* The thread's loop gave it no further chunk: it is in no chunk now. With `at` (libomp,
  * whose chunk beat comes at a chunk's start), the chunk it was in ended then: measured
- * (a loop's long last iteration is learnt so). */
+ * (a loop's long last iteration is learnt so), and the thread is in the loop's tail from
+ * then until its next beat (`ended`: judged as in a chunk begun at `at`). Its latest beat
+ * is the chunk's start: with the unit cleared, a look in the microseconds before its wait
+ * at the loop's end saw a thread silent for its whole long chunk, its teammate waiting for
+ * it, and nothing to say that was the loop's work -- busy-waiting (a loop's long last
+ * iteration, 1 step in some hundreds; tests/test_monitor.py). */
 static inline void hbt_unit_none(uint64_t at)
 {
     struct hbt_unit *u = hbt_tls.unit;
-    if (u && u->loop) {
-        if (at && at > u->t && u->loop <= HBT_CT_MAX)
-            hbt_unit_measure(u->loop, u->t, at);
+    if (u && u->loop && !u->ended) {
         u->lock = 0;
+        if (at && at > u->t && u->loop <= HBT_CT_MAX) {
+            hbt_unit_measure(u->loop, u->t, at);
+            __atomic_store_n(&u->ended, 1u, __ATOMIC_RELAXED);
+            __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
+            __atomic_store_n(&u->loop, u->loop, __ATOMIC_RELEASE);
+            return;
+        }
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
 }

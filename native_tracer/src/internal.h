@@ -161,6 +161,8 @@ struct hbt_unit {
     uint64_t t;
     uint64_t place;   /* where it is in that team's work (hbt_place_mark), 0: not known */
     uint32_t lock;    /* `loop` is the lock it last asked for, not a loop (hbt_unit_beat) */
+    uint32_t ended;   /* its chunk ended at `t` and the loop gave it no other (libomp:
+                         hbt_unit_none); it is in the loop's tail until its next beat */
 };
 
 /* A thread's place in the work of its outermost OpenMP team: the team's region instance

@@ -835,7 +835,8 @@ static int hbt_at_work(const struct hbt_heart *p)
  * teammates, or they reached the region's end (cd-hit: chunks of 5-25 us, its victims'
  * 300 ms faults found 1 in 4 (busy) and 60-190 ms late (blocked)). And, in `usualp`, until
  * when its chunk is no longer than HBT_UNIT_USUAL times that longest chunk (0: the loop's
- * chunks not known): as long as the loop's chunks lately, work even while its team waits. */
+ * chunks not known): as long as the loop's chunks lately, work even while its team waits;
+ * in the loop's tail after its last chunk (hbt_unit_none), from that chunk's end. */
 static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uint64_t *barp, uint64_t *usualp)
 {
     const struct hbt_unit *u = &hbt_hearts[self].c.unit;
@@ -845,6 +846,13 @@ static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uin
     uint64_t t0 = __atomic_load_n(&u->t, __ATOMIC_RELAXED);
     if (t0 < last)
         return 0;   /* (a pair read across its latest beat) */
+    if (__atomic_load_n(&u->ended, __ATOMIC_RELAXED)) {
+        /* its chunk ended at t0 with no other for it: silent since then, not since its
+         * latest beat, the chunk's start (and never overdue: a thread that then spins on a
+         * teammate's flag, NPB LU's, is judged by its team's wait) */
+        *usualp = t0;
+        return 0;
+    }
     const struct hbt_ct_unit *c = &hbt_ct_units[loop];
     uint32_t most = hbt_unit_most(c, (uint32_t)(now / 1000000u));
     if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM || !most)
