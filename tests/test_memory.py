@@ -128,6 +128,27 @@ def test_the_injected_leak_in_a_real_openmp_team_is_found_on_the_right_thread(tm
     assert not tiny[1]["reason"].startswith("kept "), tiny[1]
 
 
+
+def test_a_leak_in_a_short_run_rises_record_after_record(tmp_path, tracer_built):
+    """A run whose beats last tens of milliseconds (heat_omp, 2 threads, 30 steps; NPB FT class
+    W: 0.13 s): a thread's memory records came every 20 ms at most, and the victim of a 1 MiB
+    leak (tens of MiB kept) had one or two records in which its balance rose, where a leak needs
+    config.LEAK_MIN_RISES: normal. A balance that grew by 1 MiB since its last record is written
+    at once now (the tracer's cold path, 1 ms at most): memoryleak, its teammate normal."""
+    from hbtool import config
+    from hbtool.analyzers.summary import memory_retained
+    from hbtool.io import read_heartbeats
+
+    out = tmp_path / "short"
+    r = run_hbtool("record", "-o", out, "--inject", "leak", "--thread", "1", "--beat", "10", "--",
+                   EXAMPLES / "heat_omp", "--threads", "2", "--size", "512", "--steps", "30")
+    assert r.returncode == 0, r.stderr
+    th = statuses(out)
+    assert th[1]["status"] == "memoryleak" and th[1]["reason"].startswith("kept "), th[1]
+    assert th[0]["status"] == "normal", th[0]
+    m = memory_retained(read_heartbeats([out])).set_index("thread")
+    assert m.loc[1, "rises"] >= 2 * config.LEAK_MIN_RISES and m.loc[1, "retained"] >= 16 << 20, m
+
 def test_a_model_keeps_what_normal_threads_retained(tmp_path, exe):
     normal = record(tmp_path, "normal", exe, "once", 1, 64 << 20)
     model = tmp_path / "m.json"
