@@ -635,6 +635,24 @@ def test_a_teammate_that_was_slow_from_the_start_and_recovered_does_not_shift_th
     assert d[1]["status"] == "normal", d[1]
 
 
+
+def test_in_a_dynamic_loop_a_teammate_that_recovered_does_not_shift_the_other_thread(tmp_path, steps):
+    """The same in a dynamically scheduled loop (IQ-TREE's victim leaking 1 MiB a unit until
+    the injector's cap, then at work as before): the threads make different numbers of beats
+    and the team's windows are cut by time. Thread 0's chunks take 4x theirs in the first 14 of
+    40 steps; the other thread's work against its teammate's rose 4x at step 14 (IQ-TREE: 54x),
+    memoryleak, where only its own work was compared by beats. Its own work did not move: it is
+    normal, and thread 0's ratio falls."""
+    import os
+
+    out = tmp_path / "recovered-dynamic"
+    r = run_hbtool("record", "-q", "-o", out, "--", steps, "40", "0.2", "0", "4", "14", "50",
+                   env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    d = diagnose(out)
+    assert d[0]["beats"] < 0.8 * d[1]["beats"], d   # (a dynamic loop: the team is cut by time)
+    assert d[0]["WS"] < 0.5 and d[1]["status"] == "normal" and d[1]["WS"] < 1.5, d
+
 def test_a_thread_slow_from_its_first_beats_is_found_against_the_models_normal_runs(tmp_path, steps):
     """Thread 0 does 4 times its work in every step (a victim slowed from its second beat to
     the end: GROMACS's, 3x, read normal with and without a model). It has no earlier self for

@@ -1004,8 +1004,10 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: d
     crowded off its CPU (`crowded`, _crowded) and took fewer than config.SHIFT_CROWDED_UNITS
     units: the few chunks a crowded thread takes are the ones the machine stretched, and its
     teammates' ratios move with them. `raw_out`: each thread's raw ratios (_shift_series) go
-    in it, for a team cut by beats; `own_out`: each thread's own work per window, against its
-    own usual (_shift_series against a constant), for a team cut by beats."""
+    in it, for a team cut by beats; `own_out`: each thread's own work per window, each construct
+    against its own usual (_shift_series against a constant), for a team cut by beats or by
+    time (IQ-TREE's victim leaking until the injector's cap, then at work as before: its
+    teammate's step at that recovery read 54x, memoryleak)."""
     med = _team_medians(units)
     # the constructs that hold next to none of the team's work are not compared
     # (config.SHIFT_CONSTRUCT_WORK), a sections construct's units of any sections as one
@@ -1054,7 +1056,7 @@ def _construct_series(units: dict, crowded: np.ndarray | None = None, raw_out: d
                           raw if raw_out is not None and not by_time else None)
         if raw:
             raw_out[k] = raw[0]
-        if own_out is not None and not by_time:
+        if own_out is not None:   # (each construct against its own usual, by beats or by time)
             own_out[k] = _shift_series(med[k], pd.Series(float(config.SHIFT_UNIT_FLOOR_NS), index=med[k].index),
                                        False, main)
         if by_time and crowded is not None and len(q):
