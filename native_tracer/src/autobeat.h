@@ -206,7 +206,7 @@ void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t a
         __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
-    } else if (u->loop && !(lock && !u->lock && !u->ended)) {   /* (a lock taken inside a chunk: still in it) */
+    } else if (u->loop && !(lock && prev && !u->lock)) {   /* (a lock taken inside a chunk: still in it) */
         u->lock = 0;
         __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);

@@ -20,8 +20,9 @@
  * every HBT_MEM_PERIOD_NS, when they changed, from the cold path of the CPU
  * reading (hbt_cpu_gap, every 1 ms at most while the thread records) -- sooner
  * when its balance grew by HBT_MEM_STEP_BYTES since its last record, so that a
- * leak of a short run rises record after record -- and once more at its end. At most every HBT_MEM_PROCESS_NS one of them also writes the
- * process's resident bytes (/proc/self/statm) and the bytes in use in
+ * leak of a short run rises record after record -- and once more at its end.
+ * At most every HBT_MEM_PROCESS_NS one of them also writes the process's
+ * resident bytes (/proc/self/statm) and the bytes in use in
  * glibc's heap (mallinfo2: in-use chunks plus mmapped blocks; unknown when
  * the program's allocator is not glibc's); the exiting thread writes a last
  * one. A program whose own binary defines malloc (static allocator) keeps
@@ -413,7 +414,8 @@ void hbt_memory_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint16_t 
     int64_t grew = (int64_t)(t->mem_allocated - t->mem_freed) -
                    (int64_t)(t->mem_rec_allocated - t->mem_rec_freed);
     int own = final ? t->mem_recorded
-                    : now - t->mem_at_ns >= HBT_MEM_PERIOD_NS || (t->mem_recorded && grew >= HBT_MEM_STEP_BYTES);
+                    : now - t->mem_at_ns >= HBT_MEM_PERIOD_NS ||
+                      (t->mem_recorded && grew >= HBT_MEM_STEP_BYTES);
     if (!own && final != 2)
         return;
     if (own)
