@@ -23,6 +23,7 @@ from hbtool.model import HeartbeatTrace
 ALONE = {
     "test_blame", "test_inject", "test_lock_beats", "test_memory", "test_monitor", "test_mpi_polling", "test_mpi_profiler",
     "test_npb_openmp", "test_probes_status", "test_queue_tracer", "test_sanitizers", "test_starved_team",
+    "test_task_waits",
 }
 
 
@@ -153,6 +154,23 @@ def make_trace(threads=3, beats=40, period=0.01, run="r") -> HeartbeatTrace:
                                   "t_ns": t_ns, "t": t_ns / 1e9, "loop": 1, "iteration": np.arange(n),
                                   "tag": 0, "os_tid": 1000 + k}))
     return HeartbeatTrace(beats=pd.concat(rows, ignore_index=True))
+
+
+def assert_tasks_are_not_inside_waits(trace: HeartbeatTrace) -> None:
+    """A thread's waits never overlap each other nor a task it ran (a task's beat comes at its
+    end): the runtime runs queued tasks inside a taskwait or a barrier, and the tracer cuts the
+    wait there."""
+    tasks = trace.beats[trace.beats["construct"].str.startswith("task ")]
+    assert len(tasks), "no task beats"
+    for key, w in trace.waits.groupby(["run", "process", "thread"]):
+        end = np.sort(w["t_ns"].to_numpy(np.int64))
+        start = np.sort((w["t_ns"] - w["wait_ns"]).to_numpy(np.int64))
+        assert (start[1:] >= end[:-1]).all(), f"thread {key}: its waits overlap"
+        b = tasks.loc[(tasks["run"] == key[0]) & (tasks["process"] == key[1]) & (tasks["thread"] == key[2]),
+                      "t_ns"].to_numpy(np.int64)
+        k = np.minimum(np.searchsorted(end, b), len(end) - 1)   # the first wait that ends at or after it
+        inside = (start[k] < b) & (b < end[k])
+        assert not inside.any(), f"thread {key}: {inside.sum()} tasks ended inside a wait"
 
 
 @pytest.fixture(scope="session")

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hbtool.io import read_heartbeats
 from hbtool.io.hbt import read_hbt_file
 
-from conftest import ROOT, TRACER, run_hbtool
+from conftest import ROOT, TRACER, assert_tasks_are_not_inside_waits, run_hbtool
 from test_openmp_beats import names
 
 PROGRAMS = ROOT / "tests" / "programs"
@@ -197,7 +198,10 @@ def test_critical_ordered_and_taskwait_waits(progs, tmp_path):
     assert waits(rec, SYNC_ORDERED).sum() == 100
     run(progs["cases"], "tasks", env_for(tmp_path / "t"))
     rec = records(tmp_path / "t")
-    assert waits(rec, SYNC_TASKWAIT).sum() == 2   # the taskwait and the taskgroup's end
+    sel = waits(rec, SYNC_TASKWAIT)
+    # the taskwait and the taskgroup's end, on the single's thread, each cut where a task ran in it
+    assert len(set(rec["loop"][sel].tolist())) == 2 and len(set(rec["thread"][sel].tolist())) == 1
+    assert_tasks_are_not_inside_waits(read_heartbeats(tmp_path / "t" / "trace"))
 
 
 def test_hbtrace_beats_api_turns_them_off(progs, tmp_path):

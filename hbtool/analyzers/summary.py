@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
-from ..model.heartbeats import StreamedTrace, sections_named
+from ..model.heartbeats import UNSHARED, StreamedTrace, sections_named
 
 
 #: every value of a thread's `ending`, and what it means
@@ -478,8 +478,10 @@ def share_weight(label: str) -> int:
     sections its thread was given ("sections f+0x10 #1,3": 2), the program's own or an MPI
     beat 1; 0 for the beats every thread makes once per instance of their construct (a
     region's end, a single's, a barrier's, and a sections construct's where the tracer did
-    not say which sections the thread took): their count is the team's, not the thread's."""
-    if label.startswith(_EVERY_THREAD):
+    not say which sections the thread took): their count is the team's, not the thread's;
+    0 for an unshared task: no teammate could have taken it (kalign's recursion in nested
+    teams of one, thread 0 alone at work while its teammate waits)."""
+    if label.startswith(_EVERY_THREAD) or label.endswith(UNSHARED):
         return 0
     if label.startswith("sections "):
         return sections_named(label)[1]

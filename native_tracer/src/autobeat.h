@@ -18,6 +18,10 @@ enum hbt_source { HBT_SRC_API = 0, HBT_SRC_OPENMP = 1, HBT_SRC_MPI = 2 };
  * the lock is a critical wait (HBT_SYNC_CRITICAL) of the same construct (HBT_CK_LOCK) */
 enum hbt_omp_event { HBT_EV_CHUNK = 1, HBT_EV_WORKSHARE = 2, HBT_EV_TASK = 3, HBT_EV_IMPLICIT = 4,
                      HBT_EV_LOCK = 5 };
+/* the aux of a TASK beat: no teammate could have taken the task -- it was made in a team of
+ * one (a nested region where nesting is off: kalign), or undeferred (if(0), a final task,
+ * one the runtime would not queue: its maker ran it at once) */
+#define HBT_TASK_UNSHARED 1u
 enum hbt_mpi_event { HBT_EV_COLLECTIVE = 1, HBT_EV_CALL = 2 };
 enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL = 3,
                 HBT_SYNC_ORDERED = 4, HBT_SYNC_COLLECTIVE = 5,
@@ -83,7 +87,7 @@ __attribute__((visibility("hidden")))
 void hbt_auto_wait_at(int source, int sync, int32_t thread, uint32_t construct,
                       uint64_t wait_ns, uint64_t now);
 /* hbt_auto_beat_at with an aux other than 0 (a sections beat: the sections the thread was
- * given) */
+ * given; a task beat: HBT_TASK_UNSHARED) */
 __attribute__((visibility("hidden")))
 void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t construct, int32_t iter,
                           uint32_t aux, uint64_t now);

@@ -43,9 +43,16 @@
  *                           (it has them too). omp_test_lock: not recorded.
  *   GOMP_ordered_start      an ordered wait.
  *   GOMP_taskwait*,
- *   GOMP_taskgroup_end      a taskwait wait (which includes running tasks).
+ *   GOMP_taskgroup_end      a taskwait wait.
  *   GOMP_task               the task function is called through gomp_task_run,
- *                           which records a TASK beat when it returns.
+ *                           which records a TASK beat when it returns (aux
+ *                           HBT_TASK_UNSHARED when it was made in a team of
+ *                           one or ran inside the GOMP_task that made it:
+ *                           if(0), a final task). A task
+ *                           run inside a wait (a taskwait, a barrier, the
+ *                           closing barrier of a region) cuts that wait: the
+ *                           part before the task is written as the task
+ *                           starts, and the wait begins again at its end.
  * Not interposed: statically scheduled loops with nowait (gcc calls nothing),
  * GOMP_doacross_wait (variadic), taskloop, the pre-4.9 GOMP_parallel_start/end
  * ABI, teams and target; they run as before, unrecorded.
@@ -91,7 +98,23 @@ struct gomp_state {
     uint32_t bar;         /* team barriers it entered in that region (HBT_PLACE) */
 };
 
+/* A wait in progress on this thread, innermost first. A task the runtime runs inside it
+ * (libgomp runs queued tasks in a taskwait and in a barrier) cuts it in two: the wait up to
+ * the task's start is written then, the task is work, and the wait begins again at the
+ * task's end. Without the cut a taskwait's wait spans every task run in it, and a program of
+ * recursive tasks (kalign) has waits nested in waits, more of them than its run is long. */
+struct gomp_open_wait {
+    uint64_t *t0;         /* when it began, or when the last task run in it ended */
+    uint32_t id;          /* its records' construct */
+    int sync;             /* its records' HBT_SYNC_* */
+    uint32_t mark;        /* the monitor's wait mark while it waits */
+    struct gomp_open_wait *outer;
+};
+
 struct gomp_tls {
+    struct gomp_open_wait *wait;     /* the innermost, NULL: none (or a task is running) */
+    struct gomp_open_wait closing;   /* the closing barrier of the outermost region it left */
+    uint8_t making;       /* in GOMP_task: a task run now is undeferred (unshared) */
     struct gomp_state s;
     uint32_t *counts;     /* beats per construct id (iter of non-chunk beats) */
     uint32_t ncounts;
@@ -434,7 +457,12 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
             hbt_place_mark(HBT_PLACE(g->s.inst, ++g->s.bar));                     \
         if (sync)   /* after the beat and a fault injected there: it waits now */ \
             hbt_wait_begin(sync);                                                 \
+        struct gomp_open_wait w_ = {&t0, id, sync, (uint32_t)sync, g->wait};      \
+        if (sync)                                                                 \
+            g->wait = &w_;                                                        \
         decl fn_real args;                                                        \
+        if (sync)                                                                 \
+            g->wait = w_.outer;                                                   \
         after;                                                                    \
         gomp_leave(g, sync, id, t0);                                              \
         return ret;                                                               \
@@ -589,6 +617,8 @@ static void gomp_region_run(void *arg)
     g->s.taken = 0;
     g->s.open = 0;
     int outermost = g->depth++ == 0;
+    struct gomp_open_wait *saved_wait = g->wait == &g->closing ? NULL : g->wait;
+    g->wait = NULL;
     g->s.inst = outermost ? r->inst : 0;
     g->s.bar = 0;
     if (outermost)
@@ -614,7 +644,14 @@ static void gomp_region_run(void *arg)
     /* the closing barrier (and a worker of the outermost team the pool after it) */
     if (outermost)
         hbt_place_mark(HBT_PLACE(g->s.inst, HBT_PLACE_END));
-    hbt_wait_mark(outermost && g != r->master ? HBT_SYNC_OUTSIDE : HBT_SYNC_BARRIER);
+    uint32_t mark = outermost && g != r->master ? HBT_SYNC_OUTSIDE : HBT_SYNC_BARRIER;
+    hbt_wait_mark(mark);
+    g->wait = saved_wait;
+    if (outermost) {   /* tasks still queued run in the closing barrier: they cut its wait */
+        g->closing = (struct gomp_open_wait){g == r->master ? &r->master_done : &g->left_ns,
+                                             r->id, HBT_SYNC_BARRIER, mark, NULL};
+        g->wait = &g->closing;
+    }
     g->depth--;
     g->s = saved;
 }
@@ -641,6 +678,8 @@ static inline void gomp_region_end(struct gomp_region *r)
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_BARRIER, r->master->s.thread, r->id,
                          t1 - r->master_done, t1);
         struct gomp_tls *g = &gomp_tls;
+        if (g->wait == &g->closing)
+            g->wait = NULL;
         if (g->depth == 0)   /* the master leaves the outermost region for the serial part */
             g->left_ns = t1;
         /* the serial part makes no automatic beat: the monitor waits for the next region;
@@ -654,6 +693,8 @@ static inline void gomp_region_end(struct gomp_region *r)
 void hbt_gomp_at_exit(void)
 {
     struct gomp_tls *g = &gomp_tls;
+    if (g->wait == &g->closing)
+        g->wait = NULL;
     if (g->depth || !g->left_ns || !gomp_on())
         return;
     uint64_t t0 = hbt_now_ns();
@@ -722,6 +763,7 @@ struct gomp_task_head {
     long offset;          /* of the program's data in the copy */
     uint32_t id;
     int32_t thread;       /* unused: the running thread records its own */
+    uint8_t alone;        /* made in a team of one: no teammate to take it */
 };
 
 static void gomp_task_copy(void *dst, void *src)
@@ -740,9 +782,26 @@ static void gomp_task_copy(void *dst, void *src)
 static void gomp_task_run(void *arg)
 {
     struct gomp_task_head *h = arg;
-    h->fn((char *)arg + h->offset);
     struct gomp_tls *g = gomp_self();
-    hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_TASK, g->s.thread, h->id, gomp_count(g, h->id), 0);
+    uint8_t unshared = g->making || h->alone;   /* run inside the GOMP_task that made it */
+    g->making = 0;
+    struct gomp_open_wait *w = g->wait;
+    if (w) {   /* run inside a wait: the wait so far is one, the task is work */
+        uint64_t t = hbt_now_ns();
+        hbt_wait_mark(0);
+        if (t > *w->t0)
+            hbt_auto_wait_at(HBT_SRC_OPENMP, w->sync, g->s.thread, w->id, t - *w->t0, t);
+        g->wait = NULL;
+    }
+    h->fn((char *)arg + h->offset);
+    hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_TASK, g->s.thread, h->id, gomp_count(g, h->id),
+                         unshared ? HBT_TASK_UNSHARED : 0u, 0);
+    g->making = (uint8_t)(unshared && !h->alone);
+    if (w) {   /* the wait goes on */
+        g->wait = w;
+        *w->t0 = hbt_now_ns();
+        hbt_wait_mark(w->mark);
+    }
 }
 
 HBT_EXPORT void GOMP_task(void (*fn)(void *), void *data, void (*cpyfn)(void *, void *),
@@ -762,7 +821,11 @@ HBT_EXPORT void GOMP_task(void (*fn)(void *), void *data, void (*cpyfn)(void *, 
     struct gomp_task_head h = {
         .fn = fn, .cpyfn = cpyfn, .data = data, .size = arg_size, .offset = offset,
         .id = gomp_construct(g, HBT_CK_TASK, (const void *)fn), .thread = g->s.thread,
+        .alone = gomp_size_fn && gomp_size_fn() == 1,
     };
+    uint8_t making = g->making;
+    g->making = 1;
     fn_real(gomp_task_run, &h, gomp_task_copy, offset + arg_size, align, if_clause, flags,
             depend, priority, detach);
+    g->making = making;
 }

@@ -60,8 +60,9 @@ extern int omp_get_level(void) __attribute__((weak));
 extern int omp_get_ancestor_thread_num(int level) __attribute__((weak));
 
 #define HBT_OMPT_DEPTH 16u     /* nesting levels kept; deeper ones share the last frame */
-#define HBT_OMPT_WAITS 8u      /* sync-region waits open at once (a task run inside a
-                                  barrier may wait in a taskwait) */
+#define HBT_OMPT_WAITS 1024u   /* sync-region waits open at once (a task run inside a
+                                  barrier may wait in a taskwait, and so on: recursive
+                                  tasks); deeper ones are not written */
 #define HBT_OMPT_REGIONS 1024u /* the parallel-region table, a power of 2 */
 
 /* One implicit task of the calling OS thread. */
@@ -78,11 +79,24 @@ struct hbt_ompt_frame {
     uint32_t bar;              /* team barriers it entered in the region (HBT_PLACE) */
 };
 
+/* A sync-region wait open on this thread. A task the runtime starts inside the innermost
+ * one cuts it (gomp.c, struct gomp_open_wait): the wait up to the task is written, and the
+ * wait begins again when the tasks begun in it have all completed. */
+struct hbt_ompt_wait {
+    uint64_t start;            /* when it began, or when the last task run in it ended */
+    const void *ra;            /* its code address at its beginning (NULL: a region's end) */
+    uint32_t tasks;            /* tasks begun in it and not completed */
+    uint8_t sync;              /* HBT_SYNC_* */
+};
+
 struct hbt_ompt_tls {
     uint32_t depth;            /* frames in use; frame[depth-1] is the current one */
     uint32_t nwaits;
     struct hbt_ompt_frame frame[HBT_OMPT_DEPTH];
-    uint64_t wait_start[HBT_OMPT_WAITS];
+    /* the open waits, outermost first, waits_cap of them held (on the heap, grown as they
+     * nest: the library's TLS must fit the static TLS block a dlopen finds left) */
+    struct hbt_ompt_wait *waits;
+    uint32_t waits_cap;
     uint64_t mutex_start;
     const void *mutex_ra;
     uint64_t lock_start;       /* it asked for an OpenMP lock then (0: it is not waiting for one) */
@@ -155,6 +169,18 @@ static HBT_COLD uint32_t hbt_ompt_grow_counts(struct hbt_ompt_tls *o, uint32_t i
 }
 
 /* The thread's count of construct id's beats, this one included. */
+static HBT_COLD void hbt_ompt_grow_waits(struct hbt_ompt_tls *o)
+{
+    uint32_t n = o->waits_cap ? o->waits_cap * 2 : 8u;
+    if (n > HBT_OMPT_WAITS)
+        return;
+    struct hbt_ompt_wait *w = realloc(o->waits, n * sizeof *w);
+    if (!w)
+        return;
+    o->waits = w;
+    o->waits_cap = n;
+}
+
 static inline uint32_t hbt_ompt_count(struct hbt_ompt_tls *o, uint32_t id)
 {
     if (__builtin_expect(id < o->ncounts, 1))
@@ -257,6 +283,9 @@ static void hbt_ompt_thread_end(hbt_ompt_data_t *thread_data)
     free(o->counts);
     o->counts = NULL;
     o->ncounts = 0;
+    free(o->waits);
+    o->waits = NULL;
+    o->waits_cap = 0;
     o->depth = 0;
     o->nwaits = 0;
     HBT_OMPT_FORWARD(HBT_OMPT_THREAD_END, hbt_ompt_thread_end_t, thread_data);
@@ -388,10 +417,50 @@ static void hbt_ompt_task_create(hbt_ompt_data_t *encountering_task_data,
                                  const void *codeptr_ra)
 {
     /* the completion's construct: task_create's code address, keyed by the task */
-    if (flags & HBT_OMPT_TASK_EXPLICIT)
-        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra, 0);
+    if (flags & HBT_OMPT_TASK_EXPLICIT)   /* (and whether a teammate could take it: libomp
+                                              flags a serialized team's tasks undeferred) */
+        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra,
+                     flags & HBT_OMPT_TASK_UNDEFERRED ? HBT_TASK_UNSHARED : 0u);
     HBT_OMPT_FORWARD(HBT_OMPT_TASK_CREATE, hbt_ompt_task_create_t, encountering_task_data,
                      encountering_task_frame, new_task_data, flags, has_dependences, codeptr_ra);
+}
+
+/* The construct of open wait k (its code address, or the region's for the barrier that ends
+ * one). */
+static uint32_t hbt_ompt_wait_id(struct hbt_ompt_tls *o, uint32_t k, struct hbt_ompt_frame *f,
+                                 const void *codeptr_ra)
+{
+    if (!codeptr_ra)
+        codeptr_ra = o->waits[k].ra;
+    if (!codeptr_ra && o->depth > 0)
+        hbt_ompt_resolve(f);
+    const void *ra = codeptr_ra ? codeptr_ra : f->region_ra;
+    return hbt_construct_id(o->waits[k].sync == HBT_SYNC_BARRIER ? HBT_CK_BARRIER : HBT_CK_TASK, ra);
+}
+
+/* A task starts (or resumes) on this thread: inside a wait, the wait so far is written, and
+ * the task is work. */
+static void hbt_ompt_task_starts(struct hbt_ompt_tls *o)
+{
+    uint32_t k = o->nwaits - 1;
+    if (o->nwaits == 0 || k >= o->waits_cap || o->waits[k].tasks++)
+        return;
+    uint64_t now = hbt_now_ns();
+    hbt_wait_mark(0);
+    struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+    if (now > o->waits[k].start)
+        hbt_auto_wait_at(HBT_SRC_OPENMP, o->waits[k].sync, f->thread, hbt_ompt_wait_id(o, k, f, NULL),
+                         now - o->waits[k].start, now);
+}
+
+/* A task run on this thread completed: the wait it cut, if the last, begins again. */
+static void hbt_ompt_task_done(struct hbt_ompt_tls *o)
+{
+    uint32_t k = o->nwaits - 1;
+    if (o->nwaits == 0 || k >= o->waits_cap || !o->waits[k].tasks || --o->waits[k].tasks)
+        return;
+    o->waits[k].start = hbt_now_ns();
+    hbt_wait_mark(o->waits[k].sync);
 }
 
 static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_task_status,
@@ -402,11 +471,19 @@ static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_t
     if (prior_task_status == HBT_OMPT_TASK_COMPLETE
         || prior_task_status == HBT_OMPT_TASK_LATE_FULFILL) {
         struct hbt_ompt_tls *o = &hbt_ompt;
-        uint32_t none;
-        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &none);
-        hbt_ompt_beat(o, HBT_EV_TASK, hbt_ompt_cur(o)->thread,
-                      ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0);
+        uint32_t unshared = 0;
+        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &unshared);
+        uint32_t id = ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0;
+        hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_TASK, hbt_ompt_cur(o)->thread, id,
+                             (int32_t)hbt_ompt_count(o, id), ra ? unshared : 0u, 0);
     }
+    /* the task before stops here (switch, yield; complete or detach: it is done), the next
+     * runs (a fulfilled detached task's event is no task run) */
+    if (prior_task_status == HBT_OMPT_TASK_COMPLETE || prior_task_status == HBT_OMPT_TASK_DETACH)
+        hbt_ompt_task_done(&hbt_ompt);
+    else if (prior_task_status != HBT_OMPT_TASK_LATE_FULFILL
+             && prior_task_status != HBT_OMPT_TASK_EARLY_FULFILL)
+        hbt_ompt_task_starts(&hbt_ompt);
     HBT_OMPT_FORWARD(HBT_OMPT_TASK_SCHEDULE, hbt_ompt_task_schedule_t, prior_task_data,
                      prior_task_status, next_task_data);
 }
@@ -430,8 +507,10 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
                 hbt_inject_before_wait(hbt_ompt_cur(o)->thread);   /* slow: the work that ends here */
                 now = hbt_now_ns();
             }
-            if (o->nwaits < HBT_OMPT_WAITS)
-                o->wait_start[o->nwaits] = now;
+            if (__builtin_expect(o->nwaits >= o->waits_cap, 0))
+                hbt_ompt_grow_waits(o);
+            if (o->nwaits < o->waits_cap)
+                o->waits[o->nwaits] = (struct hbt_ompt_wait){now, codeptr_ra, 0, (uint8_t)sync};
             if (sync == HBT_SYNC_BARRIER && o->nwaits == 0 && o->depth > 0) {
                 struct hbt_ompt_frame *f = hbt_ompt_cur(o);
                 if (f->level == 1) {   /* its team's next barrier */
@@ -449,15 +528,13 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
             uint32_t k = --o->nwaits;
             if (k == 0)
                 hbt_wait_end();
-            if (k < HBT_OMPT_WAITS) {
-                struct hbt_ompt_frame *f = hbt_ompt_cur(o);
-                if (!codeptr_ra && o->depth > 0)
-                    hbt_ompt_resolve(f);
+            else if (k - 1 < o->waits_cap)   /* back in the task that cut the wait before, or in it */
+                hbt_wait_mark(o->waits[k - 1].tasks ? 0u : o->waits[k - 1].sync);
+            if (k < o->waits_cap) {
                 /* the barrier that ends a region has no code address of its own */
-                const void *ra = codeptr_ra ? codeptr_ra : f->region_ra;
-                uint32_t id = hbt_construct_id(sync == HBT_SYNC_BARRIER ? HBT_CK_BARRIER
-                                               : HBT_CK_TASK, ra);
-                hbt_auto_wait_at(HBT_SRC_OPENMP, sync, f->thread, id, now - o->wait_start[k], now);
+                struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+                uint32_t id = hbt_ompt_wait_id(o, k, f, codeptr_ra);
+                hbt_auto_wait_at(HBT_SRC_OPENMP, sync, f->thread, id, now - o->waits[k].start, now);
             }
         }
     }
