@@ -40,7 +40,7 @@ def test_a_thread_running_recursive_tasks_waits_less_than_its_run(tmp_path, tree
     out = tmp_path / "t"
     depth, rounds = 7, 2
     r = run_hbtool("record", "-q", "-o", out, "--", tree(cc), depth, 2, 40, rounds,
-                   env=dict(os.environ, OMP_NUM_THREADS="2"))
+                   env=dict(os.environ, OMP_NUM_THREADS="2", OMP_MAX_ACTIVE_LEVELS="1"))
     assert r.returncode == 0 and r.stdout == f"done {rounds * 2 ** depth}\n", r.stderr
     trace = read_heartbeats(out)
     tasks = trace.beats[trace.beats["construct"].str.startswith("task ")]
@@ -52,22 +52,23 @@ def test_a_thread_running_recursive_tasks_waits_less_than_its_run(tmp_path, tree
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
-def test_a_thread_waiting_while_its_teammate_runs_unshared_tasks_did_not_stop(tmp_path, tree, cc):
+def test_a_thread_waiting_while_its_teammate_runs_tasks_it_made_did_not_stop(tmp_path, tree, cc):
     """After the tree, the walking thread makes 600 tasks in a nested region, a team of one
     (kalign's last merges), half of them if(0), and runs them while its teammate waits in the
-    region's closing barrier: no task was there for it to take. The tracer marks those tasks
-    unshared, and they are no share of the team's work: before, the waiting thread's share of
-    the units fell 20x and more, and it was called shutdown ("it stopped working while its
-    team went on")."""
+    region's closing barrier: no task was there for it to take. The tracer marks a task its
+    maker ran unshared, and it is no share of the team's work: before, the waiting thread's
+    share of the units fell 20x and more, and it was called shutdown ("it stopped working while
+    its team went on"). In the tree, too, each thread runs most of the tasks it made (depth
+    first, in its taskwaits) and takes a few of its teammate's."""
     out = tmp_path / "t"
     r = run_hbtool("record", "-q", "-o", out, "--", tree(cc), 7, 2, 0, 1, 600,
                    env=dict(os.environ, OMP_NUM_THREADS="2", OMP_MAX_ACTIVE_LEVELS="1"))
     assert r.returncode == 0 and r.stdout == f"done {2 ** 7 + 600}\n", r.stderr
     beats = read_heartbeats(out).beats
     tasks = beats[beats["construct"].str.startswith("task ")]
+    assert len(tasks) == 2 ** 8 - 2 + 600
     unshared = tasks[tasks["construct"].str.endswith(" unshared")]
-    assert len(unshared) == 600 and unshared["thread"].nunique() == 1
-    shared = tasks.drop(unshared.index)
-    assert len(shared) == 2 ** 8 - 2 and shared["thread"].nunique() == 2
+    walker = unshared["thread"].value_counts().idxmax()
+    assert (unshared["thread"] == walker).sum() >= 600 and len(tasks) - len(unshared) < 64
     d = diagnose(out)
     assert [t["status"] for t in d.values()] == ["normal", "normal"], d

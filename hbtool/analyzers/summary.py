@@ -479,8 +479,9 @@ def share_weight(label: str) -> int:
     beat 1; 0 for the beats every thread makes once per instance of their construct (a
     region's end, a single's, a barrier's, and a sections construct's where the tracer did
     not say which sections the thread took): their count is the team's, not the thread's;
-    0 for an unshared task: no teammate could have taken it (kalign's recursion in nested
-    teams of one, thread 0 alone at work while its teammate waits)."""
+    0 for an unshared task: its maker ran it, no teammate took it, and a teammate idle beside
+    it had nothing to take (kalign's recursion down a chain of its guide tree, thread 0 alone
+    at work while its teammate waits in the region's closing barrier)."""
     if label.startswith(_EVERY_THREAD) or label.endswith(UNSHARED):
         return 0
     if label.startswith("sections "):

@@ -29,9 +29,8 @@ BEAT_COLUMNS: dict[str, str] = {
 #: where beats come from: the program's heartbeat API, or the tracer with no change to the
 #: program (its OpenMP wrappers and OMPT tool, its PMPI layer)
 BEAT_SOURCES = ("api", "openmp", "mpi")
-#: the aux of an automatic TASK beat whose task no teammate could have taken (the tracer's
-#: HBT_TASK_UNSHARED: made in a team of one, or undeferred), and the end of its construct's
-#: name then
+#: the aux of an automatic TASK beat whose task the thread that made it ran, no teammate
+#: took it (the tracer's HBT_TASK_UNSHARED), and the end of its construct's name then
 TASK_UNSHARED = 1
 UNSHARED = " unshared"
 #: what `beats` a command analyses: "auto" (per process, api beats where it has any, else
@@ -668,9 +667,9 @@ def construct_label(names: dict[int, str], key: int) -> str:
     """The name of a construct key (construct_keys): "" for 0; a sections construct's
     units named with the sections they held ("sections main+0x4a2 #1,3"), so that a unit of
     work is compared with units of the same sections (they differ in length, and whichever
-    thread comes first takes the first); an unshared task's ("task f+0x10 unshared": no
-    teammate could have taken it -- made in a team of one, if(0), a final task) apart from
-    the tasks of its construct that went to the team."""
+    thread comes first takes the first); an unshared task's ("task f+0x10 unshared": the
+    thread that made it ran it, no teammate took it) apart from the tasks of its construct
+    that went to a teammate."""
     if key == 0:
         return ""
     cid, taken = key & 0xFFFFFFFF, key >> 32

@@ -18,9 +18,10 @@ enum hbt_source { HBT_SRC_API = 0, HBT_SRC_OPENMP = 1, HBT_SRC_MPI = 2 };
  * the lock is a critical wait (HBT_SYNC_CRITICAL) of the same construct (HBT_CK_LOCK) */
 enum hbt_omp_event { HBT_EV_CHUNK = 1, HBT_EV_WORKSHARE = 2, HBT_EV_TASK = 3, HBT_EV_IMPLICIT = 4,
                      HBT_EV_LOCK = 5 };
-/* the aux of a TASK beat: no teammate could have taken the task -- it was made in a team of
- * one (a nested region where nesting is off: kalign), or undeferred (if(0), a final task,
- * one the runtime would not queue: its maker ran it at once) */
+/* the aux of a TASK beat: the thread that made the task ran it, no teammate took it (an
+ * undeferred task -- if(0), a final task, one the runtime would not queue --, one made in a
+ * team of one -- a nested region where nesting is off --, or one its maker took back in its
+ * taskwait before any teammate did: kalign's recursion down a chain of its guide tree) */
 #define HBT_TASK_UNSHARED 1u
 enum hbt_mpi_event { HBT_EV_COLLECTIVE = 1, HBT_EV_CALL = 2 };
 enum hbt_sync { HBT_SYNC_BARRIER = 1, HBT_SYNC_TASKWAIT = 2, HBT_SYNC_CRITICAL = 3,

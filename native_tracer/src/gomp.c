@@ -46,9 +46,8 @@
  *   GOMP_taskgroup_end      a taskwait wait.
  *   GOMP_task               the task function is called through gomp_task_run,
  *                           which records a TASK beat when it returns (aux
- *                           HBT_TASK_UNSHARED when it was made in a team of
- *                           one or ran inside the GOMP_task that made it:
- *                           if(0), a final task). A task
+ *                           HBT_TASK_UNSHARED when the thread that made it
+ *                           ran it). A task
  *                           run inside a wait (a taskwait, a barrier, the
  *                           closing barrier of a region) cuts that wait: the
  *                           part before the task is written as the task
@@ -114,7 +113,6 @@ struct gomp_open_wait {
 struct gomp_tls {
     struct gomp_open_wait *wait;     /* the innermost, NULL: none (or a task is running) */
     struct gomp_open_wait closing;   /* the closing barrier of the outermost region it left */
-    uint8_t making;       /* in GOMP_task: a task run now is undeferred (unshared) */
     struct gomp_state s;
     uint32_t *counts;     /* beats per construct id (iter of non-chunk beats) */
     uint32_t ncounts;
@@ -600,6 +598,8 @@ struct gomp_region {
     const struct gomp_tls *master;
     uint64_t master_done; /* when the master's fn returned */
     uint32_t inst;        /* an outermost region's instance (hbt_region_instance), 0: nested */
+    uint8_t outermost;    /* opened in the program's serial part (not in another region,
+                           * nor in a task run in the barrier that closes one) */
 };
 
 /* fn(data) on every thread of the team, between its state and its beat. */
@@ -616,7 +616,8 @@ static void gomp_region_run(void *arg)
     g->s.sections = r->sections;
     g->s.taken = 0;
     g->s.open = 0;
-    int outermost = g->depth++ == 0;
+    int outermost = r->outermost;
+    g->depth++;
     struct gomp_open_wait *saved_wait = g->wait == &g->closing ? NULL : g->wait;
     g->wait = NULL;
     g->s.inst = outermost ? r->inst : 0;
@@ -667,7 +668,12 @@ static inline void gomp_region_init(struct gomp_region *r, void (*fn)(void *), v
     r->sections = sections ? gomp_construct(g, HBT_CK_SECTIONS, site) : 0;
     r->master = g;
     r->master_done = 0;
-    r->inst = g->depth == 0 ? hbt_region_instance() : 0;
+    /* the runtime's level, not this file's depth: a task run in the closing barrier of a
+     * region is in that region still, after gomp_region_run returned (kalign) */
+    if (__builtin_expect(!gomp_num_fn, 0))
+        gomp_resolve_omp();
+    r->outermost = gomp_level_fn ? gomp_level_fn() == 0 : g->depth == 0;
+    r->inst = r->outermost ? hbt_region_instance() : 0;
 }
 
 /* The master's time from its fn's return to the end of the region. */
@@ -678,15 +684,15 @@ static inline void gomp_region_end(struct gomp_region *r)
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_BARRIER, r->master->s.thread, r->id,
                          t1 - r->master_done, t1);
         struct gomp_tls *g = &gomp_tls;
-        if (g->wait == &g->closing)
+        if (r->outermost && g->wait == &g->closing)
             g->wait = NULL;
-        if (g->depth == 0)   /* the master leaves the outermost region for the serial part */
+        if (r->outermost)   /* the master leaves the outermost region for the serial part */
             g->left_ns = t1;
         /* the serial part makes no automatic beat: the monitor waits for the next region;
          * a nested region's master is back at work in the enclosing one */
-        if (g->depth)   /* back at its place in the enclosing region */
+        else   /* back at its place in the enclosing region */
             hbt_place_mark(HBT_PLACE(g->s.inst, g->s.bar));
-        hbt_wait_mark(g->depth == 0 ? HBT_SYNC_OUTSIDE : 0);
+        hbt_wait_mark(r->outermost ? HBT_SYNC_OUTSIDE : 0);
     }
 }
 
@@ -763,7 +769,7 @@ struct gomp_task_head {
     long offset;          /* of the program's data in the copy */
     uint32_t id;
     int32_t thread;       /* unused: the running thread records its own */
-    uint8_t alone;        /* made in a team of one: no teammate to take it */
+    const struct gomp_tls *maker;   /* the thread that made it */
 };
 
 static void gomp_task_copy(void *dst, void *src)
@@ -783,8 +789,7 @@ static void gomp_task_run(void *arg)
 {
     struct gomp_task_head *h = arg;
     struct gomp_tls *g = gomp_self();
-    uint8_t unshared = g->making || h->alone;   /* run inside the GOMP_task that made it */
-    g->making = 0;
+    int unshared = h->maker == g;   /* no teammate took it */
     struct gomp_open_wait *w = g->wait;
     if (w) {   /* run inside a wait: the wait so far is one, the task is work */
         uint64_t t = hbt_now_ns();
@@ -796,7 +801,6 @@ static void gomp_task_run(void *arg)
     h->fn((char *)arg + h->offset);
     hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_TASK, g->s.thread, h->id, gomp_count(g, h->id),
                          unshared ? HBT_TASK_UNSHARED : 0u, 0);
-    g->making = (uint8_t)(unshared && !h->alone);
     if (w) {   /* the wait goes on */
         g->wait = w;
         *w->t0 = hbt_now_ns();
@@ -821,11 +825,8 @@ HBT_EXPORT void GOMP_task(void (*fn)(void *), void *data, void (*cpyfn)(void *, 
     struct gomp_task_head h = {
         .fn = fn, .cpyfn = cpyfn, .data = data, .size = arg_size, .offset = offset,
         .id = gomp_construct(g, HBT_CK_TASK, (const void *)fn), .thread = g->s.thread,
-        .alone = gomp_size_fn && gomp_size_fn() == 1,
+        .maker = g,
     };
-    uint8_t making = g->making;
-    g->making = 1;
     fn_real(gomp_task_run, &h, gomp_task_copy, offset + arg_size, align, if_clause, flags,
             depend, priority, detach);
-    g->making = making;
 }

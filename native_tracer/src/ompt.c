@@ -97,6 +97,7 @@ struct hbt_ompt_tls {
      * nest: the library's TLS must fit the static TLS block a dlopen finds left) */
     struct hbt_ompt_wait *waits;
     uint32_t waits_cap;
+    uint32_t me;               /* hbt_ompt_me, 0 until asked */
     uint64_t mutex_start;
     const void *mutex_ra;
     uint64_t lock_start;       /* it asked for an OpenMP lock then (0: it is not waiting for one) */
@@ -179,6 +180,15 @@ static HBT_COLD void hbt_ompt_grow_waits(struct hbt_ompt_tls *o)
         return;
     o->waits = w;
     o->waits_cap = n;
+}
+
+/* This thread's number among the threads that made or ran a task, from 1 */
+static inline uint32_t hbt_ompt_me(struct hbt_ompt_tls *o)
+{
+    static uint32_t made;
+    if (__builtin_expect(!o->me, 0))
+        o->me = __atomic_add_fetch(&made, 1u, __ATOMIC_RELAXED);
+    return o->me;
 }
 
 static inline uint32_t hbt_ompt_count(struct hbt_ompt_tls *o, uint32_t id)
@@ -417,10 +427,8 @@ static void hbt_ompt_task_create(hbt_ompt_data_t *encountering_task_data,
                                  const void *codeptr_ra)
 {
     /* the completion's construct: task_create's code address, keyed by the task */
-    if (flags & HBT_OMPT_TASK_EXPLICIT)   /* (and whether a teammate could take it: libomp
-                                              flags a serialized team's tasks undeferred) */
-        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra,
-                     flags & HBT_OMPT_TASK_UNDEFERRED ? HBT_TASK_UNSHARED : 0u);
+    if (flags & HBT_OMPT_TASK_EXPLICIT)   /* (and the thread that made it) */
+        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra, hbt_ompt_me(&hbt_ompt));
     HBT_OMPT_FORWARD(HBT_OMPT_TASK_CREATE, hbt_ompt_task_create_t, encountering_task_data,
                      encountering_task_frame, new_task_data, flags, has_dependences, codeptr_ra);
 }
@@ -471,11 +479,12 @@ static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_t
     if (prior_task_status == HBT_OMPT_TASK_COMPLETE
         || prior_task_status == HBT_OMPT_TASK_LATE_FULFILL) {
         struct hbt_ompt_tls *o = &hbt_ompt;
-        uint32_t unshared = 0;
-        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &unshared);
+        uint32_t maker = 0;
+        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &maker);
+        uint32_t unshared = ra && maker == hbt_ompt_me(o) ? HBT_TASK_UNSHARED : 0u;   /* no teammate took it */
         uint32_t id = ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0;
         hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_TASK, hbt_ompt_cur(o)->thread, id,
-                             (int32_t)hbt_ompt_count(o, id), ra ? unshared : 0u, 0);
+                             (int32_t)hbt_ompt_count(o, id), unshared, 0);
     }
     /* the task before stops here (switch, yield; complete or detach: it is done), the next
      * runs (a fulfilled detached task's event is no task run) */

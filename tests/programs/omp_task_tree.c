@@ -3,7 +3,9 @@
  * walked (kalign): one thread of the team (single nowait) walks a binary tree of
  * DEPTH levels; each inner node makes a task of each child, waits for them
  * (taskwait), then does its own work; a leaf does LEAF_MS milliseconds of its
- * thread's CPU time. The inner nodes of a level share LEVEL_MS between them, so
+ * thread's CPU time, in a nested parallel region (a team of one where nesting is
+ * off, as kalign's alignments run: a thread that takes tasks in the barrier that
+ * closes the region opens regions from there). The inner nodes of a level share LEVEL_MS between them, so
  * the levels near the root (one node, then two) are work for one or two threads
  * only: the run ends with one thread at work and the others waiting, as kalign's
  * does. The other threads take the tasks in the region's closing barrier, the
@@ -31,7 +33,9 @@ static long leaves;
 static void node(int level, int depth)
 {
     if (level == depth) {
-        work(leaf_ms);
+#pragma omp parallel num_threads(2)
+        if (omp_get_thread_num() == 0)
+            work(leaf_ms);
         __atomic_add_fetch(&leaves, 1, __ATOMIC_RELAXED);
         return;
     }
