@@ -226,6 +226,15 @@ SHIFT_MIN_BEATS = 4
 #: team's is more than this many times what it was before (a round bound, not fitted: twice
 #: as long over the same units of work as its own earlier self, beside the same teammates)
 SHIFT_MAX = 2.0
+#: UR, a thread's units of work against the same constructs' in the model's normal runs (or a
+#: reference run; diagnosis.unit_ratio): a construct counts where the thread had this many
+#: units of it at least (a median of fewer says little: a task construct's units range over
+#: orders of magnitude, kalign's from a leaf's merge to the root's). A thread whose UR is more
+#: than SHIFT_MAX, and more than SHIFT_MAX times its teammates' (a machine that ran the whole
+#: team slower than the model's runs moves them all), slowed down in its own work: its units
+#: took longer than the same units do, whenever it ran them -- for teams whose threads share
+#: too few windows of any construct for the work shift (kalign's recursive tasks)
+UNIT_RATIO_MIN_UNITS = 16
 #: ... where the change from some window on is not a step but an excursion that ends (windows
 #: [a, b) at one level, those before a and from b on at another; summary.shift_segment): the
 #: excursion is taken against the windows around it when it leaves this share or less of the

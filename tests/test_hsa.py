@@ -207,6 +207,45 @@ def test_model_file_round_trip(tmp_path):
     p.write_text(json.dumps({**doc, "team_work": {"0": -1}}))
     with pytest.raises(ModelFormatError, match="work against the team's per thread is damaged"):
         read_model(p)
+    # the units per construct: kept, and a damaged table refused
+    model.units = {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6}
+    write_model(model, p)
+    assert read_model(p).units == {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6}
+    doc = json.loads(p.read_text())
+    for bad in ({"task f+0x10": -1}, {"task f+0x10": True}, {"": 5.0}, {"x" * 2000: 5.0}, [1, 2]):
+        p.write_text(json.dumps({**doc, "units": bad}))
+        with pytest.raises(ModelFormatError, match="units per construct are damaged"):
+            read_model(p)
+
+
+def test_unit_ratio_is_the_median_construct_by_construct_and_counts_enough_units_only():
+    """UR (diagnosis.unit_ratio): each construct's median unit over the reference's, weighted by
+    the thread's work in it; a construct of fewer than config.UNIT_RATIO_MIN_UNITS units, or
+    one the reference does not have, says nothing. A thread is slowed by it when its UR and its
+    UR against its teammates' are both above SHIFT_MAX (hsa._work_shift)."""
+    import pandas as pd
+
+    from hbtool import config
+    from hbtool.analyzers.diagnosis import pooled_units, unit_ratio, unit_ratios
+    from hbtool.analyzers.hsa import _work_shift
+
+    few = config.UNIT_RATIO_MIN_UNITS - 1
+    ref = pooled_units([{"a": (100.0, 40), "b": (1e6, 20), "c": (5.0, few)},
+                        {"a": (300.0, 40), "b": (3e6, 20)}])
+    assert ref == {"a": 200.0, "b": 2e6}   # c: too few units to say
+    slow = {"a": (600.0, 100), "b": (2e6, 20), "c": (1e9, few), "d": (1.0, 500)}
+    assert unit_ratio(slow, ref) == pytest.approx(1.0)   # b's work (20 x 2 ms) outweighs a's; c, d say nothing
+    slow["a"] = (600.0, 1_000_000)
+    assert unit_ratio(slow, ref) == pytest.approx(3.0)   # now a holds the thread's work
+    assert np.isnan(unit_ratio({"d": (1.0, 500)}, ref))
+    table = pd.DataFrame({"run": ["r", "r", "s"], "process": [0, 0, 0], "thread": [0, 1, 0],
+                          "unit_medians": [slow, {"a": (200.0, 50)}, {"a": (700.0, 50)}]})
+    ur, team = unit_ratios(table, ref)
+    assert ur.tolist() == pytest.approx([3.0, 1.0, 3.5]) and team[:2].tolist() == pytest.approx([1.0, 3.0])
+    assert np.isnan(team[2])   # alone in its run: no teammate to tell the machine from the thread
+    assert "unit ratio" in _work_shift({"WS": np.nan, "UR": 3.0, "UR_team": 1.0})
+    assert _work_shift({"WS": np.nan, "UR": 3.0, "UR_team": 2.0}) == ""   # the whole team slower: the machine
+    assert _work_shift({"WS": np.nan, "UR": 3.0, "UR_team": np.nan}) == ""
 
 
 @pytest.mark.parametrize("content,needle", [

@@ -5,6 +5,7 @@ a thread's waits nested in each other, and kalign's thread 0 waited 776 % of its
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from hbtool.io import read_heartbeats
 
-from conftest import assert_tasks_are_not_inside_waits, run_hbtool
+from conftest import assert_tasks_are_not_inside_waits, hbtool_here, run_hbtool
 from test_blame import diagnose
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -72,3 +73,38 @@ def test_a_thread_waiting_while_its_teammate_runs_tasks_it_made_did_not_stop(tmp
     assert (unshared["thread"] == walker).sum() >= 600 and len(tasks) - len(unshared) < 64
     d = diagnose(out)
     assert [t["status"] for t in d.values()] == ["normal", "normal"], d
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_a_thread_slowed_while_it_ran_tasks_alone_is_found_against_normal_runs(tmp_path, tree, cc):
+    """Thread 0 walks a tree of 126 tasks with its teammate, then runs 400 tasks of a team of
+    one alone, slowed 3x from its 100th beat on (kalign's slowed victims: its threads share too
+    few windows of any construct for the work shift, and its task units range over orders of
+    magnitude, so neither its teammate nor its own earlier units say what its units should
+    take). Against a model of three normal runs its units took 3x the same constructs' (UR),
+    its teammate's 1x: slowed down (memoryleak); before, normal."""
+    env = dict(os.environ, OMP_NUM_THREADS="2", OMP_MAX_ACTIVE_LEVELS="1")
+    args = [6, 1, 0, 1, 400, 0]
+    normal = []
+    for i in range(3):
+        normal.append(tmp_path / f"normal{i}")
+        r = run_hbtool("record", "-q", "-o", normal[-1], "--", tree(cc), *args, env=env)
+        assert r.returncode == 0, r.stderr
+    model = tmp_path / "model.json"
+    r = hbtool_here("train", "--normal", *normal, "-o", model)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(model.read_text())["units"], "no units per construct in the model"
+    slow = tmp_path / "slow"
+    r = run_hbtool("record", "-q", "-o", slow, "--inject", "slow", "--thread", 0, "--beat", 100, "--",
+                   tree(cc), *args, env=env)
+    assert r.returncode == 0, r.stderr
+    truth = json.loads((slow / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 0
+    r = hbtool_here("diagnose", slow, "--model", model, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+    assert got[0]["status"] == "memoryleak" and "unit ratio" in got[0]["reason"], got[0]
+    assert got[1]["status"] == "normal", got[1]
+    for i in range(3):   # and its normal runs, judged by the same model, are normal
+        r = hbtool_here("diagnose", normal[i], "--model", model, "--format", "json")
+        assert [t["status"] for t in json.loads(r.stdout)["threads"]] == ["normal", "normal"], r.stdout

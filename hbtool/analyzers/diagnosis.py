@@ -9,7 +9,7 @@ import pandas as pd
 from .. import config
 from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, LazySeries, PiecewiseSeries, Series, compute_features, make_series, too_few_beats
-from .summary import memory_retained, region_work, summarize_threads, work_shifts
+from .summary import memory_retained, region_work, summarize_threads, work_shifts_and_units
 
 KEY = ["run", "process", "thread"]
 #: which thread a row was compared with: "team-median" (its team's median thread) or
@@ -51,7 +51,8 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
                    reference: HeartbeatTrace | None = None, expected_beats: float | None = None,
                    progress=None, work_reference: dict[int, float] | None = None,
                    retained_reference: dict[int, float] | None = None,
-                   team_work_reference: dict[int, float] | None = None) -> pd.DataFrame:
+                   team_work_reference: dict[int, float] | None = None,
+                   units_reference: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per thread: identity, beats, the reference used, na_reason, every feature,
     and how the thread ended (ending, ended, died).
 
@@ -120,10 +121,14 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table = pd.DataFrame(rows, columns=cols)
     table["work_s"] = _work_of(trace, table)
     table["WR"], table["WR_against"] = work_ratios(trace, table, reference, work_reference)
-    shifts = work_shifts(trace)
+    shifts, medians = work_shifts_and_units(trace)
     if len(shifts):
         shifts = shifts.assign(run=shifts["run"].astype(str)).set_index(KEY)
     keys = list(zip(table["run"].astype(str), table["process"], table["thread"]))
+    table["unit_medians"] = [medians.get(k, {}) for k in keys]
+    if units_reference is None and reference is not None:   # the reference run's units, pooled
+        units_reference = pooled_units(list(work_shifts_and_units(reference)[1].values()))
+    table["UR"], table["UR_team"] = unit_ratios(table, units_reference)
     table["WS"] = [float(shifts["work_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["WS_beat"] = [int(shifts["shift_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
     table["SS"] = [float(shifts["share_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
@@ -168,6 +173,72 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     team = table.groupby(["run", "process"], observed=True)["beats"]
     table["team_beats"] = team.transform("max").where(team.transform("size") > 1)
     return table
+
+
+def pooled_units(medians: list[dict]) -> dict[str, float]:
+    """Per construct, the median of its units over threads (and runs): the median of the
+    medians (summary._UnitHistograms.construct_medians) of those that had
+    config.UNIT_RATIO_MIN_UNITS of it at least."""
+    by: dict[str, list[float]] = {}
+    for m in medians:
+        for c, (v, n) in m.items():
+            if c and n >= config.UNIT_RATIO_MIN_UNITS and v > 0:
+                by.setdefault(c, []).append(v)
+    return {c: float(np.median(v)) for c, v in by.items()}
+
+
+def unit_ratio(medians: dict, reference: dict[str, float]) -> float:
+    """How many times longer a thread's units took than the reference's (normal runs' or a
+    reference run's), construct by construct: of each construct it had
+    config.UNIT_RATIO_MIN_UNITS units of at least and the reference has, the log of its
+    median over the reference's, and of those the median weighted by its work in each (its
+    units times their median): the constructs that hold its work decide, not the runtime's
+    microsecond ones (a task's own work after its children ends, a few hundred ns, which any
+    cost on the beat's path -- the fault injector's, armed -- makes tens of times longer);
+    NaN without any."""
+    logs, weights = [], []
+    for c, (v, n) in medians.items():
+        r = reference.get(c)
+        if c and r and r > 0 and v > 0 and n >= config.UNIT_RATIO_MIN_UNITS:
+            logs.append(np.log(v / r))
+            weights.append(n * v)
+    if not logs:
+        return float("nan")
+    o = np.argsort(logs)
+    cw = np.cumsum(np.asarray(weights, dtype=float)[o])
+    return float(np.exp(np.asarray(logs)[o][np.searchsorted(cw, 0.5 * cw[-1])]))
+
+
+def unit_ratios(table: pd.DataFrame, reference: dict[str, float] | None) -> tuple[np.ndarray, np.ndarray]:
+    """UR of every row of a features table (unit_ratio against `reference`, NaN without one)
+    and UR_team, the median of its teammates' (the other threads of its process)."""
+    ur = np.full(len(table), np.nan)
+    if reference:
+        ur = np.array([unit_ratio(m, reference) for m in table["unit_medians"]], dtype=float)
+    team = np.full(len(table), np.nan)
+    for idx in pd.Series(np.arange(len(table))).groupby([table["run"].astype(str).to_numpy(),
+                                                         table["process"].to_numpy()]).indices.values():
+        team[idx] = _median_of_others(ur[idx])
+    return ur, team
+
+
+def _median_of_others(v: np.ndarray) -> np.ndarray:
+    """Per element of v, the median of the other finite elements (NaN: none)."""
+    out = np.full(v.size, np.nan)
+    ok = np.flatnonzero(np.isfinite(v))
+    m = ok.size
+    if m < 2:
+        return out
+    o = ok[np.argsort(v[ok], kind="stable")]
+    s = v[o]
+    rank = np.arange(m)
+
+    def at(p: int) -> np.ndarray:   # position p of the sorted others, for each removed rank
+        return s[np.where(p < rank, p, p + 1)]
+
+    k = m - 1
+    out[o] = at(k // 2) if k % 2 else 0.5 * (at(k // 2 - 1) + at(k // 2))
+    return out
 
 
 def _counts_progress(trace: HeartbeatTrace) -> dict[tuple, bool]:

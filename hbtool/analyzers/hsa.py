@@ -21,7 +21,7 @@ import pandas as pd
 from .. import config
 from ..model import HeartbeatTrace
 from ..model.hsa import FEATURES, LOWER_ONLY, STATUSES, UPPER_ONLY, FeatureSettings, HsaModel
-from .diagnosis import MODEL_RUNS, REFERENCE_COLUMNS, features_table, labelled_table
+from .diagnosis import MODEL_RUNS, REFERENCE_COLUMNS, features_table, labelled_table, pooled_units
 
 #: features that are ratios (1 = like the reference): ranges are fitted on their log,
 #: where twice as slow and twice as fast lie equally far from 1
@@ -108,9 +108,17 @@ def _mib(n: float) -> str:
 
 def _work_shift(row) -> str:
     """The reason to call a thread slowed down by its work shift (diagnosis.work_shifts:
-    its own work against its team's, later in its run against earlier), or ""."""
+    its own work against its team's, later in its run against earlier) or, where that does
+    not, by its units against the same constructs' in the model's normal runs (UR, against
+    its teammates'), or ""."""
     ws = row.get("WS", float("nan"))
     if ws is None or not np.isfinite(ws) or ws <= config.SHIFT_MAX:
+        ur, team = row.get("UR", float("nan")), row.get("UR_team", float("nan"))
+        if ur is not None and np.isfinite(ur) and ur > config.SHIFT_MAX and team is not None and np.isfinite(team) \
+                and ur > config.SHIFT_MAX * team:
+            return (f"its units of work took {ur:.2f}x as long as the same constructs' in the normal runs, construct "
+                    f"by construct, its teammates' {team:.2f}x (unit ratio, > {config.SHIFT_MAX:g} and "
+                    f"{config.SHIFT_MAX:g}x theirs): it slowed down in its own work")
         return ""
     if row.get("WS_against") == "model":
         return (f"over its whole run, its own work in the parallel regions took {ws:.2f}x as long against its "
@@ -337,6 +345,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     features, work = _against_normal_work(features, labels)
     retained = _normal_retained(features, labels)
     team_work = _normal_team_work(features, labels)
+    units = _normal_units(features, labels)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
     normal = features[(labels == "normal") & usable]
     if not len(normal) and work:
@@ -346,6 +355,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         model.work = work
         model.retained = retained
         model.team_work = team_work
+        model.units = units
         model.level, model.margin = default_level, 0.0
         model.training = {"sequences": {c: int(np.sum(labels == c)) for c in STATUSES}, "macro_f1": None,
                           "cv_macro_f1": None, "ranges": "built-in: no normal thread had enough beats for "
@@ -374,7 +384,8 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     ranges = fit_ranges(normal, level, margin)
     if not anomalous:
         ranges = never_narrower(ranges, config.HSA_DEFAULT_RANGES)
-    model = HsaModel(ranges, level, margin, settings, expected, work=work, retained=retained, team_work=team_work)
+    model = HsaModel(ranges, level, margin, settings, expected, work=work, retained=retained, team_work=team_work,
+                     units=units)
     train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
     model.training = {
         "sequences": counts,
@@ -446,6 +457,15 @@ def _normal_team_work(features: pd.DataFrame, labels: np.ndarray) -> dict[int, f
     return _normal_median(features, labels, "team_work", above=0.0)
 
 
+def _normal_units(features: pd.DataFrame, labels: np.ndarray) -> dict[str, float] | None:
+    """Each construct's units of work in the normal rows (diagnosis.pooled_units), None
+    without any."""
+    if "unit_medians" not in features:
+        return None
+    rows = features["unit_medians"].to_numpy(dtype=object)[labels == "normal"]
+    return pooled_units([m for m in rows if isinstance(m, dict)]) or None
+
+
 def _normal_retained(features: pd.DataFrame, labels: np.ndarray) -> dict[int, float] | None:
     """Each thread number's median bytes retained (diagnosis.memory_leaks) in the normal
     rows; None without memory records."""
@@ -485,6 +505,7 @@ class Diagnosis:
                          "WS": r.get("WS", float("nan")), "WS_beat": int(r.get("WS_beat") or 0),
                          "WS_against": r.get("WS_against") or "",
                          "SS": r.get("SS", float("nan")), "SS_beat": int(r.get("SS_beat") or 0),
+                         "UR": r.get("UR", float("nan")), "UR_team": r.get("UR_team", float("nan")),
                          "crowded": int(r.get("crowded") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
                          "retained_against": r.get("retained_against") or "",
@@ -514,7 +535,8 @@ def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
     stages = {}
     t = time.perf_counter()
     table = features_table(trace, model.settings, reference=reference, work_reference=model.work,
-                           retained_reference=model.retained, team_work_reference=model.team_work)
+                           retained_reference=model.retained, team_work_reference=model.team_work,
+                           units_reference=model.units)
     stages["features"] = time.perf_counter() - t
     t = time.perf_counter()
     table = with_progress(table, model.expected_beats)

@@ -575,6 +575,27 @@ class _UnitHistograms:
             e[1] += int(m)
             self.work[c] = self.work.get(c, 0.0) + w
 
+    def construct_medians(self) -> dict[str, tuple[float, int]]:
+        """Per construct: the median of the thread's units of it over its whole run (ns, a
+        bin's middle, on the log scale: within 2 %) and how many units it had."""
+        if not self.counts:
+            return {}
+        keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
+        counts = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
+        code = (keys >> _BIN_BITS) & ((1 << _LABEL_BITS) - 1)
+        pooled = (code << _BIN_BITS) | (keys & ((1 << _BIN_BITS) - 1))   # windows pooled
+        u, inv = np.unique(pooled, return_inverse=True)
+        n = np.bincount(inv, weights=counts).astype(np.int64)
+        group = u >> _BIN_BITS
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        total = np.add.reduceat(n, starts)
+        cum = np.cumsum(n)
+        before = np.r_[0, cum[:-1]][starts]
+        pos = np.searchsorted(cum, before + (total + 1) // 2, side="left")
+        names = {i: name for name, i in self.labels.items()}
+        mid = _bin_middle(u)
+        return {names.get(int(g), ""): (float(mid[p]), int(t)) for g, p, t in zip(group[starts], pos, total)}
+
     def cpu_share(self) -> dict[str, float]:
         """Per construct: the share of its units whose CPU time the trace has."""
         names = {i: n for n, i in self.labels.items()}
@@ -1255,6 +1276,11 @@ def _team_span(trace: HeartbeatTrace, team: list[tuple], beats_of: dict | None) 
 
 
 def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
+    """work_shifts_and_units's work shifts."""
+    return work_shifts_and_units(trace)[0]
+
+
+def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
     """Per thread of a team with wait records: how many times longer its own work took,
     against its team's, after some beat than before it (docs/methods.md, "Work shift").
 
@@ -1279,11 +1305,13 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
     by_time (the team was cut into windows of its time), crowded (of its windows, how many the
     machine crowded one of its team's threads in: _crowded; 0 for teams not cut by time),
     team_work (its units against its teammates' over the whole run: _team_work; NaN for a team
-    cut by time)."""
+    cut by time). And per thread of those teams, (run, process, thread): its units' median per
+    construct over its whole run and how many it had (_UnitHistograms.construct_medians)."""
     key = ["run", "process", "thread"]
     cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded", "team_work"]
+    medians: dict[tuple, dict] = {}
     if not trace.beat_count():
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=cols), medians
     streamed = isinstance(trace, StreamedTrace)
     if streamed:
         with_waits = {(str(r), int(p)) for r, p in zip(trace.wait_stats["run"].astype(str), trace.wait_stats["process"])}
@@ -1323,6 +1351,8 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
                 o = np.argsort(t, kind="stable")
                 labels = pd.Categorical(g["construct"])[o] if "construct" in g else np.full(t.size, "", dtype=object)
                 units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)), by_time)
+        for k in team:
+            medians[k] = units[k].construct_medians()
         # a team cut by time: the windows where the machine kept a thread off its CPU more
         # than its teammates are left out of its share shift, and of every work shift
         crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
@@ -1356,4 +1386,4 @@ def work_shifts(trace: HeartbeatTrace) -> pd.DataFrame:
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
             rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out,
                          _team_work(raws.get(k))))
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols), medians

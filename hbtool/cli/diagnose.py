@@ -31,6 +31,9 @@ WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the
 SS_LEGEND = ("SS: share shift (teams whose work is dealt out: a dynamic loop's chunks, tasks, sections): "
              "its units of\n  the team's work per window against its team's, later over earlier (1 = "
              "unchanged;\n  under 0.05: it stopped working while its team went on).")
+UR_LEGEND = ("UR: unit ratio: its units of work against the same constructs' in the model's normal runs (or "
+             "the\n  reference run), construct by construct (1 = as long; above 2, and 2x its teammates': it "
+             "slowed\n  down in its own work).")
 #: under the table when it shows what threads kept
 KEPT_LEGEND = ("kept MiB: what the thread allocated and did not free over its run (the tracer's memory "
                "signal; a leak\n  is kept step after step, by its process too; below 0: it freed more "
@@ -126,15 +129,18 @@ def diagnose(paths, ref, model_path, timings, beats, fmt):
             columns.insert(columns.index("WR") + 1 if "WR" in columns else columns.index("progress") + 1, "WS")
         if any(r["SS"] is not None and r["SS"] == r["SS"] for r in rows):
             columns.insert(columns.index("WS") + 1 if "WS" in columns else columns.index("progress") + 1, "SS")
+        if any(r["UR"] is not None and r["UR"] == r["UR"] for r in rows):
+            columns.insert(max(columns.index(c) for c in ("progress", "WR", "WS", "SS") if c in columns) + 1, "UR")
         if any(r["kept_MiB"] is not None for r in rows):
             columns.insert(columns.index("compared_with"), "kept_MiB")
     footer = ["", *LEGEND, *([WR_LEGEND] if "WR" in columns and fmt != "csv" else []),
               *([WS_LEGEND] if "WS" in columns and fmt != "csv" else []),
               *([SS_LEGEND] if "SS" in columns and fmt != "csv" else []),
+              *([UR_LEGEND] if "UR" in columns and fmt != "csv" else []),
               *([KEPT_LEGEND] if "kept_MiB" in columns and fmt != "csv" else []),
               *(STATUS_LEGEND[s] for s in ("memoryleak", "shutdown", "unknown") if s in counts)]
     emit(fmt, rows, columns, key="threads", extra=extra, preamble=preamble, headers=HEADERS,
-         decimals={**DECIMALS, "WS": 2, "SS": 3, "kept_MiB": 1}, footer=footer)
+         decimals={**DECIMALS, "WS": 2, "SS": 3, "UR": 2, "kept_MiB": 1}, footer=footer)
     stages["report"] = time.perf_counter() - t
     if timings:
         total = sum(stages.values())

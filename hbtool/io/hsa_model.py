@@ -12,6 +12,7 @@ from ..errors import HbtoolError, reason
 from ..model.hsa import FEATURES, LATER_FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
 MAX_WORK_THREADS = 4096
+MAX_UNIT_CONSTRUCTS, MAX_NAME_CHARS = 65536, 1024
 MAX_MODEL_BYTES = 8 << 20  # room for a stored reference of MAX_REFERENCE_BEATS beats
 
 
@@ -38,6 +39,7 @@ def model_document(model: HsaModel) -> dict:
         "retained": ({str(k): int(v) for k, v in sorted(model.retained.items())} if model.retained else None),
         "team_work": ({str(k): round(float(v), 6) for k, v in sorted(model.team_work.items())}
                       if model.team_work else None),
+        "units": ({k: round(float(v), 1) for k, v in sorted(model.units.items())} if model.units else None),
     }
 
 
@@ -109,6 +111,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
     work = _work(doc.get("work"), path)
     retained = _work(doc.get("retained"), path, "bytes retained", 2.0**60)
     team_work = _work(doc.get("team_work"), path, "work against the team's", 1e6)
+    units = _units(doc.get("units"), path)
     level = doc.get("level")
     margin = doc.get("margin")
     return HsaModel(
@@ -123,6 +126,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         work=work,
         retained=retained,
         team_work=team_work,
+        units=units,
     )
 
 
@@ -140,6 +144,24 @@ def _work(doc, path, what: str = "work", most: float = 1e9) -> dict[int, float] 
                 or not isinstance(v, (int, float)) or not 0 <= v <= most:
             raise ModelFormatError(f"{bad} at {k!r}: train the model again")
         out[int(k)] = float(v)
+    return out or None
+
+
+def _units(doc, path) -> dict[str, float] | None:
+    """The stored units per construct: {"<construct name>": ns}, at most MAX_UNIT_CONSTRUCTS,
+    names of at most MAX_NAME_CHARS characters, each unit at most a day."""
+    if doc is None:
+        return None
+    bad = f"{path}: the stored units per construct are damaged"
+    if not isinstance(doc, dict) or len(doc) > MAX_UNIT_CONSTRUCTS:
+        raise ModelFormatError(f"{bad}: not an object of at most {MAX_UNIT_CONSTRUCTS} constructs; train the model "
+                               f"again")
+    out = {}
+    for k, v in doc.items():
+        if not isinstance(k, str) or not 0 < len(k) <= MAX_NAME_CHARS or isinstance(v, bool) \
+                or not isinstance(v, (int, float)) or not 0 < v <= 86400e9:
+            raise ModelFormatError(f"{bad} at {k[:80]!r}: train the model again")
+        out[k] = float(v)
     return out or None
 
 

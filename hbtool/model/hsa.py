@@ -78,6 +78,9 @@ class HsaModel:
     #: each thread number's units against its teammates' over the run in the normal training
     #: runs (median; summary._team_work): what diagnose measures a whole run's work shift against
     team_work: dict[int, float] | None = None
+    #: each construct's units of work in the normal training runs (ns, the median of the
+    #: threads' medians; diagnosis.pooled_units): what diagnose measures UR against
+    units: dict[str, float] | None = None
 
     def reference_trace(self):
         """The stored reference as a HeartbeatTrace (run "model reference"), or None."""

@@ -11,12 +11,13 @@
  * does. The other threads take the tasks in the region's closing barrier, the
  * walking thread in its taskwaits.
  *
- *   omp_task_tree DEPTH LEAF_MS [LEVEL_MS [ROUNDS [TAIL]]]
+ *   omp_task_tree DEPTH LEAF_MS [LEVEL_MS [ROUNDS [TAIL [WALKER]]]]
  *
  * ROUNDS parallel regions, each a walk of the whole tree (default 1), then TAIL
  * tasks of LEAF_MS each that only the walking thread can run, while the others
  * wait: made in a nested parallel region, a team of one where nesting is off
- * (kalign's last merges), every other one undeferred (if(0)). A last region in
+ * (kalign's last merges), every other one undeferred (if(0)). WALKER: the
+ * thread that walks (default: whichever comes first, single nowait). A last region in
  * which every thread works LEAF_MS ends the run (as kalign's do: every thread's
  * last beat is at the run's end).
  * Prints "done N" (N: the leaves and tail tasks run) and exits 0.
@@ -48,6 +49,19 @@ static void node(int level, int depth)
         work(level_ms / (double)(1L << level));
 }
 
+/* the walking thread's part: the tree, then the tail */
+static void walk(int depth, int tail)
+{
+    node(0, depth);
+    if (tail) {
+#pragma omp parallel num_threads(2)
+        for (int k = 0; k < tail; k++) {
+#pragma omp task if(k % 2)
+            node(depth, depth);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     int depth = argc > 1 ? atoi(argv[1]) : 6;
@@ -55,22 +69,21 @@ int main(int argc, char **argv)
     level_ms = argc > 3 ? atof(argv[3]) : 0.0;
     int rounds = argc > 4 ? atoi(argv[4]) : 1;
     int tail = argc > 5 ? atoi(argv[5]) : 0;
+    int walker = argc > 6 ? atoi(argv[6]) : -1;
     if (depth < 0 || depth > 20 || rounds < 1 || tail < 0) {
-        fprintf(stderr, "usage: omp_task_tree DEPTH(0-20) LEAF_MS [LEVEL_MS [ROUNDS [TAIL]]]\n");
+        fprintf(stderr, "usage: omp_task_tree DEPTH(0-20) LEAF_MS [LEVEL_MS [ROUNDS [TAIL [WALKER]]]]\n");
         return 2;
     }
     for (int r = 0; r < rounds; r++) {
 #pragma omp parallel
-#pragma omp single nowait
         {
-            node(0, depth);
-            if (tail) {
-#pragma omp parallel num_threads(2)
-                for (int k = 0; k < tail; k++) {
-#pragma omp task if(k % 2)
-                    node(depth, depth);
-                }
+            int walks = walker < 0 ? 0 : omp_get_thread_num() == walker;
+            if (walker < 0) {
+#pragma omp single nowait
+                walks = 1;
             }
+            if (walks)
+                walk(depth, tail);
         }
     }
 #pragma omp parallel
