@@ -105,6 +105,11 @@ def test_a_thread_slowed_while_it_ran_tasks_alone_is_found_against_normal_runs(t
     got = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
     assert got[0]["status"] == "memoryleak" and "unit ratio" in got[0]["reason"], got[0]
     assert got[1]["status"] == "normal", got[1]
+    assert got[0]["UR"] > 2 * got[0]["UR_team"] and got[0]["UR_against"] == "the model's normal runs"
+    # ... and against one normal run given as the reference
+    r = hbtool_here("diagnose", slow, "--reference", normal[0], "--format", "json")
+    got = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+    assert got[0]["status"] == "memoryleak" and got[0]["UR_against"] == "the reference run", got[0]
     for i in range(3):   # and its normal runs, judged by the same model, are normal
         r = hbtool_here("diagnose", normal[i], "--model", model, "--format", "json")
         assert [t["status"] for t in json.loads(r.stdout)["threads"]] == ["normal", "normal"], r.stdout

@@ -126,8 +126,10 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
         shifts = shifts.assign(run=shifts["run"].astype(str)).set_index(KEY)
     keys = list(zip(table["run"].astype(str), table["process"], table["thread"]))
     table["unit_medians"] = [medians.get(k, {}) for k in keys]
-    if units_reference is None and reference is not None:   # the reference run's units, pooled
+    table["UR_against"] = "the model's normal runs" if units_reference else ""
+    if not units_reference and reference is not None:   # the reference run's units, pooled
         units_reference = pooled_units(list(work_shifts_and_units(reference)[1].values()))
+        table["UR_against"] = "the reference run"
     table["UR"], table["UR_team"] = unit_ratios(table, units_reference)
     table["WS"] = [float(shifts["work_shift"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["WS_beat"] = [int(shifts["shift_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]

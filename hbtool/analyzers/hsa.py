@@ -116,8 +116,9 @@ def _work_shift(row) -> str:
         ur, team = row.get("UR", float("nan")), row.get("UR_team", float("nan"))
         if ur is not None and np.isfinite(ur) and ur > config.SHIFT_MAX and team is not None and np.isfinite(team) \
                 and ur > config.SHIFT_MAX * team:
-            return (f"its units of work took {ur:.2f}x as long as the same constructs' in the normal runs, construct "
-                    f"by construct, its teammates' {team:.2f}x (unit ratio, > {config.SHIFT_MAX:g} and "
+            return (f"its units of work took {ur:.2f}x as long as the same constructs' in "
+                    f"{row.get('UR_against') or 'the normal runs'}, construct by construct, its teammates' "
+                    f"{team:.2f}x (unit ratio, > {config.SHIFT_MAX:g} and "
                     f"{config.SHIFT_MAX:g}x theirs): it slowed down in its own work")
         return ""
     if row.get("WS_against") == "model":
@@ -506,6 +507,7 @@ class Diagnosis:
                          "WS_against": r.get("WS_against") or "",
                          "SS": r.get("SS", float("nan")), "SS_beat": int(r.get("SS_beat") or 0),
                          "UR": r.get("UR", float("nan")), "UR_team": r.get("UR_team", float("nan")),
+                         "UR_against": r.get("UR_against") or "",
                          "crowded": int(r.get("crowded") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
                          "retained_against": r.get("retained_against") or "",
