@@ -1,13 +1,15 @@
 """Time and peak memory of hbtool's commands on big tracer traces.
 
-    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--program burst|regions]
+    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--program burst|regions|tasks]
                                          [--commands info,diagnose,...] [--dir DIR] [--keep]
 
 For each size (millions of beats), 16 threads (--threads) beat as fast as they can under the real
 tracer (benchmarks/beat_burst.c, built here against native_tracer/lib; `--program regions`: an
 OpenMP team, tests/programs/omp_regions.c with no work, entering a parallel region again and
 again under `hbtool record --beats openmp`, each thread beating and waiting once per region:
-about 80 bytes a beat, its waits included), then each command
+about 80 bytes a beat, its waits included; `--program tasks`: tests/programs/omp_task_tree.c,
+recursive tasks of no work, rounds of a tree of 2^16 leaves, under `hbtool record --beats
+openmp`, a wait cut where each task runs inside one: about 110 bytes a beat), then each command
 runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
 `convert` to csv, to parquet and to the binary format (`--commands` picks some; default all); each command's
 wall time and peak resident memory (its own rusage, from wait4) are printed, one row per
@@ -45,8 +47,9 @@ COMMANDS = {
 
 def build(exe: Path, program: str = "burst") -> None:
     subprocess.run(["make", "-C", str(TRACER), "-j2"], check=True, capture_output=True)
-    if program == "regions":
-        subprocess.run(["gcc", "-O2", "-fopenmp", str(ROOT / "tests" / "programs" / "omp_regions.c"), "-o", str(exe)],
+    if program in ("regions", "tasks"):
+        src = ROOT / "tests" / "programs" / ("omp_regions.c" if program == "regions" else "omp_task_tree.c")
+        subprocess.run(["gcc", "-O2", "-fopenmp", f"-I{ROOT / 'tests' / 'programs'}", str(src), "-o", str(exe)],
                        check=True)
         return
     lib = TRACER / "lib"
@@ -71,8 +74,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the traces")
     ap.add_argument("--threads", type=int, default=THREADS, help=f"threads that share the beats (default {THREADS})")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
-    ap.add_argument("--program", choices=("burst", "regions"), default="burst",
-                    help="what writes the trace: threads beating (burst), or an OpenMP team's regions")
+    ap.add_argument("--program", choices=("burst", "regions", "tasks"), default="burst",
+                    help="what writes the trace: threads beating (burst), an OpenMP team's regions, "
+                         "or its recursive tasks")
     ap.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     args = ap.parse_args()
     commands = args.commands.split(",")
@@ -81,7 +85,7 @@ def main() -> None:
         sys.exit(f"bench_big_trace: unknown command {unknown[0]} (known: {', '.join(COMMANDS)})")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hbtool-big-"))
     base.mkdir(parents=True, exist_ok=True)
-    exe = base / ("beat_burst" if args.program == "burst" else "omp_regions")
+    exe = base / {"burst": "beat_burst", "regions": "omp_regions", "tasks": "omp_task_tree"}[args.program]
     build(exe, args.program)
     hbtool = [sys.executable, "-m", "hbtool"]
     print(f"{'beats':>6} {'file MB':>8} {'write s':>8}  {'command':<16} {'time s':>8} {'s per M beats':>14} "
@@ -97,6 +101,12 @@ def main() -> None:
             if args.program == "regions":
                 subprocess.run(hbtool + ["record", "-q", "-o", str(d), "--beats", "openmp", "--", str(exe), str(per), "0"],
                                env=dict(env, OMP_NUM_THREADS=str(args.threads)), check=True, stdout=subprocess.DEVNULL)
+            elif args.program == "tasks":   # 2^17 - 2 task beats a round, shared by the team
+                rounds = max(1, round(m * 1e6 / (2 ** 17 - 2)))
+                subprocess.run(hbtool + ["record", "-q", "-o", str(d), "--beats", "openmp", "--", str(exe), "16", "0", "0",
+                                         str(rounds)],
+                               env=dict(env, OMP_NUM_THREADS=str(args.threads), OMP_MAX_ACTIVE_LEVELS="1"), check=True,
+                               stdout=subprocess.DEVNULL)
             else:
                 subprocess.run([str(exe), str(args.threads), str(per)], env=env, check=True)
             wrote = time.perf_counter() - t0

@@ -216,6 +216,14 @@ def test_model_file_round_trip(tmp_path):
         p.write_text(json.dumps({**doc, "units": bad}))
         with pytest.raises(ModelFormatError, match="units per construct are damaged"):
             read_model(p)
+    # ... and `diagnose` says so in one line, exit status 2
+    from conftest import SAMPLES, hbtool_here
+
+    trace = sorted(SAMPLES.glob("*.xlsx"))[0]
+    r = hbtool_here("diagnose", trace, "--model", p)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (f"hbtool: error: {p}: the stored units per construct are damaged: not an object of at most "
+                        f"65536 constructs; train the model again\n")
 
 
 def test_unit_ratio_is_the_median_construct_by_construct_and_counts_enough_units_only():
