@@ -169,7 +169,7 @@ static HBT_COLD uint32_t hbt_ompt_grow_counts(struct hbt_ompt_tls *o, uint32_t i
     return ++c[id];
 }
 
-/* The thread's count of construct id's beats, this one included. */
+/* Room for more open waits (hbt_ompt_tls.waits): twice as many, up to HBT_OMPT_WAITS */
 static HBT_COLD void hbt_ompt_grow_waits(struct hbt_ompt_tls *o)
 {
     uint32_t n = o->waits_cap ? o->waits_cap * 2 : 8u;
@@ -191,6 +191,7 @@ static inline uint32_t hbt_ompt_me(struct hbt_ompt_tls *o)
     return o->me;
 }
 
+/* The thread's count of construct id's beats, this one included. */
 static inline uint32_t hbt_ompt_count(struct hbt_ompt_tls *o, uint32_t id)
 {
     if (__builtin_expect(id < o->ncounts, 1))
