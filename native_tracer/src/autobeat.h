@@ -99,28 +99,40 @@ void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t constr
  * them (hbt_unit_beat) */
 #define HBT_UNIT_WARM  32u
 
-/* Each loop's chunks, by construct id, for the online monitor: the longest one measured
- * (ns, saturating) and when (ms of the monotonic clock, mod 2^32), forgotten by half every
- * HBT_UNIT_HALF_MS (hbt_unit_most): a chunk the host's stop of a CPU or a fault held up
- * does not set the loop's bar for the rest of the run, a long chunk that comes back every
- * step does; and how many chunks were measured (up to HBT_UNIT_WARM). Written by a thread
- * that ends a chunk longer than that, which is rare once a few were measured. */
+/* Each loop's chunks, by construct id, for the online monitor: its two longest chunks
+ * measured (ns, saturating), each with when (ms of the monotonic clock, mod 2^32), each
+ * forgotten by half every HBT_UNIT_HALF_MS (hbt_unit_long): a chunk the host's stop of a
+ * CPU or a fault held up does not set the loop's bar for the rest of the run, a long chunk
+ * that comes back every step does; and how many chunks were measured (up to HBT_UNIT_WARM).
+ * Two, not one: a single chunk stretched by a preemption (a 20 us chunk that waited 4-8 ms
+ * for its CPU) is the longest, and the monitor's bar for a chunk in progress is 8 times the
+ * second longest, 2 times the longest (hbt_unit_overdue). Written by a thread that ends a
+ * chunk longer than the shorter of the two, which is rare once a few were measured. */
 #define HBT_UNIT_HALF_MS 1000u
 struct hbt_ct_unit {
-    uint32_t most_ns;
-    uint32_t most_ms;
+    uint32_t long_ns[2];
+    uint32_t long_ms[2];
     uint32_t n;
 };
 
-/* The longest chunk of a loop, as of now_ms: halved for each HBT_UNIT_HALF_MS since. */
-static inline uint32_t hbt_unit_most(const struct hbt_ct_unit *c, uint32_t now_ms)
+/* Slot k of a loop's two longest chunks, as of now_ms: halved for each HBT_UNIT_HALF_MS since. */
+static inline uint32_t hbt_unit_long(const struct hbt_ct_unit *c, int k, uint32_t now_ms)
 {
-    uint32_t most = __atomic_load_n(&c->most_ns, __ATOMIC_RELAXED);
-    uint32_t age = now_ms - __atomic_load_n(&c->most_ms, __ATOMIC_RELAXED);
+    uint32_t d = __atomic_load_n(&c->long_ns[k], __ATOMIC_RELAXED);
+    uint32_t age = now_ms - __atomic_load_n(&c->long_ms[k], __ATOMIC_RELAXED);
     if (age >= 0x80000000u)
-        return most;   /* (stored after now_ms was read) */
+        return d;   /* (stored after now_ms was read) */
     age /= HBT_UNIT_HALF_MS;
-    return age >= 32 ? 0 : most >> age;
+    return age >= 32 ? 0 : d >> age;
+}
+
+/* The longest chunk of a loop as of now_ms, and in *second the one after it. */
+static inline uint32_t hbt_unit_most(const struct hbt_ct_unit *c, uint32_t now_ms, uint32_t *second)
+{
+    uint32_t a = hbt_unit_long(c, 0, now_ms), b = hbt_unit_long(c, 1, now_ms);
+    if (second)
+        *second = a < b ? a : b;
+    return a < b ? b : a;
 }
 extern struct hbt_ct_unit hbt_ct_units[HBT_CT_MAX + 1] __attribute__((visibility("hidden")));
 
@@ -183,9 +195,11 @@ static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at
     struct hbt_ct_unit *c = &hbt_ct_units[construct];
     uint64_t d = at - t0;
     uint32_t now_ms = (uint32_t)(at / 1000000u);
-    if (d > hbt_unit_most(c, now_ms)) {
-        __atomic_store_n(&c->most_ms, now_ms, __ATOMIC_RELAXED);
-        __atomic_store_n(&c->most_ns, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, __ATOMIC_RELAXED);
+    uint32_t a = hbt_unit_long(c, 0, now_ms), b = hbt_unit_long(c, 1, now_ms);
+    int k = a <= b ? 0 : 1;   /* the shorter of the two is replaced */
+    if (d > (k ? b : a)) {
+        __atomic_store_n(&c->long_ms[k], now_ms, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->long_ns[k], d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, __ATOMIC_RELAXED);
     }
     if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM)
         __atomic_fetch_add(&c->n, 1u, __ATOMIC_RELAXED);

@@ -299,11 +299,12 @@ HBT_HIDDEN int hbt_still_waiter_queued(uint32_t j, int tid, uint64_t now, uint64
 #define HBT_SHARE_OVER      2.0              /* a thread of a team is late for its team once it has
                                                  taken this many times the share of the last teammate
                                                  that waits for it (hbt_judge_locked) */
-#define HBT_UNIT_OVER       8.0              /* a chunk of a loop this many times the loop's longest
-                                                 chunk lately is overdue, whatever its team does
+#define HBT_UNIT_OVER       8.0              /* a chunk of a loop this many times the loop's second
+                                                 longest chunk lately, and HBT_UNIT_USUAL times its
+                                                 longest, is overdue, whatever its team does
                                                  (hbt_unit_overdue) */
-#define HBT_UNIT_USUAL      2.0              /* ... and up to this many times it, a chunk is work,
-                                                 even while the team waits */
+#define HBT_UNIT_USUAL      2.0              /* up to this many times the loop's longest chunk
+                                                 lately, a chunk is work, even while the team waits */
 HBT_HIDDEN void hbt_still_pause(uint32_t j);
 HBT_HIDDEN void hbt_still_end(uint32_t j);
 HBT_HIDDEN void hbt_still_after_fork_child(void);

@@ -828,8 +828,11 @@ static int hbt_at_work(const struct hbt_heart *p)
 }
 
 /* Thread `self`, silent since its latest beat at `last`, in a chunk of a loop begun at that
- * beat: how long its chunk has lasted past HBT_UNIT_OVER times the longest chunk of that
- * loop measured (0: not so, or the loop's chunks not known yet), and that bar. Its team
+ * beat: how long its chunk has lasted past its bar (0: not so, or the loop's chunks not known
+ * yet), and that bar: HBT_UNIT_OVER times the loop's second longest chunk lately, and at least
+ * HBT_UNIT_USUAL times its longest. (8 times the longest, one 20 us chunk that waited 4-8 ms
+ * for a CPU set the bar at 32-64 ms for the next second, and a thread that spun was reported
+ * up to 108 ms in: tests/test_monitor.py, 1 run in 15.) Its team
  * need not wait for it: a thread of a dynamically scheduled loop that spins or blocks in
  * the middle of it was otherwise blamed only once the loop had no chunk left for its
  * teammates, or they reached the region's end (cd-hit: chunks of 5-25 us, its victims'
@@ -854,11 +857,13 @@ static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uin
         return 0;
     }
     const struct hbt_ct_unit *c = &hbt_ct_units[loop];
-    uint32_t most = hbt_unit_most(c, (uint32_t)(now / 1000000u));
+    uint32_t second = 0, most = hbt_unit_most(c, (uint32_t)(now / 1000000u), &second);
     if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM || !most)
         return 0;
     *usualp = t0 + (uint64_t)(HBT_UNIT_USUAL * most);
-    uint64_t bar = (uint64_t)(HBT_UNIT_OVER * most);
+    uint64_t bar = (uint64_t)(HBT_UNIT_OVER * second);
+    if (bar < (uint64_t)(HBT_UNIT_USUAL * most))
+        bar = (uint64_t)(HBT_UNIT_USUAL * most);
     if (now <= t0 + bar)
         return 0;
     *barp = bar;
@@ -1663,7 +1668,7 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
         /* (or its teammates passed it by in a loop whose chunks they take: as long as
          * they waited, since its chunk became overdue) */
         HBT_DBG("hbtmon unit j%u loop=%u t0=%.6f last=%.6f most=%u n=%u over=%.3f\n", j, h->c.unit.loop,
-                h->c.unit.t / 1e9, s->t / 1e9, h->c.unit.loop <= HBT_CT_MAX ? hbt_unit_most(&hbt_ct_units[h->c.unit.loop], (uint32_t)(now / 1000000u)) : 0,
+                h->c.unit.t / 1e9, s->t / 1e9, h->c.unit.loop <= HBT_CT_MAX ? hbt_unit_most(&hbt_ct_units[h->c.unit.loop], (uint32_t)(now / 1000000u), NULL) : 0,
                 h->c.unit.loop <= HBT_CT_MAX ? hbt_ct_units[h->c.unit.loop].n : 0, over / 1e6);
         if (over > hold)
             hold = over;

@@ -45,6 +45,8 @@
  *     does nothing.
  *   - hold a lock a program thread needs while it is kept off the CPU: it
  *     runs at the priority of the thread that started it (above).
+ *   - keep a program thread off the CPU for long: it yields the CPU after
+ *     each round of 16 pages (tens of microseconds).
  *   - keep the process alive: exit() ends it like any other thread (it is
  *     never waited for). When the main thread calls pthread_exit, the
  *     process must end with the last other thread: hbt_prefault_stop (from
@@ -68,6 +70,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +86,8 @@
 
 #define HBT_PF_DEFAULT_MB   4u
 #define HBT_PF_MAX_MB       1024u
-#define HBT_PF_STEP         (4u * HBT_CHUNK_SIZE / HBT_UNIT_SIZE)  /* units per round (4 largest
-                                                                chunks) */
+#define HBT_PF_STEP         (HBT_CHUNK_SIZE / HBT_UNIT_SIZE)  /* units per round (a largest
+                                                             chunk, 16 pages) */
 #define HBT_PF_PERIOD_MS    50u
 #define HBT_PF_IDLE_MAX_MS  1000u
 #define HBT_PF_STACK        (128u * 1024u)
@@ -230,8 +233,15 @@ static void *hbt_pf_main(void *unused)
     unsigned period = HBT_PF_PERIOD_MS;
     uint64_t seen = __atomic_load_n(&hbt_g.next_unit, __ATOMIC_RELAXED);
     while (!__atomic_load_n(&pf->stop, __ATOMIC_ACQUIRE)) {
-        if (hbt_pf_work(pf, &touch, &grow_failed))
+        if (hbt_pf_work(pf, &touch, &grow_failed)) {
+            /* a round at a time, and the CPU to a program thread it took it from: woken
+             * with the headroom empty, it ran 4 ms in one go at the program's priority, and
+             * a worker it preempted made no beat for that long (the first 4 MB, 45 ms into
+             * every run of tests/programs/omp_long_chunks.c: the longest chunk of a loop of
+             * 20 us chunks, which the monitor measures chunks against) */
+            sched_yield();
             continue;
+        }
         /* sleep until woken or `period` ms; `waiting` is set before the
          * last look at next_unit, so a wake-up is not lost */
         uint32_t w = __atomic_load_n(&pf->word, __ATOMIC_SEQ_CST);
