@@ -538,3 +538,33 @@ def test_mutated_long_threads_give_answers_or_one_line_never_a_traceback(capsys,
                 assert len(err.strip().splitlines()) == 1, (case, cmd, err)
             codes.append(code)
     assert codes.count(0) > 20
+
+
+def test_a_threads_waits_over_a_span_are_read_from_the_chunks_that_hold_them(tracer_built, tmp_path):
+    """behavior reads a long thread a segment at a time, and each segment's waits: from the
+    chunks whose waits overlap the segment (the scan keeps each chunk's earliest start and
+    latest end), not the thread's every chunk again for each segment (a thread of 20 M beats
+    took 45 s instead of 30). Every wait that overlaps the span is there."""
+    exe = tmp_path / "omp_task_tree"
+    subprocess.run(["gcc", "-fopenmp", "-O2", f"-I{ROOT / 'tests' / 'programs'}",
+                    str(ROOT / "tests" / "programs" / "omp_task_tree.c"), "-o", exe], check=True)
+    out = tmp_path / "trace"
+    r = run_hbtool("record", "-q", "-o", out, "--", exe, 12, 0.01, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert r.returncode == 0, r.stderr
+    streamed = read_heartbeats(out, stream=True)
+    key = max(((k[0], k[1], k[2]) for k, _, _ in streamed.thread_loaders()),
+              key=lambda k: int(((streamed.wait_stats["thread"] == k[2]) * streamed.wait_stats["waits"]).sum()))
+
+    def waits(span=None):
+        parts = [(e, e - d) for e, d, _ in streamed.thread_wait_pieces(key, span)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    end, start = waits()
+    assert end.size > 5000   # in many chunks
+    edges = np.quantile(end, [0.0, 0.2, 0.5, 0.51, 1.0]).astype(np.int64)
+    for t0, t1 in zip(edges[:-1], edges[1:]):
+        e, s = waits((int(t0), int(t1)))
+        want = (end > t0) & (start < t1)
+        got = (e > t0) & (s < t1)
+        assert sorted(zip(e[got], s[got])) == sorted(zip(end[want], start[want]))
+        assert e.size < end.size   # not every chunk

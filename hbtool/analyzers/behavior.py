@@ -900,7 +900,7 @@ def _span_waits(trace: StreamedTrace, tb, span: tuple) -> ThreadWaits:
     ends, starts, kinds = [], [], []
     seen: dict[str, int] = {}   # kind name -> its number here (codes, not strings: a span holds millions)
     if mine.any():
-        for end, length, sync in trace.thread_wait_pieces((tb.run, tb.process, tb.thread)):
+        for end, length, sync in trace.thread_wait_pieces((tb.run, tb.process, tb.thread), span):
             keep = (end > span[0]) & (end - length < span[1])
             ends.append(end[keep])
             starts.append(end[keep] - length[keep])

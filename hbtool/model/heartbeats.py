@@ -626,10 +626,11 @@ class StreamedTrace(HeartbeatTrace):
                                    f"its summary counted: the trace changed while it was read")
         return out
 
-    def thread_wait_pieces(self, key: tuple):
+    def thread_wait_pieces(self, key: tuple, span: tuple | None = None):
         """One thread's waits read in pieces: (end t_ns, wait_ns, sync kind names as a
-        Categorical), in file order."""
-        return self._source.wait_pieces(*key)
+        Categorical), in file order; with span (t0, t1 ns), at least those that overlap it
+        (HbtStream.wait_pieces)."""
+        return self._source.wait_pieces(*key, span=span)
 
     def _thread_sources(self, key: tuple) -> list[str]:
         if self._sources_of is None:   # once, not per thread
@@ -727,9 +728,9 @@ class _JoinedSources:
         source, name = self.by_run[run]
         return source.beat_pieces(name, process, thread, sources, rows, times_only, constructs)
 
-    def wait_pieces(self, run: str, process: int, thread: int):
+    def wait_pieces(self, run: str, process: int, thread: int, span: tuple | None = None):
         source, name = self.by_run[run]
-        return source.wait_pieces(name, process, thread)
+        return source.wait_pieces(name, process, thread, span=span)
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame | None:
         source, name = self.by_run[run]

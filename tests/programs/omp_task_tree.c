@@ -11,7 +11,7 @@
  * does. The other threads take the tasks in the region's closing barrier, the
  * walking thread in its taskwaits.
  *
- *   omp_task_tree DEPTH LEAF_MS [LEVEL_MS [ROUNDS [TAIL [WALKER]]]]
+ *   omp_task_tree DEPTH LEAF_MS [LEVEL_MS [ROUNDS [TAIL [WALKER [LAST]]]]]
  *
  * ROUNDS parallel regions, each a walk of the whole tree (default 1), then TAIL
  * tasks of LEAF_MS each that only the walking thread can run, while the others
@@ -19,7 +19,8 @@
  * (kalign's last merges), every other one undeferred (if(0)). WALKER: the
  * thread that walks (default: whichever comes first, single nowait). A last region in
  * which every thread works LEAF_MS ends the run (as kalign's do: every thread's
- * last beat is at the run's end).
+ * last beat is at the run's end), unless LAST is 0: then the run ends with the walk,
+ * the other threads waiting in its region's closing barrier with no task to take.
  * Prints "done N" (N: the leaves and tail tasks run) and exits 0.
  */
 #include <omp.h>
@@ -70,8 +71,9 @@ int main(int argc, char **argv)
     int rounds = argc > 4 ? atoi(argv[4]) : 1;
     int tail = argc > 5 ? atoi(argv[5]) : 0;
     int walker = argc > 6 ? atoi(argv[6]) : -1;
+    int last = argc > 7 ? atoi(argv[7]) : 1;
     if (depth < 0 || depth > 20 || rounds < 1 || tail < 0) {
-        fprintf(stderr, "usage: omp_task_tree DEPTH(0-20) LEAF_MS [LEVEL_MS [ROUNDS [TAIL [WALKER]]]]\n");
+        fprintf(stderr, "usage: omp_task_tree DEPTH(0-20) LEAF_MS [LEVEL_MS [ROUNDS [TAIL [WALKER [LAST]]]]]\n");
         return 2;
     }
     for (int r = 0; r < rounds; r++) {
@@ -86,8 +88,10 @@ int main(int argc, char **argv)
                 walk(depth, tail);
         }
     }
+    if (last) {
 #pragma omp parallel
-    work(leaf_ms);
+        work(leaf_ms);
+    }
     printf("done %ld\n", leaves);
     return 0;
 }
