@@ -76,6 +76,26 @@ def test_a_thread_waiting_while_its_teammate_runs_tasks_it_made_did_not_stop(tmp
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
+def test_a_thread_that_waits_in_the_last_regions_closing_barrier_did_not_end_early(tmp_path, tree, cc):
+    """The run ends with the walking thread's 600 tasks in a team of one (LAST 0: no region
+    after the walk), and its teammate waits in the walk's closing barrier for the last 90 % of
+    the run: its beats end early, it did not. libgomp's worker beats when its part of the
+    region ends, before that barrier, and writes its wait there only when it opens its next
+    region, so the last region's is never written: its GTR read 0.10 and it was called
+    shutdown. Its run ends where the master left the region (diagnosis.presence_ends)."""
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-q", "-o", out, "--", tree(cc), 7, 2, 0, 1, 600, -1, 0,
+                   env=dict(os.environ, OMP_NUM_THREADS="2", OMP_MAX_ACTIVE_LEVELS="1"))
+    assert r.returncode == 0 and r.stdout == f"done {2 ** 7 + 600}\n", r.stderr
+    trace = read_heartbeats(out)
+    ends = trace.beats[~trace.beats["construct"].str.startswith("parallel main")].groupby("thread")["t"].max()
+    assert ends.min() < 0.5 * ends.max(), ends   # one thread's last task long before the other's
+    d = diagnose(out)
+    assert [t["status"] for t in d.values()] == ["normal", "normal"], d
+    assert all(0.9 < t["GTR"] < 1.1 for t in d.values()), d
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
 def test_a_thread_slowed_while_it_ran_tasks_alone_is_found_against_normal_runs(tmp_path, tree, cc):
     """Thread 0 walks a tree of 126 tasks with its teammate, then runs 400 tasks of a team of
     one alone, slowed 3x from its 100th beat on (kalign's slowed victims: its threads share too

@@ -31,15 +31,67 @@ def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tupl
 def team_reference(series: dict[tuple, Series], settings: FeatureSettings):
     """The thread whose (beats, completion time, mean heart rate) lies closest to the
     team's median of each (log scale); None when no thread has features."""
-    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.last_t() > 0}
+    cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.end_t() > 0}
     if not cand:
         return None
     keys = list(cand)
-    vec = np.array([[np.log(s.beats), np.log(s.last_t()), np.log(max(s.mean_hr(settings.window), 1e-300))]
+    vec = np.array([[np.log(s.beats), np.log(s.end_t()), np.log(max(s.mean_hr(settings.window), 1e-300))]
                     for s in cand.values()])
     med = np.median(vec, axis=0)
     d = np.abs(vec - med).sum(axis=1)
     return keys[int(np.argmin(d))]
+
+
+#: how a thread ended by itself, the process going on (summary.ENDINGS): its own end is its
+#: end, whatever its team did. (A thread that ends the process, by exit or a fatal signal,
+#: does so after its master left the region, or its master never leaves it.)
+OWN_ENDS = ("returned", "pthread_exit", "cancelled")
+
+
+def _master_leaves(trace: HeartbeatTrace, key: tuple) -> np.ndarray:
+    """When the OpenMP master `key` (thread 0 of its process) left a parallel region for the
+    program's serial part: the starts of its `outside` waits, in seconds, sorted."""
+    stats = getattr(trace, "wait_stats", None)
+    if stats is not None:   # a streamed trace: only a master that has such waits is read
+        mine = ((stats["run"].astype(str) == key[0]) & (stats["process"] == key[1]) & (stats["thread"] == key[2])
+                & (stats["sync"].astype(str) == "outside"))
+        if not mine.any():
+            return np.empty(0)
+        starts = [(end - length)[np.asarray(sync == "outside")] for end, length, sync in trace.thread_wait_pieces(key)]
+        return np.sort(np.concatenate(starts)) / 1e9 if starts else np.empty(0)
+    w = trace.waits
+    if not len(w):
+        return np.empty(0)
+    w = w[(w["run"].astype(str) == key[0]) & (w["process"] == key[1]) & (w["thread"] == key[2])
+          & (w["sync"].astype(str) == "outside")]
+    return np.sort((w["t_ns"].to_numpy(np.int64) - w["wait_ns"].to_numpy(np.int64)) / 1e9)
+
+
+def presence_ends(trace: HeartbeatTrace, series: dict[tuple, Series], summary: pd.DataFrame | None) -> None:
+    """Sets `present_until` of each thread of an OpenMP team whose last beat came before its
+    master left the region that beat was in: the thread was in that region until then,
+    waiting in the barrier that closes it with nothing left to take (a run that ends with one
+    thread's walk of tasks: the others' beats end early, the master's too when a worker
+    walks). libomp's worker beats at the region's end, after that barrier; libgomp's beats when
+    its part ends, before it, and writes its wait there when it opens its next region -- the
+    last region's never: its GTR was 0.10 and it was called shutdown, or the walking worker's
+    9.7 against the master (tests/programs/omp_task_tree.c, LAST 0). Not for a thread that
+    ended by itself (OWN_ENDS), nor where the master has no `outside` waits (no OpenMP regions
+    seen)."""
+    masters = {(k[0], k[1]) for k in series if k[2] == 0}
+    for run, process in masters:
+        leaves = None
+        for k, s in series.items():
+            if (k[0], k[1]) != (run, process) or not s.beats:
+                continue
+            if summary is not None and k in summary.index and summary.loc[k, "ending"] in OWN_ENDS:
+                continue
+            if leaves is None:
+                leaves = _master_leaves(trace, (run, process, 0))
+            last = s.last_t()
+            i = int(np.searchsorted(leaves, last, side="right"))
+            if i < leaves.size:
+                s.present_until = float(leaves[i])
 
 
 def _describe_key(k) -> str:
@@ -64,9 +116,11 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     settings = settings or FeatureSettings()
     series = thread_series(trace, settings)
     summary = summarize_threads(trace).set_index(KEY) if trace.beat_count() else None
+    presence_ends(trace, series, summary)
     ref_series, ref_default = {}, None
     if reference is not None:
         rs = thread_series(reference, settings)
+        presence_ends(reference, rs, summarize_threads(reference).set_index(KEY) if reference.beat_count() else None)
         for k, s in rs.items():
             ref_series.setdefault(k[2], (k, s))  # first run holding that thread number
         by_run = {}

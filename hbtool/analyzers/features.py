@@ -39,9 +39,20 @@ class Series:
     def beats(self) -> int:
         return int(self.t.size)
 
+    #: where the thread is known to have been in its team's parallel region until later than
+    #: its last beat (presence_ends), that time (s); NaN otherwise
+    present_until = float("nan")
+
     def last_t(self) -> float:
         """The last beat's time (the sequence has beats)."""
         return self.t[-1]
+
+    def end_t(self) -> float:
+        """When the thread's run ended for GTR: its last beat, or later where it is known to
+        have waited in its team's region until then (present_until)."""
+        last = self.last_t()
+        p = self.present_until
+        return p if p == p and p > last else last
 
     def mean_hr(self, w: int) -> float:
         """The mean of the defined heart rates after the first `w` beats (NaN: none)."""
@@ -470,8 +481,8 @@ def compute_features(q: Series, c: Series, s: FeatureSettings, expected_beats: f
     out = dict.fromkeys(FEATURES, float("nan"))
     exp = float(expected_beats) if expected_beats else float(q.beats)
     out["progress"] = c.beats / exp if exp > 0 else float("nan")
-    if q.beats and c.beats and q.last_t() > 0:
-        out["GTR"] = float(c.last_t() / q.last_t())
+    if q.beats and c.beats and q.end_t() > 0:
+        out["GTR"] = float(c.end_t() / q.end_t())
     out["LTR"] = _ltr(q, c, s.ltr_window)
     out["LTRmax"] = _ltr_max(q, c, s.peak_windows)
     w = s.window
