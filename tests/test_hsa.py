@@ -228,9 +228,10 @@ def test_model_file_round_trip(tmp_path):
 
 def test_unit_ratio_is_the_median_construct_by_construct_and_counts_enough_units_only():
     """UR (diagnosis.unit_ratio): each construct's median unit over the reference's, weighted by
-    the thread's work in it; a construct of fewer than config.UNIT_RATIO_MIN_UNITS units, or
-    one the reference does not have, says nothing. A thread is slowed by it when its UR and its
-    UR against its teammates' are both above SHIFT_MAX (hsa._work_shift)."""
+    the thread's work in it at the reference's pace; a construct of fewer than
+    config.UNIT_RATIO_MIN_UNITS units, or one the reference does not have, says nothing. A
+    thread is slowed by it when its UR and its UR against its teammates' are both above
+    SHIFT_MAX (hsa._work_shift)."""
     import pandas as pd
 
     from hbtool import config
@@ -246,6 +247,12 @@ def test_unit_ratio_is_the_median_construct_by_construct_and_counts_enough_units
     slow["a"] = (600.0, 1_000_000)
     assert unit_ratio(slow, ref) == pytest.approx(3.0)   # now a holds the thread's work
     assert np.isnan(unit_ratio({"d": (1.0, 500)}, ref))
+    # FastTree's thread that took its stopped teammate's sections (which match no construct of the
+    # model's): its region ends, 0.1 us in the model's runs, took 6.7 us with the injector armed.
+    # Weighted by its own time they outweighed its loops, and it read 67; they are 66 us of work
+    # at the model's pace, its loops 2.2 ms
+    fasttree = {"parallel f": (6700.0, 663), "loop g": (87_000.0, 33)}
+    assert unit_ratio(fasttree, {"parallel f": 100.0, "loop g": 65_600.0}) == pytest.approx(87 / 65.6)
     table = pd.DataFrame({"run": ["r", "r", "s"], "process": [0, 0, 0], "thread": [0, 1, 0],
                           "unit_medians": [slow, {"a": (200.0, 50)}, {"a": (700.0, 50)}]})
     ur, team = unit_ratios(table, ref)

@@ -247,17 +247,20 @@ def unit_ratio(medians: dict, reference: dict[str, float]) -> float:
     """How many times longer a thread's units took than the reference's (normal runs' or a
     reference run's), construct by construct: of each construct it had
     config.UNIT_RATIO_MIN_UNITS units of at least and the reference has, the log of its
-    median over the reference's, and of those the median weighted by its work in each (its
-    units times their median): the constructs that hold its work decide, not the runtime's
-    microsecond ones (a task's own work after its children ends, a few hundred ns, which any
-    cost on the beat's path -- the fault injector's, armed -- makes tens of times longer);
-    NaN without any."""
+    median over the reference's, and of those the median weighted by the work its units
+    would have been at the reference's pace (its units times the reference's median): the
+    constructs that hold its work decide, not the runtime's microsecond ones (a task's own
+    work after its children ends, a few hundred ns, or a region's end after its last section,
+    0.1 us, which any cost on the beat's path -- the fault injector's, armed -- makes tens of
+    times longer). Weighted by its own units' time, those it took longer over weighed the
+    more: FastTree's thread that took its stopped teammate's sections read 103, from its
+    region ends (6.7 us against the model's 0.1), and was called memoryleak. NaN without any."""
     logs, weights = [], []
     for c, (v, n) in medians.items():
         r = reference.get(c)
         if c and r and r > 0 and v > 0 and n >= config.UNIT_RATIO_MIN_UNITS:
             logs.append(np.log(v / r))
-            weights.append(n * v)
+            weights.append(n * r)
     if not logs:
         return float("nan")
     o = np.argsort(logs)
