@@ -96,6 +96,32 @@ def test_a_thread_that_waits_in_the_last_regions_closing_barrier_did_not_end_ear
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
+def test_the_monitor_reports_a_thread_waiting_in_the_runtime_at_exit_alive_until_then(tmp_path, tree, cc):
+    """The same run under the online monitor: at the exit, a thread that waits in the runtime
+    (the walk's closing barrier, the pool, the master's serial part) is reported exited from
+    the exit, not from its last beat (before: the idle thread "exited from 0.15 s", 1.2 s
+    before it did, which the offline timeline contradicts). Nothing else is reported."""
+    from test_monitor import BEAT, COND, BUSY, EXITED, behaviors, read_trace
+
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-q", "-o", out, "--", tree(cc), 7, 2, 0, 1, 600, -1, 0,
+                   env=dict(os.environ, OMP_NUM_THREADS="2", OMP_MAX_ACTIVE_LEVELS="1",
+                            HBTRACE_MONITOR="central", HBTRACE_MONITOR_BEATS="openmp"))
+    assert r.returncode == 0, r.stderr
+    tr = read_trace(next(out.glob("*.hbt")))
+    beats = tr["rec"][tr["rec"]["kind"] == BEAT]
+    end = int(beats["t_ns"].max())
+    by_thread = {int(th): int(beats["t_ns"][beats["thread"] == th].max()) for th in set(beats["thread"].tolist())}
+    if cc == "gcc":   # one thread's beats end a second early (libomp's worker beats again at the region's end)
+        assert min(by_thread.values()) < end - 500e6, by_thread
+    got = behaviors(tr)
+    assert not [d for d in got if d["bhv"] in (BUSY, COND)], got
+    exited = {d["thread"]: d for d in got if d["bhv"] == EXITED}
+    assert set(exited) == {0, 1}, got
+    assert all(d["onset"] >= end - 5e6 for d in exited.values()), (exited, end)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
 def test_a_thread_slowed_while_it_ran_tasks_alone_is_found_against_normal_runs(tmp_path, tree, cc):
     """Thread 0 walks a tree of 126 tasks with its teammate, then runs 400 tasks of a team of
     one alone, slowed 3x from its 100th beat on (kalign's slowed victims: its threads share too

@@ -67,7 +67,8 @@
  *   - final passes: at Finished, threads that stopped beating (late, or the
  *     caller itself) are EXITED (onset = last beat) but judged again if they
  *     beat again (RUNNING); at exit (status 0) every thread still at work is
- *     EXITED (onset = its last beat), at exit with another status FAILED
+ *     EXITED (onset = its last beat, or the exit for a thread that waits in
+ *     the OpenMP runtime then), at exit with another status FAILED
  *     (onset = the exit); a thread found gone at either is FAILED.
  * A thread that never beat is not judged, except that its THREAD_END is
  * reported (EXITED/FAILED, onset = the end time, thread = -1 unless it set

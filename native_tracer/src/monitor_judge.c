@@ -1817,8 +1817,13 @@ final:
         }
         return HBT_J_ALIVE;
     case HBT_FIN_EXIT_OK:
+        /* from its latest beat, or from the exit where it waits in the runtime (a barrier,
+         * the pool, the master's serial part): alive until then. (A run that ends with one
+         * thread's walk of tasks: its teammate, 1.2 s in the closing barrier, was reported
+         * exited from its last task.) */
         if (v->cur != HBT_BHV_EXITED)
-            hbt_report(h, j, HBT_BHV_EXITED, s->t, s->seq, c);
+            hbt_report(h, j, HBT_BHV_EXITED,
+                       __atomic_load_n(&h->b.waiting, __ATOMIC_ACQUIRE) && now > s->t ? now : s->t, s->seq, c);
         __atomic_store_n(&v->final, 1, __ATOMIC_RELEASE);
         return HBT_J_DEAD;
     case HBT_FIN_EXIT_FAIL:
