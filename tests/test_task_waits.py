@@ -93,6 +93,11 @@ def test_a_thread_that_waits_in_the_last_regions_closing_barrier_did_not_end_ear
     d = diagnose(out)
     assert [t["status"] for t in d.values()] == ["normal", "normal"], d
     assert all(0.9 < t["GTR"] < 1.1 for t in d.values()), d
+    # the master's leaving read from the file a piece at a time, or from the whole trace: alike
+    import pandas as pd
+
+    from hbtool.analyzers.diagnosis import features_table
+    pd.testing.assert_frame_equal(features_table(trace), features_table(read_heartbeats(out, stream=True)))
 
 
 @pytest.mark.parametrize("cc", COMPILERS)

@@ -53,7 +53,7 @@ def _master_leaves(trace: HeartbeatTrace, key: tuple) -> np.ndarray:
     program's serial part: the starts of its `outside` waits, in seconds, sorted."""
     stats = getattr(trace, "wait_stats", None)
     if stats is not None:   # a streamed trace: only a master that has such waits is read
-        mine = ((stats["run"].astype(str) == key[0]) & (stats["process"] == key[1]) & (stats["thread"] == key[2])
+        mine = ((stats["run"].astype(str) == str(key[0])) & (stats["process"] == key[1]) & (stats["thread"] == key[2])
                 & (stats["sync"].astype(str) == "outside"))
         if not mine.any():
             return np.empty(0)
@@ -62,7 +62,7 @@ def _master_leaves(trace: HeartbeatTrace, key: tuple) -> np.ndarray:
     w = trace.waits
     if not len(w):
         return np.empty(0)
-    w = w[(w["run"].astype(str) == key[0]) & (w["process"] == key[1]) & (w["thread"] == key[2])
+    w = w[(w["run"].astype(str) == str(key[0])) & (w["process"] == key[1]) & (w["thread"] == key[2])
           & (w["sync"].astype(str) == "outside")]
     return np.sort((w["t_ns"].to_numpy(np.int64) - w["wait_ns"].to_numpy(np.int64)) / 1e9)
 
