@@ -9,7 +9,7 @@ import pandas as pd
 from .. import config
 from ..model import HeartbeatTrace
 from .features import FEATURES, FeatureSettings, LazySeries, PiecewiseSeries, Series, compute_features, make_series, too_few_beats
-from .summary import memory_retained, region_work, summarize_threads, work_shifts_and_units
+from .summary import memory_retained, region_work, split_waits, summarize_threads, work_shifts_and_units
 
 KEY = ["run", "process", "thread"]
 #: which thread a row was compared with: "team-median" (its team's median thread) or
@@ -59,11 +59,10 @@ def _master_leaves(trace: HeartbeatTrace, key: tuple) -> np.ndarray:
             return np.empty(0)
         starts = [(end - length)[np.asarray(sync == "outside")] for end, length, sync in trace.thread_wait_pieces(key)]
         return np.sort(np.concatenate(starts)) / 1e9 if starts else np.empty(0)
-    w = trace.waits
+    _, w = split_waits(trace.waits)   # the master's time outside the regions: its serial part
     if not len(w):
         return np.empty(0)
-    w = w[(w["run"].astype(str) == str(key[0])) & (w["process"] == key[1]) & (w["thread"] == key[2])
-          & (w["sync"].astype(str) == "outside")]
+    w = w[(w["run"].astype(str) == str(key[0])) & (w["process"] == key[1])]
     return np.sort((w["t_ns"].to_numpy(np.int64) - w["wait_ns"].to_numpy(np.int64)) / 1e9)
 
 
@@ -78,13 +77,15 @@ def presence_ends(trace: HeartbeatTrace, series: dict[tuple, Series], summary: p
     9.7 against the master (tests/programs/omp_task_tree.c, LAST 0). Not for a thread that
     ended by itself (OWN_ENDS), nor where the master has no `outside` waits (no OpenMP regions
     seen)."""
-    masters = {(k[0], k[1]) for k in series if k[2] == 0}
-    for run, process in masters:
+    teams: dict[tuple, list] = {}
+    for k, s in series.items():
+        teams.setdefault((k[0], k[1]), []).append((k, s))
+    for (run, process), members in teams.items():
+        if not any(k[2] == 0 for k, _ in members):
+            continue
         leaves = None
-        for k, s in series.items():
-            if (k[0], k[1]) != (run, process) or not s.beats:
-                continue
-            if summary is not None and k in summary.index and summary.loc[k, "ending"] in OWN_ENDS:
+        for k, s in members:
+            if not s.beats or (summary is not None and k in summary.index and summary.loc[k, "ending"] in OWN_ENDS):
                 continue
             if leaves is None:
                 leaves = _master_leaves(trace, (run, process, 0))
