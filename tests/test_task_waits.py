@@ -23,17 +23,28 @@ COMPILERS = ["gcc", pytest.param("clang", marks=pytest.mark.skipif(
     shutil.which("clang") is None, reason="clang is not installed (scripts/install.sh installs it)"))]
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory, tracer_built):
-    d = tmp_path_factory.mktemp("tree")
-
+def _builder(d: Path, program: str):
     def build(cc: str) -> Path:
-        exe = d / f"omp_task_tree_{cc}"
+        exe = d / f"{program}_{cc}"
         if not exe.exists():
-            subprocess.run([cc, "-O2", "-fopenmp", f"-I{PROGRAMS}", str(PROGRAMS / "omp_task_tree.c"), "-o",
+            subprocess.run([cc, "-O2", "-fopenmp", f"-I{PROGRAMS}", str(PROGRAMS / f"{program}.c"), "-o",
                             str(exe)], check=True)
         return exe
     return build
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory, tracer_built):
+    return _builder(tmp_path_factory.mktemp("tree"), "omp_task_tree")
+
+
+@pytest.fixture(scope="module")
+def long_tasks(tmp_path_factory, tracer_built):
+    return _builder(tmp_path_factory.mktemp("long_tasks"), "omp_long_tasks")
+
+
+MONITORED = {"OMP_NUM_THREADS": "2", "OMP_MAX_ACTIVE_LEVELS": "1", "HBTRACE_MONITOR": "central",
+             "HBTRACE_MONITOR_BEATS": "openmp"}
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
@@ -164,3 +175,54 @@ def test_a_thread_slowed_while_it_ran_tasks_alone_is_found_against_normal_runs(t
     for i in range(3):   # and its normal runs, judged by the same model, are normal
         r = hbtool_here("diagnose", normal[i], "--model", model, "--format", "json")
         assert [t["status"] for t in json.loads(r.stdout)["threads"]] == ["normal", "normal"], r.stdout
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_the_monitor_lets_the_first_long_tasks_of_a_construct_run(tmp_path, long_tasks, cc):
+    """400 tasks of 0.5 ms, then ten tasks of 150 ms one at a time, each while the teammate
+    waits for it (in its taskwait, or in the region's closing barrier): the first long tasks
+    are longer than any unit either thread did before, and nothing says yet what a task of
+    that construct takes. The monitor now judges a thread in a task by its construct's tasks
+    and, before it has measured HBT_TASK_WARM of them, calls only a spin on memory
+    busy-waiting; before, every run had the first long task's thread busy-waiting 3 ms in
+    (kalign: 4 false reports in 1 of 3 normal runs). Offline, the task its maker ran
+    ("unshared") and the tasks its teammate took are units of one construct: before, the
+    one long task thread 0 took was compared with no other, and called busy-waiting."""
+    from test_monitor import BUSY, COND, behaviors, read_trace
+
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-q", "-o", out, "--", long_tasks(cc), 400, 0.5, 10, 150,
+                   env=dict(os.environ, **MONITORED))
+    assert r.returncode == 0 and r.stdout == "done 410\n", r.stderr
+    got = behaviors(read_trace(next(out.glob("*.hbt"))))
+    assert not [d for d in got if d["bhv"] in (BUSY, COND)], got
+    r = hbtool_here("behavior", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    found = [(t["thread"], i["behavior"], i["detail"]) for t in json.loads(r.stdout)["threads"]
+             for i in t["intervals"] if i["behavior"] in ("busy-waiting", "conditional-waiting")]
+    assert not found, found
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_the_monitor_finds_a_spin_at_a_tasks_end_against_its_constructs_tasks(tmp_path, tree, cc):
+    """Thread 0 walks a tree of 510 tasks (leaves of 2 ms), running its children in its
+    taskwaits, and spins 300 ms at its 200th beat, the end of a task: it is back in the task
+    whose taskwait ran that one, a task of a construct whose tasks took at most a few
+    milliseconds, and is reported busy-waiting once that task is overdue (8x the second
+    longest). Before, the thread was in no unit the monitor knew, its teammate took tasks
+    meanwhile, and nothing was reported (kalign: 2 of 3 busy faults, 1 of 3 cond faults
+    missed)."""
+    from test_monitor import BUSY, COND, behaviors, read_trace
+
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "busy", "--thread", 0, "--beat", 200,
+                   "--inject-wait-ms", 300, "--", tree(cc), 8, 2, 0, 1, 0, 0, env=dict(os.environ, **MONITORED))
+    assert r.returncode == 0 and r.stdout == "done 256\n", r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 0, truth
+    t0 = truth["fired_at"]["mono_ns"]
+    got = behaviors(read_trace(next(out.glob("*.hbt"))))
+    busy = [d for d in got if d["bhv"] == BUSY and d["thread"] == 0]
+    assert busy, got
+    assert t0 - 1e6 <= busy[0]["onset"] <= t0 + 1e6 and busy[0]["at"] < t0 + 200e6, (busy[0], t0)
+    assert not [d for d in got if d["bhv"] in (BUSY, COND) and d["thread"] != 0], got

@@ -37,7 +37,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
-from ..model.heartbeats import StreamedTrace
+from ..model.heartbeats import StreamedTrace, task_construct
 from .summary import cpu_record_arrays, process_end, signal_name, unit_cpu, work_clock
 
 
@@ -681,14 +681,15 @@ def _construct_top(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace) -
     the few a busy machine stretched, mostly waiting for a CPU (cd-hit's loop of 15 us
     chunks on a loaded machine: a 99th percentile of 0.1 ms of CPU time, and its real chunks
     of 0.1-0.3 s read as 100-1600x outliers, 20 busy-waiting reports in 8 normal runs)."""
-    mine = tb.construct[i + 1] if tb.construct is not None and len(tb.construct) > i + 1 else ""
+    mine = task_construct(str(tb.construct[i + 1])) if tb.construct is not None and len(tb.construct) > i + 1 else ""
     units, total = [], 0
     for o in _and_itself(tb, team):
         if not isinstance(o, ThreadBeats) or o.n < 2:
             continue
         same = np.ones(o.n - 1, dtype=bool)
         if o.construct is not None and len(o.construct) == o.n:
-            same = np.asarray(o.construct[1:] == mine)
+            names, codes = _construct_codes(o.construct[1:])
+            same = names[codes] == mine
         if o is tb:
             same[i] = False
         total += int(same.sum())
@@ -743,12 +744,19 @@ def _construct_units(tb: ThreadBeats, waits: ThreadWaits) -> dict:
 
 
 def _construct_codes(c) -> tuple[np.ndarray, np.ndarray]:
-    """A thread's constructs per beat (array or Categorical) as names and a code per beat."""
+    """A thread's constructs per beat (array or Categorical) as names and a code per beat; a
+    task's units under its construct's name whether a teammate took it or not
+    (task_construct: a long task run by the thread that made it and one a teammate took are
+    units of one construct)."""
     if isinstance(c, pd.Categorical):
-        names = np.array([str(v) for v in c.categories] + [""], dtype=object)
+        names = np.array([task_construct(str(v)) for v in c.categories] + [""], dtype=object)
         codes = c.codes.astype(np.int64)
-        return names, np.where(codes < 0, len(names) - 1, codes)
-    return np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)
+        codes = np.where(codes < 0, len(names) - 1, codes)
+    else:
+        names, codes = np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)
+        names = np.array([task_construct(str(v)) for v in names], dtype=object)
+    merged, remap = np.unique(names.astype(str), return_inverse=True)
+    return merged.astype(object), remap[codes]
 
 
 def _overdue_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, waits_cache: dict,
@@ -763,7 +771,7 @@ def _overdue_unit(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, wa
     monitor measures it, against the units begun at that lock (a nest lock taken after one
     item in five ended the interval of a spin begun at the lock that stores an item's result:
     too few units to say)."""
-    mine = str(tb.construct[i + 1]) if tb.construct is not None and len(tb.construct) > i + 1 else ""
+    mine = task_construct(str(tb.construct[i + 1])) if tb.construct is not None and len(tb.construct) > i + 1 else ""
     if not mine:
         return None
     got = _overdue_against(tb, i, team, trace, waits_cache, span, mine)
@@ -800,7 +808,7 @@ def _longest_other(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace, w
                    span) -> int | None:
     """The longest unit of work (_longest_units) of the construct that interval i of the
     thread ends in, among its other units and its teammates', or None when it has none."""
-    mine = str(tb.construct[i + 1]) if tb.construct is not None and len(tb.construct) > i + 1 else None
+    mine = task_construct(str(tb.construct[i + 1])) if tb.construct is not None and len(tb.construct) > i + 1 else None
     if mine is None:
         return None
     best = None

@@ -683,6 +683,13 @@ def construct_label(names: dict[int, str], key: int) -> str:
     return name
 
 
+def task_construct(label: str) -> str:
+    """The construct a unit of work named `label` (construct_label) belongs to: an unshared
+    task's label without its mark ("task f+0x10 unshared": "task f+0x10"), any other as it is.
+    Who ran a task says whether it was shared, not how long it is."""
+    return label[: -len(UNSHARED)] if label.endswith(UNSHARED) and label.startswith("task ") else label
+
+
 def sections_named(label: str) -> tuple[str, int]:
     """Of a construct's name as construct_label writes it: the construct's own name and how
     many sections the name says its unit held ("sections f+0x10 #1,3": ("sections f+0x10",

@@ -99,28 +99,36 @@ void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t constr
  * them (hbt_unit_beat) */
 #define HBT_UNIT_WARM  32u
 
-/* Each loop's chunks, by construct id, for the online monitor: its two longest chunks
- * measured (ns, saturating), each with when (ms of the monotonic clock, mod 2^32), each
- * forgotten by half every HBT_UNIT_HALF_MS (hbt_unit_long): a chunk the host's stop of a
- * CPU or a fault held up does not set the loop's bar for the rest of the run, a long chunk
- * that comes back every step does; and how many chunks were measured (up to HBT_UNIT_WARM).
- * Two, not one: a single chunk stretched by a preemption (a 20 us chunk that waited 4-8 ms
- * for its CPU) is the longest, and the monitor's bar for a chunk in progress is 8 times the
- * second longest, 2 times the longest (hbt_unit_overdue). Written by a thread that ends a
- * chunk longer than the shorter of the two, which is rare once a few were measured. */
+/* Each loop's chunks (and each task construct's tasks), by construct id, for the online
+ * monitor: its two longest chunks measured (ns, saturating), each with when (ms of the
+ * monotonic clock, mod 2^32), each forgotten by half every HBT_UNIT_HALF_MS
+ * (hbt_unit_long): a chunk the host's stop of a CPU or a fault held up does not set the
+ * loop's bar for the rest of the run, a long chunk that comes back every step does; and
+ * how many chunks were measured (up to HBT_UNIT_WARM). Two, not one: a single chunk
+ * stretched by a preemption (a 20 us chunk that waited 4-8 ms for its CPU) is the longest,
+ * and the monitor's bar for a chunk in progress is 8 times the second longest, 2 times the
+ * longest (hbt_unit_overdue). Written by a thread that ends a chunk longer than the shorter
+ * of the two, which is rare once a few were measured. A task construct's (`task` set) are
+ * never forgotten: its tasks differ by orders of magnitude (a leaf's work and the root's
+ * merge of a recursion), and its long ones may come seconds apart (kalign). */
 #define HBT_UNIT_HALF_MS 1000u
+/* Tasks of a construct measured before the monitor judges a task of it in progress by
+ * them (hbt_unit_overdue); before, only a spin on memory in it is busy-waiting */
+#define HBT_TASK_WARM  8u
 struct hbt_ct_unit {
     uint32_t long_ns[2];
     uint32_t long_ms[2];
     uint32_t n;
+    uint32_t task;
 };
 
-/* Slot k of a loop's two longest chunks, as of now_ms: halved for each HBT_UNIT_HALF_MS since. */
+/* Slot k of a loop's two longest chunks, as of now_ms: halved for each HBT_UNIT_HALF_MS since
+ * (a task construct's: as measured). */
 static inline uint32_t hbt_unit_long(const struct hbt_ct_unit *c, int k, uint32_t now_ms)
 {
     uint32_t d = __atomic_load_n(&c->long_ns[k], __ATOMIC_RELAXED);
     uint32_t age = now_ms - __atomic_load_n(&c->long_ms[k], __ATOMIC_RELAXED);
-    if (age >= 0x80000000u)
+    if (age >= 0x80000000u || __atomic_load_n(&c->task, __ATOMIC_RELAXED))
         return d;   /* (stored after now_ms was read) */
     age /= HBT_UNIT_HALF_MS;
     return age >= 32 ? 0 : d >> age;
@@ -189,10 +197,12 @@ static inline __attribute__((always_inline)) void hbt_wait_end(void)
     hbt_wait_mark(under);
 }
 
-/* A chunk of loop `construct` begun at t0 ended at `at`: measured. */
-static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at)
+/* A chunk of loop `construct` (a task of it: `task`) begun at t0 ended at `at`: measured. */
+static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at, int task)
 {
     struct hbt_ct_unit *c = &hbt_ct_units[construct];
+    if (task && !__atomic_load_n(&c->task, __ATOMIC_RELAXED))
+        __atomic_store_n(&c->task, 1u, __ATOMIC_RELAXED);
     uint64_t d = at - t0;
     uint32_t now_ms = (uint32_t)(at / 1000000u);
     uint32_t a = hbt_unit_long(c, 0, now_ms), b = hbt_unit_long(c, 1, now_ms);
@@ -205,31 +215,96 @@ static inline void hbt_unit_measure(uint32_t construct, uint64_t t0, uint64_t at
         __atomic_fetch_add(&c->n, 1u, __ATOMIC_RELAXED);
 }
 
+/* The unit a thread was in when a task began to run on it (a chunk whose code made the
+ * task and ran it at once, the task whose taskwait runs it, ...), back when the task ends. */
+struct hbt_unit_saved {
+    uint32_t loop, kind, ended;
+};
+
+/* An explicit task of construct `construct` begins to run on this thread at `at`: the unit
+ * of work it is in is the task from now (its teammates waiting in a taskwait for it wait
+ * for a task, whose length its construct's tasks tell, not for a chunk or the thread's
+ * usual beat); the unit before is kept in *sv. Returns 0 where nothing was done (the
+ * monitor does not judge automatic beats; the thread has no line). */
+static inline int hbt_unit_task_begin(struct hbt_unit_saved *sv, uint32_t construct, uint64_t at)
+{
+    struct hbt_unit *u = hbt_tls.unit;
+    if (!hbt_mon_hot.openmp || !u || !construct || construct > HBT_CT_MAX)
+        return 0;
+    sv->loop = u->loop;
+    sv->kind = u->kind;
+    sv->ended = u->ended;
+    u->kind = HBT_UNIT_TASK;
+    __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
+    __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* ... and ends at `at`, its beat (hbt_unit_beat: a fault injected there after the beat is in
+ * the unit the thread is back in, slow's spin before it in the task's): measured, as a task of its construct, from its start or its latest
+ * wait's end; the unit before it is back, begun at `at` (silent since then: the time before
+ * was the task's). */
+static inline void hbt_unit_task_end(const struct hbt_unit_saved *sv, uint32_t construct, uint64_t at)
+{
+    struct hbt_unit *u = hbt_tls.unit;
+    if (!u)
+        return;
+    if (u->kind == HBT_UNIT_TASK && u->loop == construct && at > u->t)
+        hbt_unit_measure(construct, u->t, at, 1);
+    u->kind = sv->kind;
+    __atomic_store_n(&u->ended, sv->ended, __ATOMIC_RELAXED);
+    __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
+    __atomic_store_n(&u->loop, sv->loop, __ATOMIC_RELEASE);
+}
+
 /* An automatic beat of a thread whose automatic beats the monitor judges: a chunk beat
  * ends the thread's chunk of its loop (if it was in one, measured) and begins the next
  * (libgomp beats when a thread asks for its next chunk, libomp when it got one; a loop
  * with no chunk left clears it: hbt_unit_none). Out of a chunk, a lock's beat ends the unit
  * the thread's previous lock beat began (measured, as a chunk of that lock: a team that
  * shares its work out by hand under a lock, MUSCLE 5) and begins the next; in a chunk, it
- * leaves the chunk alone. Any other beat leaves the loop or the lock's unit. */
+ * leaves the chunk alone. In a task, only a chunk beat (a loop of a region the task opened)
+ * changes the unit. A task's own beat leaves the unit as the task's end left it
+ * (hbt_unit_task_end). Any other beat leaves the loop or the lock's unit. */
 static inline __attribute__((always_inline))
 void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t at)
 {
-    uint32_t prev = u->ended ? 0u : u->loop;   /* (written by this thread only) */
+    if (event == HBT_EV_TASK) {
+        const struct hbt_unit_saved *sv = hbt_tls.unit_end;
+        if (sv) {
+            hbt_tls.unit_end = NULL;
+            hbt_unit_task_end(sv, construct, at);
+        }
+        return;
+    }
+    uint32_t kind = u->kind;   /* (written by this thread only) */
+    uint32_t prev = u->ended ? 0u : u->loop;
     int chunk = event == HBT_EV_CHUNK, lock = event == HBT_EV_LOCK;
-    if ((chunk || (lock && (!prev || u->lock))) && construct && construct <= HBT_CT_MAX) {
+    if (prev && kind == HBT_UNIT_TASK && !chunk)
+        return;   /* a lock taken inside a task, a region it opens and closes: still in it */
+    if ((chunk || (lock && (!prev || kind == HBT_UNIT_LOCK))) && construct && construct <= HBT_CT_MAX) {
         uint64_t t0 = u->t;
-        if (prev && at > t0 && (lock ? u->lock : prev == construct && !u->lock))
-            hbt_unit_measure(prev, t0, at);
-        u->lock = (uint32_t)lock;
+        if (prev && at > t0 && (lock ? kind == HBT_UNIT_LOCK : prev == construct && kind == HBT_UNIT_CHUNK))
+            hbt_unit_measure(prev, t0, at, 0);
+        u->kind = lock ? HBT_UNIT_LOCK : HBT_UNIT_CHUNK;
         __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
-    } else if (u->loop && !(lock && prev && !u->lock)) {   /* (a lock taken inside a chunk: still in it) */
-        u->lock = 0;
+    } else if (u->loop && !(lock && prev && kind != HBT_UNIT_LOCK)) {   /* (a lock taken inside a chunk: still in it) */
+        u->kind = HBT_UNIT_CHUNK;
         __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
+}
+
+/* A wait in the runtime ended at `at` (a taskwait, a critical section): a task the thread is
+ * in is at work again from then; its wait was not the task's work. */
+static inline void hbt_unit_after_wait(uint64_t at)
+{
+    struct hbt_unit *u = hbt_tls.unit;
+    if (u && u->kind == HBT_UNIT_TASK && u->loop && at > u->t)
+        __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
 }
 
 /* The thread's loop gave it no further chunk: it is in no chunk now. With `at` (libomp,
@@ -243,10 +318,10 @@ void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t a
 static inline void hbt_unit_none(uint64_t at)
 {
     struct hbt_unit *u = hbt_tls.unit;
-    if (u && u->loop && !u->ended) {
-        u->lock = 0;
+    if (u && u->loop && !u->ended && u->kind != HBT_UNIT_TASK) {
+        u->kind = HBT_UNIT_CHUNK;
         if (at && at > u->t && u->loop <= HBT_CT_MAX) {
-            hbt_unit_measure(u->loop, u->t, at);
+            hbt_unit_measure(u->loop, u->t, at, 0);
             __atomic_store_n(&u->ended, 1u, __ATOMIC_RELAXED);
             __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
             __atomic_store_n(&u->loop, u->loop, __ATOMIC_RELEASE);

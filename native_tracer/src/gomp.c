@@ -428,6 +428,7 @@ static inline void gomp_leave(struct gomp_tls *g, int sync, uint32_t id, uint64_
     if (sync) {
         uint64_t t1 = hbt_now_ns();
         hbt_wait_end();
+        hbt_unit_after_wait(t1);
         hbt_auto_wait_at(HBT_SRC_OPENMP, sync, g->s.thread, id, t1 - t0, t1);
     }
 }
@@ -791,16 +792,26 @@ static void gomp_task_run(void *arg)
     struct gomp_tls *g = gomp_self();
     int unshared = h->maker == g;   /* no teammate took it */
     struct gomp_open_wait *w = g->wait;
+    uint64_t t = 0;
     if (w) {   /* run inside a wait: the wait so far is one, the task is work */
-        uint64_t t = hbt_now_ns();
+        t = hbt_now_ns();
         hbt_wait_mark(0);
         if (t > *w->t0)
             hbt_auto_wait_at(HBT_SRC_OPENMP, w->sync, g->s.thread, w->id, t - *w->t0, t);
         g->wait = NULL;
     }
+    struct hbt_unit_saved sv;
+    int unit = __builtin_expect(hbt_mon_hot.openmp, 0) &&
+               hbt_unit_task_begin(&sv, h->id, t ? t : hbt_now_ns());   /* (the monitor's) */
     h->fn((char *)arg + h->offset);
+    if (unit)
+        hbt_tls.unit_end = &sv;   /* the task's beat ends its unit (hbt_unit_beat) */
     hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_TASK, g->s.thread, h->id, gomp_count(g, h->id),
                          unshared ? HBT_TASK_UNSHARED : 0u, 0);
+    if (unit && hbt_tls.unit_end == &sv) {   /* (no beat: no room for it) */
+        hbt_unit_task_end(&sv, h->id, hbt_now_ns());
+        hbt_tls.unit_end = NULL;
+    }
     if (w) {   /* the wait goes on */
         g->wait = w;
         *w->t0 = hbt_now_ns();

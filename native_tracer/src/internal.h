@@ -150,17 +150,20 @@ struct hbt_beatline {
 };
 
 /* The unit of work a thread of an OpenMP team is in, for the online monitor judging
- * automatic beats: a chunk of a loop whose chunks it takes one by one (construct id
- * `loop`, begun at `t`, the clock of the beat before it), `loop` 0 in none. Written by
- * the thread itself (t, then loop with release), read by the monitor (loop with
- * acquire, then t): a pair read across a change has a later t, which makes the unit
- * shorter, never longer. */
+ * automatic beats: a chunk of a loop whose chunks it takes one by one, the work since the
+ * OpenMP lock it last asked for, or an explicit task it runs (construct id `loop`, of the
+ * kind `kind`, begun at `t`: the clock of the beat before it, or for a task its start or
+ * the end of its latest wait), `loop` 0 in none. Written by the thread itself (t, then loop
+ * with release), read by the monitor (loop with acquire, then t): a pair read across a
+ * change has a later t, which makes the unit shorter, never longer. */
+enum hbt_unit_kind { HBT_UNIT_CHUNK = 0, HBT_UNIT_LOCK = 1, HBT_UNIT_TASK = 2 };
+struct hbt_unit_saved;
 struct hbt_unit {
     uint32_t loop;
     uint32_t team;    /* the threads of the outermost team it was last in (hbt_team_mark), 0: not known */
     uint64_t t;
     uint64_t place;   /* where it is in that team's work (hbt_place_mark), 0: not known */
-    uint32_t lock;    /* `loop` is the lock it last asked for, not a loop (hbt_unit_beat) */
+    uint32_t kind;    /* HBT_UNIT_*: what `loop` names (hbt_unit_beat, hbt_unit_task_begin) */
     uint32_t ended;   /* its chunk ended at `t` and the loop gave it no other (libomp:
                          hbt_unit_none); it is in the loop's tail until its next beat */
 };
@@ -213,6 +216,8 @@ struct hbt_tls {
     struct hbt_beatline sink; /* `beat` of a thread beyond the heart table */
     struct hbt_unit *unit;    /* this thread's unit of work in its line of the heart
                                  table; NULL beyond the table */
+    const struct hbt_unit_saved *unit_end;   /* a task ends: its beat ends its unit and
+                                 brings this one back (autobeat.h, hbt_unit_task_end) */
     uint64_t place;           /* its place in its outermost team's work (HBT_PLACE),
                                  copied into unit->place */
     uint32_t team;            /* that team's threads, copied into unit->team */

@@ -271,6 +271,7 @@ void hbt_mon_register(struct hbt_tls *t)
     __atomic_store_n(&h->c.unit.loop, 0u, __ATOMIC_RELAXED);
     h->c.unit.t = 0;
     h->c.unit.ended = 0;
+    h->c.unit.kind = HBT_UNIT_CHUNK;
     __atomic_store_n(&h->c.unit.place, t->place, __ATOMIC_RELAXED);
     __atomic_store_n(&h->c.unit.team, t->team, __ATOMIC_RELAXED);
     __atomic_store_n(&b->state, HBT_HS_ACTIVE, __ATOMIC_RELEASE);

@@ -840,15 +840,24 @@ static int hbt_at_work(const struct hbt_heart *p)
  * when its chunk is no longer than HBT_UNIT_USUAL times that longest chunk (0: the loop's
  * chunks not known): as long as the loop's chunks lately, work even while its team waits;
  * in the loop's tail after its last chunk (hbt_unit_none), from that chunk's end. */
-static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uint64_t *barp, uint64_t *usualp)
+static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uint64_t *barp, uint64_t *usualp,
+                                 int *unknownp)
 {
     const struct hbt_unit *u = &hbt_hearts[self].c.unit;
     uint32_t loop = __atomic_load_n(&u->loop, __ATOMIC_ACQUIRE);
     if (!loop || loop > HBT_CT_MAX)
         return 0;
     uint64_t t0 = __atomic_load_n(&u->t, __ATOMIC_RELAXED);
-    if (t0 < last)
+    int task = __atomic_load_n(&u->kind, __ATOMIC_RELAXED) == HBT_UNIT_TASK;
+    if (t0 < last && !task)
         return 0;   /* (a pair read across its latest beat) */
+    if (task && __atomic_load_n(&hbt_ct_units[loop].n, __ATOMIC_RELAXED) < HBT_TASK_WARM) {
+        /* a task of a construct whose tasks are not known yet: any length is its work (a
+         * recursion's first merges, kalign's first tasks of 0.2-0.3 s, were busy-waiting
+         * while a teammate waited in a taskwait for them) */
+        *unknownp = 1;
+        return 0;
+    }
     if (__atomic_load_n(&u->ended, __ATOMIC_RELAXED)) {
         /* its chunk ended at t0 with no other for it: silent since then, not since its
          * latest beat, the chunk's start (and never overdue: a thread that then spins on a
@@ -858,7 +867,7 @@ static uint64_t hbt_unit_overdue(uint32_t self, uint64_t now, uint64_t last, uin
     }
     const struct hbt_ct_unit *c = &hbt_ct_units[loop];
     uint32_t second = 0, most = hbt_unit_most(c, (uint32_t)(now / 1000000u), &second);
-    if (__atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM || !most)
+    if ((!task && __atomic_load_n(&c->n, __ATOMIC_RELAXED) < HBT_UNIT_WARM) || !most)
         return 0;
     *usualp = t0 + (uint64_t)(HBT_UNIT_USUAL * most);
     uint64_t bar = (uint64_t)(HBT_UNIT_OVER * second);
@@ -1595,7 +1604,8 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
     /* in a chunk of a loop far longer than the loop's chunks take, and not spinning on
      * memory: its own doing, whatever a teammate silent before it does (cd-hit: the master
      * worked 235 ms in its own code while its teammate spun in a chunk of the loop) */
-    uint64_t bar = 0, usual = 0, over = hbt_in_team(h) ? hbt_unit_overdue(j, now, s->t, &bar, &usual) : 0;
+    int unknown = 0;   /* in a task of a construct whose tasks are not known yet */
+    uint64_t bar = 0, usual = 0, over = hbt_in_team(h) ? hbt_unit_overdue(j, now, s->t, &bar, &usual, &unknown) : 0;
     if (over && still != 1 && waits == 1)
         waits = 0;
     if (!waits && still == 1) {
@@ -1718,7 +1728,9 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
      * only: a teammate's silence in a unit of its own, of another construct, says
      * nothing of the machine -- cd-hit's master, 27 ms into 300 ms of its own work,
      * held its teammate's spin in a chunk unreported until it beat again) */
-    if (used >= need && held &&
+    /* (in a task of a construct whose tasks are not known yet, only a spin on memory is
+     * busy-waiting: its CPU time may be any task's work) */
+    if (used >= need && held && (!unknown || still == 1) &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, !over, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
         if (v->cur != HBT_BHV_BUSY_WAITING && still == HBT_STILL_UNKNOWN && used < 2.0 * need) {

@@ -89,6 +89,15 @@ struct hbt_ompt_wait {
     uint8_t sync;              /* HBT_SYNC_* */
 };
 
+/* An explicit task running on this thread, for the online monitor's unit of work
+ * (autobeat.h, hbt_unit_task_begin): the task (its task_data) and the unit the thread was
+ * in when it began. A task run inside another's taskwait comes after it. */
+struct hbt_ompt_unit {
+    const void *key;
+    struct hbt_unit_saved sv;
+};
+#define HBT_OMPT_UNITS 1024u   /* tasks running nested at once that are followed, at most */
+
 struct hbt_ompt_tls {
     uint32_t depth;            /* frames in use; frame[depth-1] is the current one */
     uint32_t nwaits;
@@ -107,6 +116,9 @@ struct hbt_ompt_tls {
     uint32_t *counts;          /* this thread's beats per construct id */
     uint32_t ncounts;
     uint64_t left_ns;          /* when it last left an outermost region (0: never) */
+    struct hbt_ompt_unit *units;   /* the tasks running, outermost first (on the heap, grown
+                                      as they nest, up to HBT_OMPT_UNITS) */
+    uint32_t nunits, units_cap;
 };
 
 static __thread struct hbt_ompt_tls hbt_ompt;
@@ -180,6 +192,20 @@ static HBT_COLD void hbt_ompt_grow_waits(struct hbt_ompt_tls *o)
         return;
     o->waits = w;
     o->waits_cap = n;
+}
+
+/* Room for more running tasks (hbt_ompt_tls.units): twice as many, up to HBT_OMPT_UNITS */
+static HBT_COLD int hbt_ompt_grow_units(struct hbt_ompt_tls *o)
+{
+    uint32_t n = o->units_cap ? o->units_cap * 2 : 8u;
+    if (n > HBT_OMPT_UNITS)
+        return 0;
+    struct hbt_ompt_unit *u = realloc(o->units, n * sizeof *u);
+    if (!u)
+        return 0;
+    o->units = u;
+    o->units_cap = n;
+    return 1;
 }
 
 /* This thread's number among the threads that made or ran a task, from 1 */
@@ -297,6 +323,10 @@ static void hbt_ompt_thread_end(hbt_ompt_data_t *thread_data)
     free(o->waits);
     o->waits = NULL;
     o->waits_cap = 0;
+    free(o->units);
+    o->units = NULL;
+    o->units_cap = 0;
+    o->nunits = 0;
     o->depth = 0;
     o->nwaits = 0;
     HBT_OMPT_FORWARD(HBT_OMPT_THREAD_END, hbt_ompt_thread_end_t, thread_data);
@@ -472,6 +502,40 @@ static void hbt_ompt_task_done(struct hbt_ompt_tls *o)
     hbt_wait_mark(o->waits[k].sync);
 }
 
+/* The monitor's unit of work as a task stops and another runs (task_schedule): the one that
+ * completed (its beat ended its unit) or detached is no longer running, and the unit before
+ * it is back; a task that begins (not one resumed: it is the latest still running) is the
+ * unit from now. Followed as a stack of the tasks begun on this thread: libomp runs a task
+ * inside a taskwait or a barrier and resumes the one it cut when it completes. */
+static void hbt_ompt_task_unit(struct hbt_ompt_tls *o, const void *prior, int status, const void *next)
+{
+    if (status == HBT_OMPT_TASK_COMPLETE || status == HBT_OMPT_TASK_DETACH) {
+        if (o->nunits > o->units_cap) {
+            o->nunits--;   /* the latest begun was not followed (too deep) */
+        } else if (o->nunits && o->units[o->nunits - 1].key == prior) {
+            if (status == HBT_OMPT_TASK_DETACH)   /* (no beat: construct 0, not measured) */
+                hbt_unit_task_end(&o->units[o->nunits - 1].sv, 0, hbt_now_ns());
+            o->nunits--;
+        }
+    }
+    if (status == HBT_OMPT_TASK_LATE_FULFILL || status == HBT_OMPT_TASK_EARLY_FULFILL || !next)
+        return;
+    if (o->nunits && o->nunits <= o->units_cap && o->units[o->nunits - 1].key == next)
+        return;   /* resumed */
+    uint32_t maker = 0;
+    const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, next, &maker);
+    if (!ra)
+        return;   /* an implicit task (the region's), or one not known */
+    if (o->nunits >= o->units_cap && (o->nunits > o->units_cap || !hbt_ompt_grow_units(o))) {
+        o->nunits++;   /* too deep: counted, not followed */
+        return;
+    }
+    struct hbt_ompt_unit *u = &o->units[o->nunits];
+    u->key = next;
+    if (hbt_unit_task_begin(&u->sv, hbt_construct_id(HBT_CK_TASK, ra), hbt_now_ns()))
+        o->nunits++;
+}
+
 static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_task_status,
                                    hbt_ompt_data_t *next_task_data)
 {
@@ -484,9 +548,21 @@ static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_t
         const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &maker);
         uint32_t unshared = ra && maker == hbt_ompt_me(o) ? HBT_TASK_UNSHARED : 0u;   /* no teammate took it */
         uint32_t id = ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0;
+        /* the monitor's unit: the task's, ended by its beat (a late fulfil's task ended
+         * running earlier, as it detached: not the latest begun) */
+        struct hbt_ompt_unit *top = o->nunits && o->nunits <= o->units_cap ? &o->units[o->nunits - 1] : NULL;
+        int ends = top && top->key == prior_task_data && prior_task_status == HBT_OMPT_TASK_COMPLETE;
+        if (ends)
+            hbt_tls.unit_end = &top->sv;
         hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_TASK, hbt_ompt_cur(o)->thread, id,
                              (int32_t)hbt_ompt_count(o, id), unshared, 0);
+        if (ends && hbt_tls.unit_end == &top->sv) {   /* (no beat: no room for it) */
+            hbt_unit_task_end(&top->sv, id, hbt_now_ns());
+            hbt_tls.unit_end = NULL;
+        }
     }
+    if (__builtin_expect(hbt_mon_hot.openmp, 0))
+        hbt_ompt_task_unit(&hbt_ompt, prior_task_data, prior_task_status, next_task_data);
     /* the task before stops here (switch, yield; complete or detach: it is done), the next
      * runs (a fulfilled detached task's event is no task run) */
     if (prior_task_status == HBT_OMPT_TASK_COMPLETE || prior_task_status == HBT_OMPT_TASK_DETACH)
@@ -540,6 +616,7 @@ static void hbt_ompt_sync_region_wait(int kind, int endpoint, hbt_ompt_data_t *p
                 hbt_wait_end();
             else if (k - 1 < o->waits_cap)   /* back in the task that cut the wait before, or in it */
                 hbt_wait_mark(o->waits[k - 1].tasks ? 0u : o->waits[k - 1].sync);
+            hbt_unit_after_wait(now);
             if (k < o->waits_cap) {
                 /* the barrier that ends a region has no code address of its own */
                 struct hbt_ompt_frame *f = hbt_ompt_cur(o);
@@ -582,6 +659,7 @@ static void hbt_ompt_lock_taken(struct hbt_ompt_tls *o)
     if (o->lock_start) {
         uint64_t now = hbt_now_ns();
         hbt_wait_end();
+        hbt_unit_after_wait(now);
         hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_CRITICAL, hbt_ompt_cur(o)->thread, o->lock_id,
                          now - o->lock_start, now);
         o->lock_start = 0;
@@ -600,6 +678,7 @@ static void hbt_ompt_mutex_acquired(int kind, uint64_t wait_id, const void *code
                                        codeptr_ra ? codeptr_ra : o->mutex_ra);
         hbt_auto_wait_at(HBT_SRC_OPENMP, critical ? HBT_SYNC_CRITICAL : HBT_SYNC_ORDERED,
                          hbt_ompt_cur(o)->thread, id, now - o->mutex_start, now);
+        hbt_unit_after_wait(now);
         o->mutex_start = 0;
     }
     HBT_OMPT_FORWARD(HBT_OMPT_MUTEX_ACQUIRED, hbt_ompt_mutex_t, kind, wait_id, codeptr_ra);
