@@ -93,7 +93,8 @@ if [ "$kind" = asan ]; then
     run 0 omp_lock_queue  env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_lock_queue" queue 200 1000 200 50
     # recursive tasks: a wait cut where a task runs in it (a taskwait, the closing barrier),
     # regions opened from tasks in the closing barrier, unshared tasks; a slowed walker
-    run 0 omp_task_tree   env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_MONITOR=central LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 7 0.2 5 2 100
+    run 0 omp_task_tree   env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 7 0.2 5 2 100
+    run 0 omp_task_tree.inject.busy env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=0 HBTRACE_INJECT_BEAT=100 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 7 0.5 0 1 0 0
     run 0 omp_task_tree.inject.slow env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=0 HBTRACE_INJECT_BEAT=60 LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 6 0.2 0 1 100 0
     run 0 omp_lock_queue.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=100 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_lock_queue" dealt 200 1000
 fi
