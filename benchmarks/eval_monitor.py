@@ -24,8 +24,11 @@ Programs (each under `hbtool record`, HBTRACE_MONITOR=central or ring):
               nothing else is run.
 Per program, team size and mode: `--runs` normal runs (every busy-waiting or conditional-
 waiting report is spurious) and `--runs` runs of each of the injector's busy and cond
-faults (`--inject busy|cond --thread random --beat LO-HI --inject-seed S`, S = seed,
-seed+1, ...; LO-HI: 10-60 % of a normal run's beats per thread), `--wait-ms` long. All of
+faults (`--inject busy|cond --thread N --beat LO-HI --inject-seed S`, S = seed, seed+1,
+...; N drawn from S among the threads that beat in the first normal run, LO-HI 10-60 % of
+that thread's beats there; before 2026-12-01 `--thread random` and 10-60 % of the most beats
+of any thread, which put some faults of a thread that beats less past its last beat),
+`--wait-ms` long. All of
 it once alone and once beside one busy-loop process per CPU (`--hog both`).
 
 A report is true when it names the victim, the injected behaviour, and its onset lies
@@ -78,12 +81,23 @@ def example_commands(threads: int) -> dict[str, tuple[list[str], str]]:
     }
 
 
-def run_one(cmd: list[str], out: Path, env: dict, kind: str, beats: str, seed: int,
+def fault_place(per_thread: dict[int, int], seed: int) -> tuple[int, str]:
+    """The victim (drawn from the seed among the threads that beat in a normal run) and the
+    beats its fault is drawn from: 10-60 % of that thread's beats there. (A range of the most
+    beats of any thread put the faults of a thread that beats less past its last beat: 5 of
+    12 of kalign's did not fire, its thread 0 making a fourth of thread 1's beats.)"""
+    rng = np.random.default_rng(seed)
+    victim = int(rng.choice(sorted(per_thread)))
+    n = per_thread[victim]
+    return victim, f"{max(2, n // 10)}-{max(3, n * 6 // 10)}"
+
+
+def run_one(cmd: list[str], out: Path, env: dict, kind: str, place: tuple[int, str] | None, seed: int,
             wait_ms: int, cwd: Path | None) -> dict | None:
     """One `hbtool record` run; the truth (a normal run's is {"kind": "normal"}), or None."""
     args = ["record", "-o", str(out), "--force"]
     if kind != "normal":
-        args += ["--inject", kind, "--thread", "random", "--beat", beats, "--inject-seed", str(seed),
+        args += ["--inject", kind, "--thread", str(place[0]), "--beat", place[1], "--inject-seed", str(seed),
                  "--inject-wait-ms", str(wait_ms)]
     r = eval_npb.hbtool(args + ["--"] + cmd, env, cwd=cwd)
     if r.returncode != 0:
@@ -139,15 +153,16 @@ def evaluate(name: str, cmd: list[str], beats_src: str, threads: int, a, work: P
             for i in range(a.runs):
                 out = d / f"{kind}{i}"
                 t = time.monotonic()
-                truth = run_one(cmd, out, env, kind, f"{per_thread[0]}-{per_thread[1]}" if per_thread else "",
-                                a.seed + i, a.wait_ms, cwd)
+                if kind != "normal" and not per_thread:
+                    continue
+                place = fault_place(per_thread, a.seed + i) if kind != "normal" else None
+                truth = run_one(cmd, out, env, kind, place, a.seed + i, a.wait_ms, cwd)
                 if truth is None:
                     continue
                 if kind == "normal" and per_thread is None:
                     # beats per beating thread (a program's main thread may make none), every
                     # source counted as the injector counts them
-                    n = eval_npb.beats_per_thread(out, env, most=True)
-                    per_thread = (max(2, n // 10), max(3, n * 6 // 10))
+                    per_thread = eval_npb.beats_of_threads(out, env)
                 r = score(out, truth)
                 r.update(program=name, threads=threads, mode=mode, hog=hog, kind=kind, seed=a.seed + i)
                 rows.append(r)

@@ -136,16 +136,21 @@ def record(cmd: list[str], cwd: Path, out: Path, env: dict, kind: str, beats: st
     return json.loads(tf.read_text())
 
 
-def beats_per_thread(trace: Path, env: dict, most: bool = False) -> int:
-    """The fewest (most: the most) beats of any thread that made beats, counting every source as
-    the injector counts them (a helper thread with none, as GROMACS's, is not one of the team)."""
+def beats_of_threads(trace: Path, env: dict) -> dict[int, int]:
+    """Per thread number that made beats, its beats, counting every source as the injector
+    counts them (a helper thread with none, as GROMACS's, is not one of the team)."""
     per = defaultdict(int)
     for src in ("openmp", "api"):
         r = hbtool(["info", str(trace), "--format", "json", "--beats", src], env)
         if r.returncode == 0:
             for t in json.loads(r.stdout)["threads"]:
                 per[int(t["thread"])] += int(t["beats"])
-    counts = [n for n in per.values() if n > 0] or [0]
+    return {k: n for k, n in sorted(per.items()) if n > 0}
+
+
+def beats_per_thread(trace: Path, env: dict, most: bool = False) -> int:
+    """The fewest (most: the most) beats of any thread that made beats (beats_of_threads)."""
+    counts = list(beats_of_threads(trace, env).values()) or [0]
     return max(counts) if most else min(counts)
 
 

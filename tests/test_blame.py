@@ -42,8 +42,8 @@ def behavior(out: Path) -> dict[int, list[dict]]:
     return {t["thread"]: t["intervals"] for t in json.loads(r.stdout)["threads"]}
 
 
-def diagnose(out: Path) -> dict[int, dict]:
-    r = hbtool_here("diagnose", out, "--format", "json")
+def diagnose(out: Path, *args) -> dict[int, dict]:
+    r = hbtool_here("diagnose", out, "--format", "json", *args)
     assert r.returncode == 0, r.stderr
     return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
 
@@ -761,6 +761,44 @@ def test_a_dynamic_loops_slowed_or_stopped_thread_is_found_by_its_team_over_time
     if kind == "stop":
         assert d[1]["SS"] < 0.05 and "share shift" in d[1]["reason"], d[1]
         assert abs(d[1]["SS_beat"] - 3000) < 300, d[1]
+
+
+def test_a_thread_stopped_from_its_first_beats_is_found_against_the_models_normal_runs(tmp_path, dynamic):
+    """Thread 1 of a dynamic loop stops at its 3rd beat: it takes no chunk from the run's first
+    moments on, and has no earlier share to fall from (FastTree's victim stopped 15 ms into a
+    run of 2.6 s, before the first of its team's windows of time ended: normal with and without
+    a model). Its share of the team's chunks over the whole run, against the same thread
+    number's in the model's normal runs (team_share), is next to nothing: shutdown, with the
+    model; its teammate and a normal run, normal. Without a model nothing can tell (a team of
+    two that splits the chunks 0:1 from the start)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
+    env["OMP_NUM_THREADS"] = "2"
+    args = ["60", "200", "0.06", "60"]
+    normal = []
+    for i in range(3):
+        normal.append(tmp_path / f"n{i}")
+        r = run_hbtool("record", "-q", "-o", normal[-1], "--", dynamic, *args, env=env)
+        assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    model = tmp_path / "model.json"
+    r = hbtool_here("train", "--normal", *normal[:2], "-o", model)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(model.read_text())
+    assert sorted(doc["team_share"]) == ["0", "1"] and all(0.5 < v < 2 for v in doc["team_share"].values()), doc
+    stop = tmp_path / "stop"
+    r = run_hbtool("record", "-q", "-o", stop, "--inject", "stop", "--thread", "1", "--beat", "3", "--",
+                   dynamic, *args, env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    truth = json.loads((stop / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["effect"]["chunks_skipped"] > 0, truth
+    d = diagnose(stop)
+    assert d[1]["status"] == "normal", d[1]   # (no earlier share: the miss a model mends)
+    d = diagnose(stop, "--model", model)
+    assert d[1]["status"] == "shutdown" and d[1]["SS_against"] == "model" and d[1]["SS"] < 0.05, d[1]
+    assert "model's normal runs" in d[1]["reason"], d[1]
+    assert d[0]["status"] == "normal", d[0]
+    assert all(t["status"] == "normal" for t in diagnose(normal[2], "--model", model).values())
 
 
 @pytest.fixture(scope="module")

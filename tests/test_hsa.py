@@ -207,6 +207,16 @@ def test_model_file_round_trip(tmp_path):
     p.write_text(json.dumps({**doc, "team_work": {"0": -1}}))
     with pytest.raises(ModelFormatError, match="work against the team's per thread is damaged"):
         read_model(p)
+    # the share of the team's units per thread: kept, and a damaged table refused
+    model.team_share = {0: 1.25, 1: 0.8}
+    write_model(model, p)
+    assert read_model(p).team_share == {0: 1.25, 1: 0.8}
+    doc = json.loads(p.read_text())
+    for bad in ({"0": -1}, {"0": True}, {"x": 1.0}, {"0": 1e7}, [1, 2]):
+        p.write_text(json.dumps({**doc, "team_share": bad}))
+        with pytest.raises(ModelFormatError, match="share of the team's units per thread is damaged"):
+            read_model(p)
+    p.write_text(json.dumps(doc))
     # the units per construct: kept, and a damaged table refused
     model.units = {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6}
     write_model(model, p)

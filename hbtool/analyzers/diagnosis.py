@@ -105,7 +105,8 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
                    progress=None, work_reference: dict[int, float] | None = None,
                    retained_reference: dict[int, float] | None = None,
                    team_work_reference: dict[int, float] | None = None,
-                   units_reference: dict[str, float] | None = None) -> pd.DataFrame:
+                   units_reference: dict[str, float] | None = None,
+                   team_share_reference: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per thread: identity, beats, the reference used, na_reason, every feature,
     and how the thread ended (ending, ended, died).
 
@@ -192,6 +193,21 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table["SS_beat"] = [int(shifts["share_beat"].get(k, 0)) if len(shifts) else 0 for k in keys]
     table["crowded"] = [int(shifts["crowded"].get(k, 0)) if len(shifts) else 0 for k in keys]
     table["team_work"] = [float(shifts["team_work"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
+    table["team_share"] = [float(shifts["team_share"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
+    table["SS_against"] = ""
+    if team_share_reference:
+        # a thread that stopped before its team's first window of time ended has no earlier
+        # share to fall from: its share over the whole run, against what the same thread
+        # number took in the model's normal runs, where its share shift did not already say
+        # it stopped (FastTree: a thread stopped 15 ms into a run of 2.6 s)
+        ref = np.array([team_share_reference.get(int(k[2]), np.nan) for k in keys], dtype=float)
+        whole = table["team_share"].to_numpy(dtype=float) / np.where(ref > 0, ref, np.nan)
+        ss = table["SS"].to_numpy(dtype=float)
+        use = (np.isfinite(whole) & (whole < config.SHARE_SHIFT_MIN)
+               & ~(np.isfinite(ss) & (ss < config.SHARE_SHIFT_MIN)))
+        table.loc[use, "SS"] = whole[use]
+        table.loc[use, "SS_beat"] = 0
+        table.loc[use, "SS_against"] = "model"
     table["WS_against"] = ""
     if team_work_reference:
         # a thread slowed from its first beats has no earlier self to shift from: its work

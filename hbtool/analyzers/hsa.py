@@ -165,6 +165,10 @@ def classify_row(row, model: HsaModel) -> tuple[str, str]:
     if ss is not None and np.isfinite(ss) and ss < config.SHARE_SHIFT_MIN and not _slowed_not_stopped(row, ss):
         # (hbtool's) in a team cut by time (a dynamic loop's chunks): it stopped taking its
         # share of the units of work while its team went on
+        if row.get("SS_against") == "model":
+            return "shutdown", (f"over its whole run, it did {ss:.2g} of the share of its team's units of work "
+                                f"that it did in the model's normal runs (share shift, < {config.SHARE_SHIFT_MIN:g}): "
+                                f"it stopped working from its first beats while its team went on")
         return "shutdown", (f"from about its beat {int(row.get('SS_beat') or 0)} on, it did {ss:.2g} of the share "
                             f"of its team's units of work it did before (share shift, < {config.SHARE_SHIFT_MIN:g}): "
                             f"it stopped working while its team went on")
@@ -346,6 +350,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     features, work = _against_normal_work(features, labels)
     retained = _normal_retained(features, labels)
     team_work = _normal_team_work(features, labels)
+    team_share = _normal_median(features, labels, "team_share", above=0.0)
     units = _normal_units(features, labels)
     usable = ~features["na_reason"].astype(bool).to_numpy() if "na_reason" in features else np.ones(len(labels), bool)
     normal = features[(labels == "normal") & usable]
@@ -356,6 +361,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
         model.work = work
         model.retained = retained
         model.team_work = team_work
+        model.team_share = team_share
         model.units = units
         model.level, model.margin = default_level, 0.0
         model.training = {"sequences": {c: int(np.sum(labels == c)) for c in STATUSES}, "macro_f1": None,
@@ -386,7 +392,7 @@ def train(features: pd.DataFrame, labels, settings: FeatureSettings | None = Non
     if not anomalous:
         ranges = never_narrower(ranges, config.HSA_DEFAULT_RANGES)
     model = HsaModel(ranges, level, margin, settings, expected, work=work, retained=retained, team_work=team_work,
-                     units=units)
+                     units=units, team_share=team_share)
     train_f1 = macro_f1(labels[usable], classify(features[usable], model)["status"].to_numpy()) if anomalous else None
     model.training = {
         "sequences": counts,
@@ -506,6 +512,7 @@ class Diagnosis:
                          "WS": r.get("WS", float("nan")), "WS_beat": int(r.get("WS_beat") or 0),
                          "WS_against": r.get("WS_against") or "",
                          "SS": r.get("SS", float("nan")), "SS_beat": int(r.get("SS_beat") or 0),
+                         "SS_against": r.get("SS_against") or "",
                          "UR": r.get("UR", float("nan")), "UR_team": r.get("UR_team", float("nan")),
                          "UR_against": r.get("UR_against") or "",
                          "crowded": int(r.get("crowded") or 0),
@@ -538,7 +545,7 @@ def diagnose(trace: HeartbeatTrace, model: HsaModel | None = None,
     t = time.perf_counter()
     table = features_table(trace, model.settings, reference=reference, work_reference=model.work,
                            retained_reference=model.retained, team_work_reference=model.team_work,
-                           units_reference=model.units)
+                           units_reference=model.units, team_share_reference=model.team_share)
     stages["features"] = time.perf_counter() - t
     t = time.perf_counter()
     table = with_progress(table, model.expected_beats)

@@ -1189,8 +1189,9 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
     split_shift of the log of (its units + 1) over (its teammates' median + 1), in the windows
     where they did 8 units at least and, where it did fewer than they, its team went on
     working: its teammates, the lower median of them, spent config.SHARE_TEAM_BUSY of the
-    window at least in units of shared work) and the window its later part starts at; none
-    with fewer than 6 such windows. A thread that stopped working while its team went on (it
+    window at least in units of shared work), the window its later part starts at, and its share
+    over the whole run (the exp of the median of those logs); none with fewer than 6 such
+    windows. A thread that stopped working while its team went on (it
     skips its chunks of a dynamic loop, or hangs outside the loop while the others take them)
     falls by 100x and more; one that slowed down takes fewer chunks, by its slow-down. Where the team waited for one long
     unit (heat_omp's leaking thread at 3 threads on 2 CPUs), a thread that took none of the
@@ -1216,7 +1217,10 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
         # alone took the units: FastTree's slowed victim, 225x its teammate's in the run's
         # first twentieth and as many as it after, did not stop)
         shift, at = split_shift(v, early=1, ceiling=0.0)
-        out[k] = (shift, int(np.flatnonzero(ok)[at]))
+        # and its share over the whole run (the median window's), which the same program's
+        # normal runs give each thread number a usual level of: a thread that stopped before
+        # the run's first window ended has no earlier self (diagnosis.features_table)
+        out[k] = (shift, int(np.flatnonzero(ok)[at]), float(np.exp(np.median(v))))
     return out
 
 
@@ -1305,10 +1309,12 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
     by_time (the team was cut into windows of its time), crowded (of its windows, how many the
     machine crowded one of its team's threads in: _crowded; 0 for teams not cut by time),
     team_work (its units against its teammates' over the whole run: _team_work; NaN for a team
-    cut by time). And per thread of those teams, (run, process, thread): its units' median per
+    cut by time), team_share (its share of the team's shared units over the whole run against
+    its teammates', the median window's: _share_shifts; NaN where there is no share shift). And per thread of those teams, (run, process, thread): its units' median per
     construct over its whole run and how many it had (_UnitHistograms.construct_medians)."""
     key = ["run", "process", "thread"]
-    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded", "team_work"]
+    cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded", "team_work",
+                  "team_share"]
     medians: dict[tuple, dict] = {}
     if not trace.beat_count():
         return pd.DataFrame(columns=cols), medians
@@ -1382,8 +1388,8 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
                 if shift > 1 and k in owns:
                     shift = _own_part(shift, owns, k, span)
                 beat = int((units[k].edge_beat if by_time else edges[k])[window]) + 1
-            share, share_beat = shares.get(k, (np.nan, -1))
+            share, share_beat, team_share = shares.get(k, (np.nan, -1, np.nan))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
             rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out,
-                         _team_work(raws.get(k))))
+                         _team_work(raws.get(k)), team_share))
     return pd.DataFrame(rows, columns=cols), medians

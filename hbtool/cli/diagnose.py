@@ -30,7 +30,8 @@ WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the
              "model, also this\n  run over the model's normal runs, for a thread slow from its first beats.")
 SS_LEGEND = ("SS: share shift (teams whose work is dealt out: a dynamic loop's chunks, tasks, sections): "
              "its units of\n  the team's work per window against its team's, later over earlier (1 = "
-             "unchanged;\n  under 0.05: it stopped working while its team went on).")
+             "unchanged;\n  under 0.05: it stopped working while its team went on); with a model, also "
+             "this run's share\n  over the model's normal runs', for a thread stopped from its first beats.")
 UR_LEGEND = ("UR: unit ratio: its units of work against the same constructs' in the model's normal runs (or "
              "the\n  reference run), construct by construct (1 = as long; above 2, and 2x its teammates': it "
              "slowed\n  down in its own work).")
@@ -157,7 +158,8 @@ def compared_with(row: dict) -> str:
     if kind == "team-median":
         ws = row.get("WS")
         if ws is not None and ws == ws:   # judged against its team's work, earlier and later (WS)
-            return "its team, in the model's normal runs" if row.get("WS_against") == "model" else "its team, over time"
+            return ("its team, in the model's normal runs" if row.get("WS_against") == "model"
+                    or row.get("SS_against") == "model" else "its team, over time")
         if ref == (row["run"], row["process"], row["thread"]):
             return "itself (median)"
         where = "" if ref[1] == row["process"] else f" of process {ref[1]}"

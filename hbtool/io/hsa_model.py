@@ -40,6 +40,8 @@ def model_document(model: HsaModel) -> dict:
         "team_work": ({str(k): round(float(v), 6) for k, v in sorted(model.team_work.items())}
                       if model.team_work else None),
         "units": ({k: round(float(v), 1) for k, v in sorted(model.units.items())} if model.units else None),
+        "team_share": ({str(k): round(float(v), 6) for k, v in sorted(model.team_share.items())}
+                       if model.team_share else None),
     }
 
 
@@ -111,6 +113,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
     work = _work(doc.get("work"), path)
     retained = _work(doc.get("retained"), path, "bytes retained", 2.0**60)
     team_work = _work(doc.get("team_work"), path, "work against the team's", 1e6)
+    team_share = _work(doc.get("team_share"), path, "share of the team's units", 1e6)
     units = _units(doc.get("units"), path)
     level = doc.get("level")
     margin = doc.get("margin")
@@ -127,6 +130,7 @@ def read_model(path: str | os.PathLike) -> HsaModel:
         retained=retained,
         team_work=team_work,
         units=units,
+        team_share=team_share,
     )
 
 

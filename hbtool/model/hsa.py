@@ -81,6 +81,10 @@ class HsaModel:
     #: each construct's units of work in the normal training runs (ns, the median of the
     #: threads' medians; diagnosis.pooled_units): what diagnose measures UR against
     units: dict[str, float] | None = None
+    #: each thread number's share of its team's shared units of work (chunks, tasks, sections)
+    #: against its teammates' over the run in the normal training runs (median;
+    #: summary._share_shifts): what diagnose measures a whole run's share against
+    team_share: dict[int, float] | None = None
 
     def reference_trace(self):
         """The stored reference as a HeartbeatTrace (run "model reference"), or None."""
