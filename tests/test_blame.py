@@ -653,6 +653,20 @@ def test_in_a_dynamic_loop_a_teammate_that_recovered_does_not_shift_the_other_th
     assert d[0]["beats"] < 0.8 * d[1]["beats"], d   # (a dynamic loop: the team is cut by time)
     assert d[0]["WS"] < 0.5 and d[1]["status"] == "normal" and d[1]["WS"] < 1.5, d
 
+def _normal_runs_and_model(tmp_path: Path, command: list, env: dict) -> tuple[list[Path], Path, dict]:
+    """Three normal runs of `command` recorded, a model trained on the first two: the runs, the
+    model's file and its document."""
+    normal = []
+    for i in range(3):
+        normal.append(tmp_path / f"n{i}")
+        r = run_hbtool("record", "-q", "-o", normal[-1], "--", *command, env=env)
+        assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    model = tmp_path / "model.json"
+    r = hbtool_here("train", "--normal", *normal[:2], "-o", model)
+    assert r.returncode == 0, r.stderr
+    return normal, model, json.loads(model.read_text())
+
+
 def test_a_thread_slow_from_its_first_beats_is_found_against_the_models_normal_runs(tmp_path, steps):
     """Thread 0 does 4 times its work in every step (a victim slowed from its second beat to
     the end: GROMACS's, 3x, read normal with and without a model). It has no earlier self for
@@ -664,16 +678,7 @@ def test_a_thread_slow_from_its_first_beats_is_found_against_the_models_normal_r
     import os
 
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    normal = []
-    for i in range(3):
-        out = tmp_path / f"n{i}"
-        r = run_hbtool("record", "-q", "-o", out, "--", steps, "40", "8", env=env)
-        assert r.returncode == 0 and "done" in r.stdout, r.stderr
-        normal.append(out)
-    model = tmp_path / "model.json"
-    r = hbtool_here("train", "--normal", *normal[:2], "-o", model)
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(model.read_text())
+    normal, model, doc = _normal_runs_and_model(tmp_path, [steps, "40", "8"], env)
     assert sorted(doc["team_work"]) == ["0", "1"] and all(0.5 < v < 2 for v in doc["team_work"].values()), doc
     slow = tmp_path / "slow"
     r = run_hbtool("record", "-q", "-o", slow, "--", steps, "40", "8", "0", "4", env=env)
@@ -776,15 +781,7 @@ def test_a_thread_stopped_from_its_first_beats_is_found_against_the_models_norma
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTRACE_", "OMP_"))}
     env["OMP_NUM_THREADS"] = "2"
     args = ["60", "200", "0.06", "60"]
-    normal = []
-    for i in range(3):
-        normal.append(tmp_path / f"n{i}")
-        r = run_hbtool("record", "-q", "-o", normal[-1], "--", dynamic, *args, env=env)
-        assert r.returncode == 0 and "done" in r.stdout, r.stderr
-    model = tmp_path / "model.json"
-    r = hbtool_here("train", "--normal", *normal[:2], "-o", model)
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(model.read_text())
+    normal, model, doc = _normal_runs_and_model(tmp_path, [dynamic, *args], env)
     assert sorted(doc["team_share"]) == ["0", "1"] and all(0.5 < v < 2 for v in doc["team_share"].values()), doc
     stop = tmp_path / "stop"
     r = run_hbtool("record", "-q", "-o", stop, "--inject", "stop", "--thread", "1", "--beat", "3", "--",
