@@ -234,7 +234,7 @@ static inline int hbt_unit_task_begin(struct hbt_unit_saved *sv, uint32_t constr
     sv->loop = u->loop;
     sv->kind = u->kind;
     sv->ended = u->ended;
-    u->kind = HBT_UNIT_TASK;
+    __atomic_store_n(&u->kind, (uint32_t)(HBT_UNIT_TASK), __ATOMIC_RELAXED);
     __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
     __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
@@ -252,7 +252,7 @@ static inline void hbt_unit_task_end(const struct hbt_unit_saved *sv, uint32_t c
         return;
     if (u->kind == HBT_UNIT_TASK && u->loop == construct && at > u->t)
         hbt_unit_measure(construct, u->t, at, 1);
-    u->kind = sv->kind;
+    __atomic_store_n(&u->kind, (uint32_t)(sv->kind), __ATOMIC_RELAXED);
     __atomic_store_n(&u->ended, sv->ended, __ATOMIC_RELAXED);
     __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
     __atomic_store_n(&u->loop, sv->loop, __ATOMIC_RELEASE);
@@ -287,12 +287,12 @@ void hbt_unit_beat(struct hbt_unit *u, int event, uint32_t construct, uint64_t a
         uint64_t t0 = u->t;
         if (prev && at > t0 && (lock ? kind == HBT_UNIT_LOCK : prev == construct && kind == HBT_UNIT_CHUNK))
             hbt_unit_measure(prev, t0, at, 0);
-        u->kind = lock ? HBT_UNIT_LOCK : HBT_UNIT_CHUNK;
+        __atomic_store_n(&u->kind, (uint32_t)(lock ? HBT_UNIT_LOCK : HBT_UNIT_CHUNK), __ATOMIC_RELAXED);
         __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->t, at, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, construct, __ATOMIC_RELEASE);
     } else if (u->loop && !(lock && prev && kind != HBT_UNIT_LOCK)) {   /* (a lock taken inside a chunk: still in it) */
-        u->kind = HBT_UNIT_CHUNK;
+        __atomic_store_n(&u->kind, (uint32_t)(HBT_UNIT_CHUNK), __ATOMIC_RELAXED);
         __atomic_store_n(&u->ended, 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&u->loop, 0u, __ATOMIC_RELEASE);
     }
@@ -319,7 +319,7 @@ static inline void hbt_unit_none(uint64_t at)
 {
     struct hbt_unit *u = hbt_tls.unit;
     if (u && u->loop && !u->ended && u->kind != HBT_UNIT_TASK) {
-        u->kind = HBT_UNIT_CHUNK;
+        __atomic_store_n(&u->kind, (uint32_t)(HBT_UNIT_CHUNK), __ATOMIC_RELAXED);
         if (at && at > u->t && u->loop <= HBT_CT_MAX) {
             hbt_unit_measure(u->loop, u->t, at, 0);
             __atomic_store_n(&u->ended, 1u, __ATOMIC_RELAXED);
