@@ -15,7 +15,9 @@ and, measured first, the cost of one intercepted event, a chunk of a dynamically
 (GOMP_loop_*_next, one thread, schedule(dynamic,1), 2,000,000 chunks): the extra time per chunk
 with beats on as a ratio to one clock_gettime(CLOCK_MONOTONIC) measured in the same process,
 median of interleaved rounds; and in the same runs the extra time of an OpenMP lock taken and
-given back (omp_set_lock: a lock beat and a critical wait, three clock reads); with --lib-before OLD.so, the same for another build of
+given back (omp_set_lock: a lock beat and a critical wait, three clock reads), and of an explicit
+task made and run (GOMP_task's wrapper and the task's beat), also with the online monitor judging
+the automatic beats (the task's unit of work for it); with --lib-before OLD.so, the same for another build of
 libhbtrace.so side by side in the same rounds (before/after a change of the chunk path).
 
     python benchmarks/bench_openmp_beats.py            # class A: ~4 min on a quiet 2-core machine (LU A ~14 s a run), 15 min loaded
@@ -51,7 +53,7 @@ int main(int argc, char **argv)
 {
     long n = atol(argv[1]);
     volatile long sink = 0;
-    double best_loop = 1e9, best_clock = 1e9, best_lock = 1e9;
+    double best_loop = 1e9, best_clock = 1e9, best_lock = 1e9, best_task = 1e9;
     omp_lock_t lock;
     omp_init_lock(&lock);
     for (int rep = 0; rep < 5; rep++) {
@@ -66,11 +68,20 @@ int main(int argc, char **argv)
 #pragma omp parallel num_threads(1)
         for (long i = 0; i < n; i++) { omp_set_lock(&lock); sink += i; omp_unset_lock(&lock); }
         double d = now();
+#pragma omp parallel num_threads(1)
+#pragma omp single
+        for (long i = 0; i < n; i++) {
+#pragma omp task
+            sink += i;
+        }
+        double e = now();
         if (b - a < best_loop) best_loop = b - a;
         if (c - b < best_clock) best_clock = c - b;
         if (d - c < best_lock) best_lock = d - c;
+        if (e - d < best_task) best_task = e - d;
     }
-    printf("%.3f %.3f %.3f\n", best_loop / n * 1e9, best_clock / n * 1e9, best_lock / n * 1e9);
+    printf("%.3f %.3f %.3f %.3f\n", best_loop / n * 1e9, best_clock / n * 1e9, best_lock / n * 1e9,
+           best_task / n * 1e9);
     return 0;
 }
 """
@@ -143,15 +154,18 @@ def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_0
     src.write_text(MICRO)
     exe = tmp / "micro"
     subprocess.run(["gcc", "-O2", "-fopenmp", str(src), "-o", str(exe)], check=True)
-    res: dict = {(label, beats): [] for label, _ in libs for beats in ("none", "openmp")}
-    for k in range(rounds):  # interleaved: every library, beats off and on, each round
-        runs = [(label, lib, beats) for label, lib in libs for beats in ("none", "openmp")]
+    modes = ("none", "openmp", "monitor")
+    res: dict = {(label, beats): [] for label, _ in libs for beats in modes}
+    for k in range(rounds):  # interleaved: every library, beats off, on, and judged by the monitor, each round
+        runs = [(label, lib, beats) for label, lib in libs for beats in modes]
         if k % 2:
             runs.reverse()
         for label, lib, beats in runs:
             d = tmp / f"m-{label}-{beats}-{k}"
-            r = subprocess.run([str(exe), str(n)], env=env_with(lib, beats, d, 1), capture_output=True,
-                               text=True, check=True)
+            env = env_with(lib, "openmp" if beats == "monitor" else beats, d, 1)
+            if beats == "monitor":   # the online monitor judging the automatic beats (its units of work)
+                env.update(HBTRACE_MONITOR="central", HBTRACE_MONITOR_BEATS="openmp")
+            r = subprocess.run([str(exe), str(n)], env=env, capture_output=True, text=True, check=True)
             res[label, beats].append(tuple(map(float, r.stdout.split())))
             for f in d.glob("*.hbt"):  # 320 MB a run: keep the disk free
                 f.unlink()
@@ -173,6 +187,15 @@ def micro(tmp: Path, rounds: int, libs: list[tuple[str, Path]], n: int = 2_000_0
         clock = statistics.median(x[1] for x in res[label, "none"] + res[label, "openmp"])
         print(f"  {label:8s}: {off:.1f} ns per lock with beats none, {on:.1f} ns with openmp beats (a lock beat and "
               f"a critical wait): +{on - off:.1f} ns = {(on - off) / clock:.2f}x one clock read")
+    print(f"an explicit task made and run (#pragma omp task in a team of one), {n} tasks, the same runs:")
+    for label, _ in libs:
+        off = statistics.median(x[3] for x in res[label, "none"])
+        on = statistics.median(x[3] for x in res[label, "openmp"])
+        mon = statistics.median(x[3] for x in res[label, "monitor"])
+        clock = statistics.median(x[1] for x in res[label, "none"] + res[label, "openmp"])
+        print(f"  {label:8s}: {off:.1f} ns per task with beats none, {on:.1f} ns with openmp beats (+{on - off:.1f} ns"
+              f" = {(on - off) / clock:.2f}x one clock read), {mon:.1f} ns with the monitor judging them (its unit of "
+              f"work: +{mon - on:.1f} ns)")
     return chunk_cost
 
 
