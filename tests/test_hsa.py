@@ -263,6 +263,14 @@ def test_unit_ratio_is_the_median_construct_by_construct_and_counts_enough_units
     # at the model's pace, its loops 2.2 ms
     fasttree = {"parallel f": (6700.0, 663), "loop g": (87_000.0, 33)}
     assert unit_ratio(fasttree, {"parallel f": 100.0, "loop g": 65_600.0}) == pytest.approx(87 / 65.6)
+    # ... and its sections, all three in one unit, which the model's runs never ran together: as
+    # many sections at the model's length per section (the median over its names), 1.2 ms here
+    from hbtool.analyzers.diagnosis import per_section
+    model = {"parallel f": 100.0, "sections s #1,3": 2.4e6, "sections s #2": 1.2e6, "sections s #1": 0.8e6}
+    assert per_section(model) == {"sections s": 1.2e6}
+    took_all = {"parallel f": (6700.0, 663), "sections s #1,2,3": (3.9e6, 30)}
+    assert np.isnan(unit_ratio({"sections s #1,2,3": (3.9e6, 30)}, model))   # without: nothing to say
+    assert unit_ratio(took_all, model, per_section(model)) == pytest.approx(3.9 / 3.6)
     table = pd.DataFrame({"run": ["r", "r", "s"], "process": [0, 0, 0], "thread": [0, 1, 0],
                           "unit_medians": [slow, {"a": (200.0, 50)}, {"a": (700.0, 50)}]})
     ur, team = unit_ratios(table, ref)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from .. import config
 from ..model import HeartbeatTrace
+from ..model.heartbeats import sections_named
 from .features import FEATURES, FeatureSettings, LazySeries, PiecewiseSeries, Series, compute_features, make_series, too_few_beats
 from .summary import memory_retained, region_work, split_waits, summarize_threads, work_shifts_and_units
 
@@ -260,7 +261,19 @@ def pooled_units(medians: list[dict]) -> dict[str, float]:
     return {c: float(np.median(v)) for c, v in by.items()}
 
 
-def unit_ratio(medians: dict, reference: dict[str, float]) -> float:
+def per_section(reference: dict[str, float]) -> dict[str, float]:
+    """Per sections construct of a reference (its units named with the sections they held,
+    "sections f+0x10 #1,3"), the median over those names of a unit's length per section it
+    held: what a unit of sections the reference never saw together is measured against."""
+    by: dict[str, list[float]] = {}
+    for c, r in reference.items():
+        base, k = sections_named(c)
+        if k and r > 0:
+            by.setdefault(base, []).append(r / k)
+    return {b: float(np.median(v)) for b, v in by.items()}
+
+
+def unit_ratio(medians: dict, reference: dict[str, float], sections: dict[str, float] | None = None) -> float:
     """How many times longer a thread's units took than the reference's (normal runs' or a
     reference run's), construct by construct: of each construct it had
     config.UNIT_RATIO_MIN_UNITS units of at least and the reference has, the log of its
@@ -271,10 +284,17 @@ def unit_ratio(medians: dict, reference: dict[str, float]) -> float:
     0.1 us, which any cost on the beat's path -- the fault injector's, armed -- makes tens of
     times longer). Weighted by its own units' time, those it took longer over weighed the
     more: FastTree's thread that took its stopped teammate's sections read 103, from its
-    region ends (6.7 us against the model's 0.1), and was called memoryleak. NaN without any."""
+    region ends (6.7 us against the model's 0.1), and was called memoryleak. A unit of sections
+    whose set of sections the reference never ran together (a thread that took all three while
+    its teammate had stopped: "#1,2,3") is measured against as many of the construct's sections
+    at the reference's length per section (`sections`: per_section of the reference). NaN
+    without any."""
     logs, weights = [], []
     for c, (v, n) in medians.items():
         r = reference.get(c)
+        if r is None and sections:
+            base, k = sections_named(c)
+            r = k * sections[base] if k and base in sections else None
         if c and r and r > 0 and v > 0 and n >= config.UNIT_RATIO_MIN_UNITS:
             logs.append(np.log(v / r))
             weights.append(n * r)
@@ -290,7 +310,8 @@ def unit_ratios(table: pd.DataFrame, reference: dict[str, float] | None) -> tupl
     and UR_team, the median of its teammates' (the other threads of its process)."""
     ur = np.full(len(table), np.nan)
     if reference:
-        ur = np.array([unit_ratio(m, reference) for m in table["unit_medians"]], dtype=float)
+        sections = per_section(reference)
+        ur = np.array([unit_ratio(m, reference, sections) for m in table["unit_medians"]], dtype=float)
     team = np.full(len(table), np.nan)
     for idx in pd.Series(np.arange(len(table))).groupby([table["run"].astype(str).to_numpy(),
                                                          table["process"].to_numpy()]).indices.values():
