@@ -163,6 +163,9 @@ BEHAVIOR_OUTLIER_UNITS = 50
 BEHAVIOR_OVERDUE = 8.0
 BEHAVIOR_OVERDUE_HALF_S = 1.0
 BEHAVIOR_OVERDUE_WARM = 32
+#: ... from at least this many of a task construct's, never halved (HBT_TASK_WARM in
+#: native_tracer/src/autobeat.h: the monitor's bar for a task in progress)
+BEHAVIOR_OVERDUE_TASK_WARM = 8
 
 # ---- interference (SPEC 6, seed 004; docs/methods.md "Interference") ----
 #: relative distance at which the computation clustering starts a new cluster

@@ -226,3 +226,27 @@ def test_the_monitor_finds_a_spin_at_a_tasks_end_against_its_constructs_tasks(tm
     assert busy, got
     assert t0 - 1e6 <= busy[0]["onset"] <= t0 + 1e6 and busy[0]["at"] < t0 + 200e6, (busy[0], t0)
     assert not [d for d in got if d["bhv"] in (BUSY, COND) and d["thread"] != 0], got
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_behavior_finds_a_spin_at_a_tasks_end_against_the_few_tasks_of_its_construct_before_it(tmp_path, tree, cc):
+    """Thread 0 walks a tree of 510 tasks and spins 300 ms at its 24th beat, a task's end, while
+    its teammate goes on with the tasks of its own subtree: nobody waits for it. Offline, the
+    silence is measured against the 13-16 tasks of its construct that ended before it (a task
+    construct's are never halved, and 8 are enough, as the monitor keeps them; before, 32
+    were needed, and the spin was `running`: kalign's 1 s spin at thread 1's first tasks of a
+    construct, the one busy fault of 4 missed)."""
+    out = tmp_path / "t"
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "busy", "--thread", 0, "--beat", 24,
+                   "--inject-wait-ms", 300, "--", tree(cc), 8, 2, 0, 1, 0, 0,
+                   env=dict(os.environ, OMP_NUM_THREADS="2", OMP_MAX_ACTIVE_LEVELS="1"))
+    assert r.returncode == 0 and r.stdout == "done 256\n", r.stderr
+    truth = json.loads((out / "inject-truth.json").read_text())
+    assert truth["fired"] and truth["thread"] == 0, truth
+    r = hbtool_here("behavior", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    threads = {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+    busy = [i for i in threads[0]["intervals"] if i["behavior"] == "busy-waiting"]
+    assert busy and abs(busy[0]["start_s"] - truth["fired_at"]["trace_s"]) < 0.005, threads[0]["intervals"]
+    assert "while its teammates beat on" in busy[0]["detail"], busy[0]
+    assert not [i for i in threads[1]["intervals"] if i["behavior"] in ("busy-waiting", "conditional-waiting")]

@@ -786,6 +786,10 @@ def _overdue_against(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace,
     """_overdue_unit against the units of one key of _construct_units."""
     t0 = int(tb.t_ns[i])
     bar, n = 0.0, 0
+    # a task construct's units as the monitor keeps them: never halved (a leaf's and the
+    # root's differ by orders of magnitude, and its long ones may come seconds apart), and
+    # judged from fewer (HBT_TASK_WARM in native_tracer/src/autobeat.h)
+    task = isinstance(key, str) and key.startswith("task ")
     for o in _and_itself(tb, team):
         if not isinstance(o, ThreadBeats):
             continue
@@ -795,9 +799,9 @@ def _overdue_against(tb: ThreadBeats, i: int, team: list, trace: HeartbeatTrace,
         k = int(np.searchsorted(ends, t0))   # the units that ended before it began
         if k:
             n += k
-            age = (t0 - ends[:k]) / (config.BEHAVIOR_OVERDUE_HALF_S * 1e9)
+            age = 0.0 if task else (t0 - ends[:k]) / (config.BEHAVIOR_OVERDUE_HALF_S * 1e9)
             bar = max(bar, float(np.max(d[:k] * np.exp2(-age))))
-    if n < config.BEHAVIOR_OVERDUE_WARM or bar <= 0:
+    if n < (config.BEHAVIOR_OVERDUE_TASK_WARM if task else config.BEHAVIOR_OVERDUE_WARM) or bar <= 0:
         return None
     waits = _thread_waits(trace, tb, waits_cache, span)
     work = float(np.diff(work_clock(tb.t_ns[i:i + 2], waits.start, waits.end))[0])
