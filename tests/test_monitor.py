@@ -965,6 +965,12 @@ def test_thread_waiting_in_its_own_code_for_a_sick_teammate_is_not_blamed(flag_b
     t0 = truth["fired_at"]["mono_ns"]
     want = BUSY if kind == "busy" else COND
     got = [d for d in behaviors(tr, 0) if d["bhv"] == want]
-    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, (behaviors(tr, 0), t0)
+    # (it failed one CI run in the 37th session, not reproduced since: the message says what
+    # the monitor did -- every report, and thread 0's beats around the fault)
+    rec = tr["rec"]
+    beats0 = np.sort(rec["t_ns"][(rec["kind"] == BEAT) & (rec["thread"] == 0)].astype(np.int64))
+    near = beats0[(beats0 > t0 - 5e6) & (beats0 < t0 + 310e6)]
+    assert got and t0 - 1e6 <= got[0]["onset"] <= t0 + 1e6 and got[0]["at"] < t0 + 300e6, \
+        (behaviors(tr), t0, (near - t0).tolist()[-20:], tr["meta"].get("monitor_still"), out)
     during = [x for x in behaviors(tr, 1) if x["bhv"] in (BUSY, COND) and t0 - 1e6 <= x["onset"] <= t0 + 300e6]
     assert not during, (during, t0)
