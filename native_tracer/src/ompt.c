@@ -181,31 +181,33 @@ static HBT_COLD uint32_t hbt_ompt_grow_counts(struct hbt_ompt_tls *o, uint32_t i
     return ++c[id];
 }
 
-/* Room for more open waits (hbt_ompt_tls.waits): twice as many, up to HBT_OMPT_WAITS */
-static HBT_COLD void hbt_ompt_grow_waits(struct hbt_ompt_tls *o)
+/* Room for more entries of a stack on the heap (p, *cap entries of `size` bytes): twice as
+ * many, from 8, up to `most`. Returns the grown stack (*cap updated), or NULL where it cannot
+ * grow (p is then as it was). */
+static HBT_COLD void *hbt_ompt_grow(void *p, uint32_t *cap, size_t size, uint32_t most)
 {
-    uint32_t n = o->waits_cap ? o->waits_cap * 2 : 8u;
-    if (n > HBT_OMPT_WAITS)
-        return;
-    struct hbt_ompt_wait *w = realloc(o->waits, n * sizeof *w);
-    if (!w)
-        return;
-    o->waits = w;
-    o->waits_cap = n;
+    uint32_t n = *cap ? *cap * 2 : 8u;
+    void *q = n > most ? NULL : realloc(p, n * size);
+    if (q)
+        *cap = n;
+    return q;
 }
 
-/* Room for more running tasks (hbt_ompt_tls.units): twice as many, up to HBT_OMPT_UNITS */
+/* Room for more open waits (hbt_ompt_tls.waits), up to HBT_OMPT_WAITS */
+static HBT_COLD void hbt_ompt_grow_waits(struct hbt_ompt_tls *o)
+{
+    struct hbt_ompt_wait *w = hbt_ompt_grow(o->waits, &o->waits_cap, sizeof *w, HBT_OMPT_WAITS);
+    if (w)
+        o->waits = w;
+}
+
+/* Room for more running tasks (hbt_ompt_tls.units), up to HBT_OMPT_UNITS */
 static HBT_COLD int hbt_ompt_grow_units(struct hbt_ompt_tls *o)
 {
-    uint32_t n = o->units_cap ? o->units_cap * 2 : 8u;
-    if (n > HBT_OMPT_UNITS)
-        return 0;
-    struct hbt_ompt_unit *u = realloc(o->units, n * sizeof *u);
-    if (!u)
-        return 0;
-    o->units = u;
-    o->units_cap = n;
-    return 1;
+    struct hbt_ompt_unit *u = hbt_ompt_grow(o->units, &o->units_cap, sizeof *u, HBT_OMPT_UNITS);
+    if (u)
+        o->units = u;
+    return u != NULL;
 }
 
 /* This thread's number among the threads that made or ran a task, from 1 */
