@@ -183,7 +183,7 @@ def test_the_monitor_lets_the_first_long_tasks_of_a_construct_run(tmp_path, long
     waits for it (in its taskwait, or in the region's closing barrier): the first long tasks
     are longer than any unit either thread did before, and nothing says yet what a task of
     that construct takes. The monitor now judges a thread in a task by its construct's tasks
-    and, before it has measured HBT_TASK_WARM of them, calls only a spin on memory
+    and, before it has measured HBT_TASK_WARM of them, calls nothing in it
     busy-waiting; before, every run had the first long task's thread busy-waiting 3 ms in
     (kalign: 4 false reports in 1 of 3 normal runs). Offline, the task its maker ran
     ("unshared") and the tasks its teammate took are units of one construct: before, the

@@ -113,7 +113,7 @@ void hbt_auto_beat_aux_at(int source, int event, int32_t thread, uint32_t constr
  * merge of a recursion), and its long ones may come seconds apart (kalign). */
 #define HBT_UNIT_HALF_MS 1000u
 /* Tasks of a construct measured before the monitor judges a task of it in progress by
- * them (hbt_unit_overdue); before, only a spin on memory in it is busy-waiting */
+ * them (hbt_unit_overdue); before, nothing in it is busy-waiting */
 #define HBT_TASK_WARM  8u
 struct hbt_ct_unit {
     uint32_t long_ns[2];

@@ -1728,9 +1728,10 @@ static int hbt_judge_locked(struct hbt_heart *h, uint32_t j, uint32_t st,
      * only: a teammate's silence in a unit of its own, of another construct, says
      * nothing of the machine -- cd-hit's master, 27 ms into 300 ms of its own work,
      * held its teammate's spin in a chunk unreported until it beat again) */
-    /* (in a task of a construct whose tasks are not known yet, only a spin on memory is
-     * busy-waiting: its CPU time may be any task's work) */
-    if (used >= need && held && (!unknown || still == 1) &&
+    /* (in a task of a construct whose tasks are not known yet, nothing is busy-waiting: its
+     * CPU time may be any task's work, and a loop of work that reads a clock can look still
+     * -- tests/programs/omp_long_tasks.c's first long task, 1 run in 8) */
+    if (used >= need && held && !unknown &&
         (v->cur == HBT_BHV_BUSY_WAITING || used >= need * hbt_peer_slowness(j, !over, s->t))) {
         bhv = HBT_BHV_BUSY_WAITING;
         if (v->cur != HBT_BHV_BUSY_WAITING && still == HBT_STILL_UNKNOWN && used < 2.0 * need) {
