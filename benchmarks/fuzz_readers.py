@@ -652,7 +652,7 @@ def _warm_up() -> None:
             importlib.import_module(module)
 
 
-def worker(rfd: int, wfd: int, subprocess_every: int) -> None:
+def worker(rfd: int, wfd: int, subprocess_every: int, scratch: Path) -> None:
     os.environ["MPLBACKEND"] = "Agg"
     os.environ.pop("HBTOOL_DEBUG", None)
     import warnings
@@ -663,7 +663,6 @@ def worker(rfd: int, wfd: int, subprocess_every: int) -> None:
     warnings.simplefilter("always")
     for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
         warnings.filterwarnings("ignore", category=category)
-    scratch = Path(tempfile.mkdtemp(prefix="hbtool-fuzz-"))
     rfile, wfile = os.fdopen(rfd, "r"), os.fdopen(wfd, "w")
     current: dict = {}
 
@@ -705,6 +704,7 @@ def worker(rfd: int, wfd: int, subprocess_every: int) -> None:
             send({**head(case), "outcome": outcome, "code": r["code"], "secs": round(r["secs"], 3),
                   "mem": mem, "cap": cap, "err": r["err"][-2000:]})
     finally:
+        # the parent removes it too: a worker it kills never gets here
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -723,8 +723,9 @@ class Worker:
     def start(self):
         r1, w1 = os.pipe()   # parent -> worker
         r2, w2 = os.pipe()   # worker -> parent
+        self.scratch = tempfile.mkdtemp(prefix="hbtool-fuzz-")
         self.proc = subprocess.Popen([sys.executable, __file__, "--worker", str(r1), str(w2),
-                                      str(self.subprocess_every)], pass_fds=(r1, w2),
+                                      str(self.subprocess_every), self.scratch], pass_fds=(r1, w2),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(r1)
         os.close(w2)
@@ -761,6 +762,7 @@ class Worker:
             self.to.close()
         with contextlib.suppress(OSError, ValueError):
             os.close(self.fd)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def fuzz(cases: int, seed: int = 1, workers: int = 2, subprocess_every: int = 100, start: int = 0,
@@ -997,10 +999,10 @@ def main() -> None:
     ap.add_argument("--replay", nargs=2, type=int, metavar=("SEED", "INDEX"))
     ap.add_argument("--save", nargs=4, metavar=("NAME", "SEED", "INDEX", "DEFECT"),
                     help="keep case (SEED, INDEX) in tests/fuzz_regressions/ as NAME, saying its DEFECT")
-    ap.add_argument("--worker", nargs=3, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        worker(*a.worker)
+        worker(*map(int, a.worker[:3]), Path(a.worker[3]))
         return
     if a.save:
         print(json.dumps(save_regression(a.save[0], int(a.save[1]), int(a.save[2]), a.save[3]), indent=1))
