@@ -126,8 +126,10 @@ def check_chunks(rec: dict, chunk: int, owners: list[int]) -> Counter:
     firsts = [s for s, _ in starts]
     assert firsts and firsts[0] == 0 and len(set(firsts)) == len(firsts), firsts
     bounds = firsts[1:] + [len(owners)]
+    count = dict(zip(rec["iter"][sel].tolist(), rec["aux"][sel].tolist()))   # each chunk's iterations
     for (s, t), e in zip(starts, bounds):
         assert set(owners[s:e]) == {t}, (s, e, t, owners[s:e])
+        assert count[s] == e - s, (s, e, count[s])
     runs = [i for i in range(1, len(owners)) if owners[i] != owners[i - 1]]
     assert set(runs) <= set(firsts)
     if chunk:

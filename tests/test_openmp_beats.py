@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hbtool.io import read_heartbeats
 from hbtool.io.hbt import read_hbt_file
 
 from conftest import ROOT, TRACER
@@ -163,6 +165,44 @@ def truth_of(stdout: str):
     return loops, counts, sleep
 
 
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_a_chunks_beat_counts_its_iterations_whatever_the_loops_step(tracer_built, tmp_path, cc):
+    """A chunk's beat carries its count of iterations (aux), for loops that step by other than
+    1, up and down, of long and unsigned long long, dynamic and guided, in a region and a
+    combined parallel loop: the chunks of each loop count its trips, and lie end to end (libgomp
+    gives the loop's own values, libomp its iterations numbered from 0)."""
+    exe = tmp_path / f"omp_beats_{cc}"
+    subprocess.run([cc, "-fopenmp", "-O2", str(PROGRAMS / "omp_beats.c"), "-o", str(exe)], check=True)
+    r = run_traced(exe, tmp_path, "steps")
+    assert r.returncode == 0, r.stderr
+    loops = [tuple(map(int, line.split()[1:])) for line in r.stdout.splitlines() if line.startswith("steps ")]
+    (f,) = trace_files(tmp_path / "trace")
+    rec = records(f)
+    chunk = (rec["kind"] == BEAT) & ((rec["flags"] & 0xF) == SRC_OPENMP) & ((rec["flags"] >> 4) == EV_CHUNK)
+    ids = sorted(set(rec["loop"][chunk].tolist()))   # construct ids, in the order the loops ran
+    assert len(ids) == len(loops), (ids, loops)
+    for cid, (first, step, trips) in zip(ids, loops):
+        m = chunk & (rec["loop"] == cid)
+        it, n = rec["iter"][m].astype(np.int64), rec["aux"][m].astype(np.int64)
+        assert (n > 0).all() and n.sum() == trips, (cc, first, step, n.tolist())
+        own = cc == "gcc"   # libgomp: the loop's values; libomp: 0, 1, 2, ...
+        o = np.argsort(it * np.sign(step) if own else it)
+        it, n = it[o], n[o]
+        assert it[0] == (first if own else 0), (cc, first, it[:3].tolist())
+        assert (np.diff(it) == n[:-1] * (step if own else 1)).all(), (cc, first, step, it.tolist(), n.tolist())
+    # hbtool reads the count as the beat's tag, whole or streamed, and keeps it through a conversion
+    total = sum(t for _, _, t in loops)
+    beats = read_heartbeats(f).beats
+    assert beats.loc[beats["construct"].astype(str).str.startswith("loop "), "tag"].sum() == total
+    streamed = read_heartbeats(f, stream=True)
+    assert sum(int(streamed.thread_rows(k)["tag"].sum()) for k, _, _ in streamed.thread_loaders()) == total
+    out = tmp_path / "again.hbt"
+    subprocess.run([sys.executable, "-m", "hbtool", "convert", str(f), "-o", str(out)], check=True, capture_output=True)
+    again = read_heartbeats(out).beats
+    assert again["tag"].tolist() == beats["tag"].tolist()
+    assert again["construct"].astype(str).tolist() == beats["construct"].astype(str).tolist()
+
+
 def test_beats_per_thread_equal_the_truth_for_every_schedule_and_construct(omp_prog, tmp_path):
     r = run_traced(omp_prog, tmp_path, "all")
     assert r.returncode == 3, r.stderr
@@ -176,6 +216,7 @@ def test_beats_per_thread_equal_the_truth_for_every_schedule_and_construct(omp_p
     # iterations into ranges each run entirely by the thread that beat for it
     chunk = omp & (ev == EV_CHUNK)
     it, th = rec["iter"][chunk].astype(np.int64), rec["thread"][chunk].astype(np.int64)
+    count = dict(zip(it.tolist(), rec["aux"][chunk].tolist()))   # each chunk's iterations
     expected = Counter()
     got = Counter()
     seen = np.zeros(it.size, dtype=bool)
@@ -189,6 +230,7 @@ def test_beats_per_thread_equal_the_truth_for_every_schedule_and_construct(omp_p
         assert len(set(bounds)) == len(bounds), f"loop {base}: a chunk beat twice"
         for (s, t), e in zip(starts, bounds[1:]):
             assert set(owner[s:e]) == {str(t)}, f"loop {base}: chunk [{s},{e}) beat by {t}, run by {set(owner[s:e])}"
+            assert count[base + s] == e - s, f"loop {base}: chunk [{s},{e}) said {count[base + s]} iterations"
         if size > 0:
             assert [s for s, _ in starts] == list(range(0, n, size)), f"loop {base}"
             expected.update(int(owner[s]) for s in range(0, n, size))

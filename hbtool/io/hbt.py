@@ -535,7 +535,8 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
         auto = source_code != 0
         constructs = (_construct_names(r, paths[i], warnings, p["meta"].get("exe"))
                       if (auto & (isbeat | (kind == REC_WAIT))).any() else {})
-        construct = _construct_column(construct_keys(r["loop"], np.where(isbeat, r["aux"], 0), auto), constructs)
+        construct = _construct_column(construct_keys(r["loop"], np.where(isbeat, key_aux(r["aux"], r["flags"]), 0),
+                                                     auto), constructs)
         beats.append(
             pd.DataFrame(
                 {
@@ -547,7 +548,7 @@ def read_hbt(paths: list[str], run: str, files: list | None = None) -> Heartbeat
                     "t": t_ns[isbeat] / 1e9,
                     "loop": r["loop"][isbeat].astype(np.int64),
                     "iteration": r["iter"][isbeat].astype(np.int64),
-                    "tag": np.where(auto[isbeat], 0, r["aux"][isbeat]).astype(np.int64),
+                    "tag": beat_tag(r["aux"][isbeat], r["flags"][isbeat]),
                     "os_tid": r["os_tid"][isbeat],
                     "source": _coded(source_code[isbeat], SOURCES, "source"),
                     "construct": construct[isbeat],
@@ -766,6 +767,25 @@ def _construct_names(r: dict, path: str, warnings: list[str], exe: str | None = 
         where = parts[1] if len(parts) > 1 and parts[1] else (symbolize(address, exe) or address)
         out[cid] = f"{kind} {where}".strip()
     return out
+
+
+def chunk_beats(flags: np.ndarray) -> np.ndarray:
+    """Per record: is it an OpenMP loop chunk's beat (source openmp, event 1)? Its aux is the
+    chunk's count of iterations (0: not known; since 2026-12-01), not part of its construct."""
+    f = flags.astype(np.int64)
+    return ((f & 0xF) == 1) & (((f >> 4) & 0xFFF) == 1)
+
+
+def key_aux(aux: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """The aux that names a beat's construct (construct_keys): 0 for a chunk's beat."""
+    return np.where(chunk_beats(flags), 0, aux)
+
+
+def beat_tag(aux: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """The beats table's `tag`: the program's own beat's tag, a loop chunk's count of
+    iterations (chunk_beats), 0 for the other automatic beats (their aux names their
+    construct)."""
+    return np.where(((flags & 0xF) == 0) | chunk_beats(flags), aux, 0).astype(np.int64)
 
 
 def construct_keys(loop: np.ndarray, aux: np.ndarray | None, auto: np.ndarray) -> np.ndarray:

@@ -48,7 +48,8 @@ from ..model import HeartbeatTrace, empty_frame
 from ..model.heartbeats import STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace, joined_tables
 from . import hbt
 from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
-                  construct_keys, _construct_names, _unwrap_seq, bad_time_warning, bad_times, chunk_header_dtype, lost_reason,
+                  construct_keys, key_aux, beat_tag, _construct_names, _unwrap_seq, bad_time_warning, bad_times,
+                  chunk_header_dtype, lost_reason,
                   metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
                   sched_frame, time_bounds)
 from .registry import written_end
@@ -460,7 +461,7 @@ class HbtStream:
         """The beat times (s) of one thread's beats of the given sources, in the order the
         trace's beats table has them (by seq, then time); loops: also each beat's construct id
         (the loop field of an automatic beat, 0 for the program's own), as (times, ids)."""
-        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "aux") if loops else ())
+        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "aux", "flags") if loops else ())
         _, order = _beat_order(seq, groups, t)
         out = (t if order is None else t[order]).astype(np.float64)
         out /= 1e9
@@ -468,24 +469,24 @@ class HbtStream:
             return out
         # the program's own beats: their loop field is the program's, no construct
         auto = (np.mod(_group_column(groups), 16) != 0) if "api" in sources else np.ones(t.size, dtype=bool)
-        ids = construct_keys(fields["loop"], fields["aux"], auto)
+        ids = construct_keys(fields["loop"], key_aux(fields["aux"], fields["flags"]), auto)
         return out, ids if order is None else ids[order]
 
     def load_beats(self, run: str, process: int, thread: int, sources: list[str],
                    aux: bool = False) -> dict[str, np.ndarray]:
         """One thread's beats of the given sources with every field the whole reader gives
         them, in beats-table order: t_ns (on the run's clock), seq (unwrapped), loop, iteration,
-        tag, os_tid, source (the code); `aux`: the aux field too (an automatic beat's, which
-        the tag leaves out: the sections a sections beat's thread was given)."""
-        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "iter", "aux"))
+        tag, os_tid, source (the code); `aux`: the aux that names an automatic beat's construct
+        too (key_aux: the sections a sections beat's thread was given)."""
+        s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "iter", "aux", "flags"))
         group = _group_column(groups)
         seq, order = _beat_order(seq, groups, t, group)
         os_tid, source = np.floor_divide(group, 16), np.mod(group, 16)
         out = {"t_ns": t, "seq": seq, "loop": fields["loop"].astype(np.int64),
                "iteration": fields["iter"].astype(np.int64),
-               "tag": np.where(source != 0, 0, fields["aux"]).astype(np.int64), "os_tid": os_tid, "source": source}
+               "tag": beat_tag(fields["aux"], fields["flags"]), "os_tid": os_tid, "source": source}
         if aux:
-            out["aux"] = fields["aux"].astype(np.int64)
+            out["aux"] = key_aux(fields["aux"], fields["flags"]).astype(np.int64)
         return out if order is None else {k: v[order] for k, v in out.items()}
 
     def _plan(self, process: int, thread: int, sources: list[str]) -> dict:
@@ -580,17 +581,18 @@ class HbtStream:
             held, n, seen = [], 0, 0
             source = int(plan["codes"][0])
             os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
-            names = () if times_only else ("loop", "aux") if constructs else ("loop", "iter", "aux")
+            names = () if times_only else ("loop", "aux", "flags") if constructs else ("loop", "iter", "aux", "flags")
             for t, seq, _, fields in self._batch_beats(plan, thread, names):
                 if t.size and times_only:
                     held.append({"t_ns": t})
                 elif t.size and constructs:
-                    held.append({"t_ns": t, "construct": construct_keys(fields["loop"], fields["aux"],
+                    held.append({"t_ns": t, "construct": construct_keys(fields["loop"],
+                                                                         key_aux(fields["aux"], fields["flags"]),
                                                                          np.full(t.size, source != 0))})
                 elif t.size:
                     held.append({"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
                                  "iteration": fields["iter"].astype(np.int64),
-                                 "tag": (fields["aux"] if source == 0 else np.zeros(t.size, np.uint32)).astype(np.int64),
+                                 "tag": beat_tag(fields["aux"], fields["flags"]),
                                  "os_tid": np.full(t.size, os_tid, dtype=np.int64),
                                  "source": np.full(t.size, source, dtype=np.int64)})
                 n += t.size

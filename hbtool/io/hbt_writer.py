@@ -76,10 +76,15 @@ class _Chunks:
         rows = []
         if len(beats):
             auto = src(beats) != 0
+            # a loop chunk's beat keeps its count of iterations (its tag) as the tracer wrote
+            # it: event 1 of the openmp source; the other automatic beats' aux is in their
+            # construct's name
+            tag = beats["tag"].to_numpy()
+            chunk = (src(beats) == 1) & (tag > 0) & beats["construct"].astype(str).str.startswith("loop ").to_numpy()
             rows.append(records(beats, seq=beats["seq"].to_numpy() & 0xFFFFFFFF,
                                 loop=construct(beats, beats["loop"].to_numpy()), iter=beats["iteration"].to_numpy(),
-                                aux=np.where(auto, 0, beats["tag"].to_numpy() & 0xFFFFFFFF), kind=REC_BEAT,
-                                flags=src(beats)))
+                                aux=np.where(auto & ~chunk, 0, tag & 0xFFFFFFFF), kind=REC_BEAT,
+                                flags=src(beats) | np.where(chunk, 1 << 4, 0)))
         if len(waits):
             sync = _lookup(waits["sync"], {v: k for k, v in SYNC_KINDS.items()})
             w = waits["wait_ns"].to_numpy().astype(np.int64)

@@ -18,7 +18,9 @@
  *   GOMP_loop_*_start       notes the loop (construct: the call site) and
  *                           the chunk it got, if any: no beat.
  *   GOMP_loop_*_next        a CHUNK beat for the chunk the thread had (iter =
- *                           its first iteration), then notes the new one. So
+ *                           its first iteration, aux its count of iterations:
+ *                           (iend - istart) / the loop's step), then notes
+ *                           the new one. So
  *                           every chunk a thread gets has exactly one beat,
  *                           taken when the thread asks for more; the first
  *                           chunk (from _start, or the first _next of a
@@ -89,6 +91,9 @@ struct gomp_state {
     uint32_t taken;       /* sections it was given since its last sections beat: bit n-1
                            * for section n (n >= 32: bit 31), its WORKSHARE beat's aux */
     int64_t  first;       /* first iteration of the open chunk */
+    int64_t  step;        /* the current loop's step (its incr; 1 for a doacross loop's
+                           * logical iterations; 0 not known) */
+    uint32_t count;       /* iterations of the open chunk (0: not known) */
     uint8_t  open;        /* a chunk is open: its beat comes at the next call */
     uint8_t  known;       /* thread is valid */
     const void *fn;       /* the innermost region's outlined function, NULL outside */
@@ -268,13 +273,26 @@ static HBT_COLD void gomp_check_entries(const void *real)
 /* ------------------------------------------------------------------ */
 /* loops                                                                */
 
-/* A loop's _start returned: note the loop and the chunk, if any. */
-static inline void gomp_loop_started(const void *site, bool got, int64_t first)
+/* A chunk's iterations: (iend - istart) / step, for any of libgomp's iteration types
+ * (an unsigned loop's difference read as signed: a loop counting down has a negative step
+ * and difference); the difference itself where the step is not known; 0 where that is not
+ * a count a 32-bit field holds. */
+static inline uint32_t gomp_chunk_count(int64_t diff, int64_t step)
+{
+    int64_t n = step ? diff / step : (diff < 0 ? -diff : diff);
+    return n > 0 && n <= (int64_t)UINT32_MAX ? (uint32_t)n : 0;
+}
+
+/* A loop's _start returned: note the loop, its step and the chunk, if any. */
+static inline void gomp_loop_started(const void *site, bool got, int64_t first, int64_t diff,
+                                     int64_t step)
 {
     struct gomp_tls *g = gomp_self();
     g->s.loop = gomp_construct(g, HBT_CK_LOOP, site);
     g->s.open = got;
     g->s.first = first;
+    g->s.step = step;
+    g->s.count = got ? gomp_chunk_count(diff, step) : 0;
 }
 
 /* Entering _next: the beat of the chunk the thread had. */
@@ -284,17 +302,19 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
         if (__builtin_expect(!g->s.loop, 0))
             g->s.loop = gomp_construct(g, HBT_CK_LOOP, site);
         hbt_auto_beat_inline(HBT_SRC_OPENMP, HBT_EV_CHUNK, g->s.thread, g->s.loop,
-                             (int32_t)g->s.first, 0, 0);   /* inline: the hot path */
+                             (int32_t)g->s.first, g->s.count, 0);   /* inline: the hot path */
     }
 }
 
-#define LOOP_START(name, params, args, itype)                                     \
+/* step: the loop's step, an expression of the call's parameters */
+#define LOOP_START(name, params, args, itype, step)                               \
     HBT_EXPORT bool name params                                                   \
     {                                                                             \
         REAL(name)                                               \
         bool r = fn_real args;                                                    \
         if (gomp_on())                                                            \
-            gomp_loop_started(__builtin_return_address(0), r, r ? (int64_t)*istart : 0); \
+            gomp_loop_started(__builtin_return_address(0), r, r ? (int64_t)*istart : 0, \
+                              r ? (int64_t)(itype)(*iend - *istart) : 0, (int64_t)(step)); \
         return r;                                                                 \
     }
 
@@ -312,6 +332,7 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
             hbt_unit_none(0);                                                      \
         g->s.open = r;                                                            \
         g->s.first = r ? (int64_t)*istart : 0;                                    \
+        g->s.count = r ? gomp_chunk_count((int64_t)(itype)(*iend - *istart), g->s.step) : 0; \
         return r;                                                                 \
     }
 
@@ -341,44 +362,44 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
 #define VG (unsigned ncounts, ull *counts, long sched, ull chunk, ull *istart, ull *iend, \
             uintptr_t *reductions, void **mem)
 
-LOOP_START(GOMP_loop_static_start, L4, A4, long)
-LOOP_START(GOMP_loop_dynamic_start, L4, A4, long)
-LOOP_START(GOMP_loop_guided_start, L4, A4, long)
-LOOP_START(GOMP_loop_runtime_start, L3, A3, long)
-LOOP_START(GOMP_loop_nonmonotonic_dynamic_start, L4, A4, long)
-LOOP_START(GOMP_loop_nonmonotonic_guided_start, L4, A4, long)
-LOOP_START(GOMP_loop_nonmonotonic_runtime_start, L3, A3, long)
-LOOP_START(GOMP_loop_maybe_nonmonotonic_runtime_start, L3, A3, long)
-LOOP_START(GOMP_loop_start, LG, AG, long)
-LOOP_START(GOMP_loop_ordered_static_start, L4, A4, long)
-LOOP_START(GOMP_loop_ordered_dynamic_start, L4, A4, long)
-LOOP_START(GOMP_loop_ordered_guided_start, L4, A4, long)
-LOOP_START(GOMP_loop_ordered_runtime_start, L3, A3, long)
-LOOP_START(GOMP_loop_ordered_start, LG, AG, long)
-LOOP_START(GOMP_loop_doacross_static_start, D4, E4, long)
-LOOP_START(GOMP_loop_doacross_dynamic_start, D4, E4, long)
-LOOP_START(GOMP_loop_doacross_guided_start, D4, E4, long)
-LOOP_START(GOMP_loop_doacross_runtime_start, D3, E3, long)
-LOOP_START(GOMP_loop_doacross_start, DG, EG, long)
-LOOP_START(GOMP_loop_ull_static_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_dynamic_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_guided_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_runtime_start, U3, B3, ull)
-LOOP_START(GOMP_loop_ull_nonmonotonic_dynamic_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_nonmonotonic_guided_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_nonmonotonic_runtime_start, U3, B3, ull)
-LOOP_START(GOMP_loop_ull_maybe_nonmonotonic_runtime_start, U3, B3, ull)
-LOOP_START(GOMP_loop_ull_start, UG, BG, ull)
-LOOP_START(GOMP_loop_ull_ordered_static_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_ordered_dynamic_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_ordered_guided_start, U4, B4, ull)
-LOOP_START(GOMP_loop_ull_ordered_runtime_start, U3, B3, ull)
-LOOP_START(GOMP_loop_ull_ordered_start, UG, BG, ull)
-LOOP_START(GOMP_loop_ull_doacross_static_start, V4, E4, ull)
-LOOP_START(GOMP_loop_ull_doacross_dynamic_start, V4, E4, ull)
-LOOP_START(GOMP_loop_ull_doacross_guided_start, V4, E4, ull)
-LOOP_START(GOMP_loop_ull_doacross_runtime_start, V3, E3, ull)
-LOOP_START(GOMP_loop_ull_doacross_start, VG, EG, ull)
+LOOP_START(GOMP_loop_static_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_dynamic_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_guided_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_runtime_start, L3, A3, long, incr)
+LOOP_START(GOMP_loop_nonmonotonic_dynamic_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_nonmonotonic_guided_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_nonmonotonic_runtime_start, L3, A3, long, incr)
+LOOP_START(GOMP_loop_maybe_nonmonotonic_runtime_start, L3, A3, long, incr)
+LOOP_START(GOMP_loop_start, LG, AG, long, incr)
+LOOP_START(GOMP_loop_ordered_static_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_ordered_dynamic_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_ordered_guided_start, L4, A4, long, incr)
+LOOP_START(GOMP_loop_ordered_runtime_start, L3, A3, long, incr)
+LOOP_START(GOMP_loop_ordered_start, LG, AG, long, incr)
+LOOP_START(GOMP_loop_doacross_static_start, D4, E4, long, 1)
+LOOP_START(GOMP_loop_doacross_dynamic_start, D4, E4, long, 1)
+LOOP_START(GOMP_loop_doacross_guided_start, D4, E4, long, 1)
+LOOP_START(GOMP_loop_doacross_runtime_start, D3, E3, long, 1)
+LOOP_START(GOMP_loop_doacross_start, DG, EG, long, 1)
+LOOP_START(GOMP_loop_ull_static_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_dynamic_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_guided_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_runtime_start, U3, B3, ull, incr)
+LOOP_START(GOMP_loop_ull_nonmonotonic_dynamic_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_nonmonotonic_guided_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_nonmonotonic_runtime_start, U3, B3, ull, incr)
+LOOP_START(GOMP_loop_ull_maybe_nonmonotonic_runtime_start, U3, B3, ull, incr)
+LOOP_START(GOMP_loop_ull_start, UG, BG, ull, incr)
+LOOP_START(GOMP_loop_ull_ordered_static_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_ordered_dynamic_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_ordered_guided_start, U4, B4, ull, incr)
+LOOP_START(GOMP_loop_ull_ordered_runtime_start, U3, B3, ull, incr)
+LOOP_START(GOMP_loop_ull_ordered_start, UG, BG, ull, incr)
+LOOP_START(GOMP_loop_ull_doacross_static_start, V4, E4, ull, 1)
+LOOP_START(GOMP_loop_ull_doacross_dynamic_start, V4, E4, ull, 1)
+LOOP_START(GOMP_loop_ull_doacross_guided_start, V4, E4, ull, 1)
+LOOP_START(GOMP_loop_ull_doacross_runtime_start, V3, E3, ull, 1)
+LOOP_START(GOMP_loop_ull_doacross_start, VG, EG, ull, 1)
 
 LOOP_NEXT(GOMP_loop_static_next, long)
 LOOP_NEXT(GOMP_loop_dynamic_next, long)
@@ -596,6 +617,7 @@ struct gomp_region {
     uint32_t id;          /* the region's construct (parallel, fn) */
     uint32_t loop;        /* combined parallel loop: its construct */
     uint32_t sections;    /* combined parallel sections: its construct */
+    int64_t step;         /* combined parallel loop: its step */
     const struct gomp_tls *master;
     uint64_t master_done; /* when the master's fn returned */
     uint32_t inst;        /* an outermost region's instance (hbt_region_instance), 0: nested */
@@ -614,6 +636,7 @@ static void gomp_region_run(void *arg)
     g->s.region = r->id;
     g->s.fn = (const void *)r->fn;
     g->s.loop = r->loop;
+    g->s.step = r->step;
     g->s.sections = r->sections;
     g->s.taken = 0;
     g->s.open = 0;
@@ -658,14 +681,16 @@ static void gomp_region_run(void *arg)
     g->s = saved;
 }
 
+/* loop: a combined parallel loop's step (its incr), 0 for any other region */
 static inline void gomp_region_init(struct gomp_region *r, void (*fn)(void *), void *data,
-                                    const void *site, int loop, int sections)
+                                    const void *site, int64_t loop, int sections)
 {
     struct gomp_tls *g = gomp_self();
     r->fn = fn;
     r->data = data;
     r->id = gomp_construct(g, HBT_CK_PARALLEL, (const void *)fn);
     r->loop = loop ? gomp_construct(g, HBT_CK_LOOP, site) : 0;
+    r->step = loop;
     r->sections = sections ? gomp_construct(g, HBT_CK_SECTIONS, site) : 0;
     r->master = g;
     r->master_done = 0;
@@ -709,7 +734,7 @@ void hbt_gomp_at_exit(void)
     g->left_ns = 0;
 }
 
-/* decl, ret: as for WAITING */
+/* decl, ret: as for WAITING; loop: a combined parallel loop's step (its incr), 0 else */
 #define PARALLEL(type, name, params, args, decl, ret, loop, sections)             \
     HBT_EXPORT type name params                                                   \
     {                                                                             \
@@ -742,14 +767,14 @@ PARALLEL(unsigned, GOMP_parallel_reductions,
 PVOID(GOMP_parallel_sections,
       (void (*fn)(void *), void *data, unsigned nthreads, unsigned count, unsigned flags),
       (fn, data, nthreads, count, flags), 0, 1)
-PVOID(GOMP_parallel_loop_static, PL4, PA4, 1, 0)
-PVOID(GOMP_parallel_loop_dynamic, PL4, PA4, 1, 0)
-PVOID(GOMP_parallel_loop_guided, PL4, PA4, 1, 0)
-PVOID(GOMP_parallel_loop_nonmonotonic_dynamic, PL4, PA4, 1, 0)
-PVOID(GOMP_parallel_loop_nonmonotonic_guided, PL4, PA4, 1, 0)
-PVOID(GOMP_parallel_loop_runtime, PL3, PA3, 1, 0)
-PVOID(GOMP_parallel_loop_nonmonotonic_runtime, PL3, PA3, 1, 0)
-PVOID(GOMP_parallel_loop_maybe_nonmonotonic_runtime, PL3, PA3, 1, 0)
+PVOID(GOMP_parallel_loop_static, PL4, PA4, incr, 0)
+PVOID(GOMP_parallel_loop_dynamic, PL4, PA4, incr, 0)
+PVOID(GOMP_parallel_loop_guided, PL4, PA4, incr, 0)
+PVOID(GOMP_parallel_loop_nonmonotonic_dynamic, PL4, PA4, incr, 0)
+PVOID(GOMP_parallel_loop_nonmonotonic_guided, PL4, PA4, incr, 0)
+PVOID(GOMP_parallel_loop_runtime, PL3, PA3, incr, 0)
+PVOID(GOMP_parallel_loop_nonmonotonic_runtime, PL3, PA3, incr, 0)
+PVOID(GOMP_parallel_loop_maybe_nonmonotonic_runtime, PL3, PA3, incr, 0)
 
 /* ------------------------------------------------------------------ */
 /* explicit tasks                                                       */

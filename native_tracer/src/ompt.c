@@ -9,7 +9,9 @@
  * HBTRACE_BEATS leaves out openmp. What gives what (docs/formats.md,
  * "Automatic beats and waits"):
  *
- *   __kmpc_dispatch_next_* returns a chunk     beat CHUNK (iter: its first iteration)
+ *   __kmpc_dispatch_next_* asks for a chunk    beat CHUNK for the chunk the thread had
+ *                                              (iter: its first iteration, aux its
+ *                                              iterations), as libgomp's _next
  *   work end: loop that took no chunk from the beat WORKSHARE
  *     dispatcher (static), sections, single, workshare
  *   task_schedule: an explicit task completed  beat TASK
@@ -59,7 +61,9 @@
 extern int omp_get_level(void) __attribute__((weak));
 extern int omp_get_ancestor_thread_num(int level) __attribute__((weak));
 
-#define HBT_OMPT_DEPTH 16u     /* nesting levels kept; deeper ones share the last frame */
+#define HBT_OMPT_DEPTH 8u      /* nesting levels kept; deeper ones share the last frame (the
+                                  frames are in the TLS, which must fit the static TLS block a
+                                  dlopen through OMP_TOOL_LIBRARIES finds left) */
 #define HBT_OMPT_WAITS 1024u   /* sync-region waits open at once (a task run inside a
                                   barrier may wait in a taskwait, and so on: recursive
                                   tasks); deeper ones are not written */
@@ -73,10 +77,14 @@ struct hbt_ompt_frame {
     uint32_t loop;             /* construct id of the worksharing construct it is in */
     const void *region_ra;     /* the region's code address (its end barrier's name) */
     const void *team;          /* the team's parallel_data, the key of hbt_ompt_regions */
-    int dynamic;               /* the current loop took its chunks from the dispatcher */
     uint32_t inst;             /* an outermost region's instance (hbt_region_instance), 0 in a
                                   nested region or not learnt yet */
     uint32_t bar;              /* team barriers it entered in the region (HBT_PLACE) */
+    uint32_t chunk_first;      /* the chunk it has of the current loop: its first iteration (the
+                                  low 32 bits, as its beat's iter) ... */
+    uint32_t chunk_count;      /* ... and iterations (0: not known) */
+    uint8_t dynamic;           /* the current loop took its chunks from the dispatcher */
+    uint8_t chunk_open;        /* it has a chunk: its beat comes at its next call */
 };
 
 /* A sync-region wait open on this thread. A task the runtime starts inside the innermost
@@ -160,7 +168,7 @@ static struct hbt_ompt_region hbt_ompt_regions[HBT_OMPT_REGIONS];
 
 static inline struct hbt_ompt_frame *hbt_ompt_cur(struct hbt_ompt_tls *o)
 {
-    static const struct hbt_ompt_frame none = { 0, 0, 0, 0, NULL, NULL, 0, 0, 0 };
+    static const struct hbt_ompt_frame none = { 0 };
     if (__builtin_expect(o->depth == 0, 0))
         return (struct hbt_ompt_frame *)&none;   /* outside any region: read only */
     uint32_t d = o->depth < HBT_OMPT_DEPTH ? o->depth : HBT_OMPT_DEPTH;
@@ -365,6 +373,16 @@ void hbt_ompt_at_exit(void)
     o->left_ns = 0;
 }
 
+/* The chunk the thread had, if any, is done: its beat. */
+static inline void hbt_ompt_chunk_done(struct hbt_ompt_frame *f)
+{
+    if (f->chunk_open) {
+        f->chunk_open = 0;
+        hbt_auto_beat_aux_at(HBT_SRC_OPENMP, HBT_EV_CHUNK, f->thread, f->loop,
+                             (int32_t)f->chunk_first, f->chunk_count, 0);
+    }
+}
+
 static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
                                    hbt_ompt_data_t *task_data, unsigned int actual_parallelism,
                                    unsigned int index, int flags)
@@ -386,6 +404,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             f->region_ra = NULL;
             f->loop = 0;
             f->dynamic = 0;
+            f->chunk_open = 0;
             f->inst = 0;
             f->bar = 0;
             if (index == 0) {
@@ -410,6 +429,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
         } else if (endpoint == HBT_OMPT_SCOPE_END && o->depth > 0) {
             struct hbt_ompt_frame *f = hbt_ompt_cur(o);
             hbt_ompt_resolve(f);
+            hbt_ompt_chunk_done(f);   /* a chunk left open (cancellation) */
             hbt_ompt_beat(o, HBT_EV_IMPLICIT, f->thread, f->region);
             if (f->level == 1) {   /* it leaves for the serial part (master) or the pool */
                 o->left_ns = hbt_now_ns();
@@ -443,7 +463,9 @@ static void hbt_ompt_work(int wstype, int endpoint, hbt_ompt_data_t *parallel_da
         if (endpoint == HBT_OMPT_SCOPE_BEGIN) {
             f->loop = hbt_construct_id(kind, codeptr_ra);
             f->dynamic = 0;
+            f->chunk_open = 0;
         } else if (endpoint == HBT_OMPT_SCOPE_END) {
+            hbt_ompt_chunk_done(f);   /* (its last chunk was beaten as it asked for more) */
             /* a dynamically scheduled loop beat at each of its chunks */
             if (!f->dynamic)
                 hbt_ompt_beat(o, HBT_EV_WORKSHARE, f->thread, f->loop);
@@ -760,23 +782,30 @@ static void hbt_ompt_flush(hbt_ompt_data_t *thread_data, const void *codeptr_ra)
 /* ------------------------------------------------------------------ */
 /* libomp's loop dispatcher: a beat per chunk                          */
 
-static inline void hbt_ompt_chunk(int got, int64_t first)
+/* A chunk the thread got: noted, its beat comes when it asks for the next one (or at
+ * the loop's end). diff: its last iteration less its first; st: the loop's stride. */
+static inline void hbt_ompt_chunk_got(int64_t first, int64_t diff, int64_t st)
 {
     struct hbt_ompt_tls *o = &hbt_ompt;
-    if (got && o->depth > 0) {
-        const struct hbt_ompt_frame *f = hbt_ompt_cur(o);
-        hbt_auto_beat_at(HBT_SRC_OPENMP, HBT_EV_CHUNK, f->thread, f->loop,
-                         (int32_t)(uint32_t)(uint64_t)first, 0);
+    if (o->depth > 0) {
+        struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+        int64_t n = st ? diff / st + 1 : 0;
+        f->chunk_open = 1;
+        f->chunk_first = (uint32_t)(uint64_t)first;
+        f->chunk_count = n > 0 && n <= (int64_t)UINT32_MAX ? (uint32_t)n : 0;
     }
 }
 
-/* The loop ends inside the call that returns 0 (its work-end callback):
- * the loop is marked dynamic before the call. */
-static inline void hbt_ompt_mark_dynamic(void)
+/* The loop ends inside the call that returns 0 (its work-end callback): the loop is
+ * marked dynamic before the call, and the chunk the thread had is beaten then. */
+static inline void hbt_ompt_ask_chunk(void)
 {
     struct hbt_ompt_tls *o = &hbt_ompt;
-    if (__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED) && o->depth > 0)
-        hbt_ompt_cur(o)->dynamic = 1;
+    if (__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED) && o->depth > 0) {
+        struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+        f->dynamic = 1;
+        hbt_ompt_chunk_done(f);
+    }
 }
 
 static HBT_COLD void *hbt_ompt_real_dispatch(void **cache, const char *name)
@@ -800,10 +829,10 @@ static HBT_COLD void *hbt_ompt_real_dispatch(void **cache, const char *name)
         if (__builtin_expect(!fn, 0))                                                 \
             fn = (int (*)(void *, int32_t, int32_t *, T *, T *, ST *))                \
                  hbt_ompt_real_dispatch(&real, #name);                                \
-        hbt_ompt_mark_dynamic();                                                      \
+        hbt_ompt_ask_chunk();                                                         \
         int got = fn(loc, gtid, p_last, p_lb, p_ub, p_st);                            \
-        if (__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED))                      \
-            hbt_ompt_chunk(got, (int64_t)*p_lb);                                      \
+        if (got && __atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED))               \
+            hbt_ompt_chunk_got((int64_t)*p_lb, (int64_t)(ST)(T)(*p_ub - *p_lb), (int64_t)*p_st); \
         if (!got && hbt_tls.unit && hbt_tls.unit->loop)                               \
             hbt_unit_none(hbt_now_ns());                                              \
         return got;                                                                   \

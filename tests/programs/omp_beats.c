@@ -11,6 +11,9 @@
  *   omp_beats fork      a region, fork: the child runs a region and exits 5;
  *                       the parent one more region, exit status of the child
  *   omp_beats big N     one region of N threads with a dynamic loop
+ *   omp_beats steps     loops of steps other than 1, up and down, long and unsigned long
+ *                       long, dynamic and guided, in a region and a combined parallel
+ *                       loop; prints per loop, in order: steps <first> <step> <trips>
  * Exit status 3 (all), so that a test sees it unchanged.
  */
 #define _GNU_SOURCE
@@ -264,8 +267,36 @@ static int big(int n)
     return 0;
 }
 
+static int steps(void)
+{
+    long sum = 0;
+#pragma omp parallel num_threads(3) reduction(+ : sum)
+    {
+#pragma omp for schedule(dynamic, 4)
+        for (long i = 10; i < 10 + 3 * 100; i += 3)
+            sum += i;
+#pragma omp for schedule(guided, 2)
+        for (long i = 500; i > 500 - 2 * 90; i -= 2)
+            sum += i;
+#pragma omp for schedule(dynamic, 3)
+        for (unsigned long long i = 7ULL; i < 7ULL + 5 * 50; i += 5)
+            sum += (long)i;
+#pragma omp for schedule(dynamic, 2)
+        for (unsigned long long i = 900ULL; i > 900ULL - 4 * 40; i -= 4)
+            sum += (long)i;
+    }
+#pragma omp parallel for schedule(guided) num_threads(3) reduction(+ : sum)
+    for (long i = 0; i < 7 * 120; i += 7)
+        sum += i;
+    printf("steps 10 3 100\nsteps 500 -2 90\nsteps 7 5 50\nsteps 900 -4 40\nsteps 0 7 120\n");
+    printf("result %ld\n", sum);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "steps") == 0)
+        return steps();
     if (argc > 1 && strcmp(argv[1], "fork") == 0)
         return forking();
     if (argc > 2 && strcmp(argv[1], "big") == 0)
