@@ -306,8 +306,19 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
     }
 }
 
-/* step: the loop's step, an expression of the call's parameters */
-#define LOOP_START(name, params, args, itype, step)                               \
+/* The loop's step, by the form of the call's arguments: its incr, or 1 for a doacross
+ * loop's logical iterations (counts: E4, E3, EG) */
+#define STEP_A4 incr
+#define STEP_A3 incr
+#define STEP_AG incr
+#define STEP_B4 incr
+#define STEP_B3 incr
+#define STEP_BG incr
+#define STEP_E4 1
+#define STEP_E3 1
+#define STEP_EG 1
+#define LOOP_START(name, params, args, itype) LOOP_START_STEP(name, params, args, itype, STEP_##args)
+#define LOOP_START_STEP(name, params, args, itype, step)                          \
     HBT_EXPORT bool name params                                                   \
     {                                                                             \
         REAL(name)                                               \
@@ -362,44 +373,44 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
 #define VG (unsigned ncounts, ull *counts, long sched, ull chunk, ull *istart, ull *iend, \
             uintptr_t *reductions, void **mem)
 
-LOOP_START(GOMP_loop_static_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_dynamic_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_guided_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_runtime_start, L3, A3, long, incr)
-LOOP_START(GOMP_loop_nonmonotonic_dynamic_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_nonmonotonic_guided_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_nonmonotonic_runtime_start, L3, A3, long, incr)
-LOOP_START(GOMP_loop_maybe_nonmonotonic_runtime_start, L3, A3, long, incr)
-LOOP_START(GOMP_loop_start, LG, AG, long, incr)
-LOOP_START(GOMP_loop_ordered_static_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_ordered_dynamic_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_ordered_guided_start, L4, A4, long, incr)
-LOOP_START(GOMP_loop_ordered_runtime_start, L3, A3, long, incr)
-LOOP_START(GOMP_loop_ordered_start, LG, AG, long, incr)
-LOOP_START(GOMP_loop_doacross_static_start, D4, E4, long, 1)
-LOOP_START(GOMP_loop_doacross_dynamic_start, D4, E4, long, 1)
-LOOP_START(GOMP_loop_doacross_guided_start, D4, E4, long, 1)
-LOOP_START(GOMP_loop_doacross_runtime_start, D3, E3, long, 1)
-LOOP_START(GOMP_loop_doacross_start, DG, EG, long, 1)
-LOOP_START(GOMP_loop_ull_static_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_dynamic_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_guided_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_runtime_start, U3, B3, ull, incr)
-LOOP_START(GOMP_loop_ull_nonmonotonic_dynamic_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_nonmonotonic_guided_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_nonmonotonic_runtime_start, U3, B3, ull, incr)
-LOOP_START(GOMP_loop_ull_maybe_nonmonotonic_runtime_start, U3, B3, ull, incr)
-LOOP_START(GOMP_loop_ull_start, UG, BG, ull, incr)
-LOOP_START(GOMP_loop_ull_ordered_static_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_ordered_dynamic_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_ordered_guided_start, U4, B4, ull, incr)
-LOOP_START(GOMP_loop_ull_ordered_runtime_start, U3, B3, ull, incr)
-LOOP_START(GOMP_loop_ull_ordered_start, UG, BG, ull, incr)
-LOOP_START(GOMP_loop_ull_doacross_static_start, V4, E4, ull, 1)
-LOOP_START(GOMP_loop_ull_doacross_dynamic_start, V4, E4, ull, 1)
-LOOP_START(GOMP_loop_ull_doacross_guided_start, V4, E4, ull, 1)
-LOOP_START(GOMP_loop_ull_doacross_runtime_start, V3, E3, ull, 1)
-LOOP_START(GOMP_loop_ull_doacross_start, VG, EG, ull, 1)
+LOOP_START(GOMP_loop_static_start, L4, A4, long)
+LOOP_START(GOMP_loop_dynamic_start, L4, A4, long)
+LOOP_START(GOMP_loop_guided_start, L4, A4, long)
+LOOP_START(GOMP_loop_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_nonmonotonic_dynamic_start, L4, A4, long)
+LOOP_START(GOMP_loop_nonmonotonic_guided_start, L4, A4, long)
+LOOP_START(GOMP_loop_nonmonotonic_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_maybe_nonmonotonic_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_start, LG, AG, long)
+LOOP_START(GOMP_loop_ordered_static_start, L4, A4, long)
+LOOP_START(GOMP_loop_ordered_dynamic_start, L4, A4, long)
+LOOP_START(GOMP_loop_ordered_guided_start, L4, A4, long)
+LOOP_START(GOMP_loop_ordered_runtime_start, L3, A3, long)
+LOOP_START(GOMP_loop_ordered_start, LG, AG, long)
+LOOP_START(GOMP_loop_doacross_static_start, D4, E4, long)
+LOOP_START(GOMP_loop_doacross_dynamic_start, D4, E4, long)
+LOOP_START(GOMP_loop_doacross_guided_start, D4, E4, long)
+LOOP_START(GOMP_loop_doacross_runtime_start, D3, E3, long)
+LOOP_START(GOMP_loop_doacross_start, DG, EG, long)
+LOOP_START(GOMP_loop_ull_static_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_dynamic_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_guided_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_nonmonotonic_dynamic_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_nonmonotonic_guided_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_nonmonotonic_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_maybe_nonmonotonic_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_start, UG, BG, ull)
+LOOP_START(GOMP_loop_ull_ordered_static_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_ordered_dynamic_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_ordered_guided_start, U4, B4, ull)
+LOOP_START(GOMP_loop_ull_ordered_runtime_start, U3, B3, ull)
+LOOP_START(GOMP_loop_ull_ordered_start, UG, BG, ull)
+LOOP_START(GOMP_loop_ull_doacross_static_start, V4, E4, ull)
+LOOP_START(GOMP_loop_ull_doacross_dynamic_start, V4, E4, ull)
+LOOP_START(GOMP_loop_ull_doacross_guided_start, V4, E4, ull)
+LOOP_START(GOMP_loop_ull_doacross_runtime_start, V3, E3, ull)
+LOOP_START(GOMP_loop_ull_doacross_start, VG, EG, ull)
 
 LOOP_NEXT(GOMP_loop_static_next, long)
 LOOP_NEXT(GOMP_loop_dynamic_next, long)
