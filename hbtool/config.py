@@ -229,6 +229,14 @@ SHIFT_MIN_BEATS = 4
 #: team's is more than this many times what it was before (a round bound, not fitted: twice
 #: as long over the same units of work as its own earlier self, beside the same teammates)
 SHIFT_MAX = 2.0
+#: diagnose: the iteration ratio (summary._iteration_ratio) of a thread with fewer loop
+#: chunks of known iterations than this, in the loops compared, is not known (one chunk the
+#: machine stretched is not a slow-down)
+ITERATION_RATIO_MIN_CHUNKS = 4
+#: ... and a loop counts in it where its chunks' first iterations spread over this many
+#: iterations per thread of the team at least (a loop of 2 iterations hands each of 2
+#: threads the same one every time: GROMACS's, whose second iteration costs 3x its first)
+ITERATION_RATIO_MIN_SPAN = 8
 #: UR, a thread's units of work against the same constructs' in the model's normal runs (or a
 #: reference run; diagnosis.unit_ratio): a construct counts where the thread had this many
 #: units of it at least (a median of fewer says little: a task construct's units range over

@@ -916,3 +916,43 @@ def test_damaged_sched_records_are_read_or_refused_in_one_line(tmp_path, dynamic
     r = run_hbtool("record", "-q", "-o", out, "--", dynamic, "60", "200", "0.06", "60", env=env)
     assert r.returncode == 0, r.stderr
     check_damaged_records(capsys, tmp_path, out, 20, seed=20)
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_a_thread_slowed_in_a_guided_loop_is_found_by_its_time_per_iteration(tmp_path, compiler):
+    """GraphicsMagick's shape (tests/programs/omp_guided_rows.c): passes of one guided loop
+    over rows, so that the team makes few beats, too few for windows of time, and a guided
+    chunk holds half a pass's rows or one row. A thread slowed 6x from its 4th beat takes
+    longer per iteration of the same loop than its teammate (the chunk's beat carries its
+    iterations): memoryleak, said so; its teammate is normal. Normal runs, rows of even cost
+    and rows whose cost rises (a triangular loop, whose first guided chunk is the cheap rows),
+    have no finding."""
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    programs = Path(__file__).parent / "programs"
+    exe = tmp_path / "omp_guided_rows"
+    subprocess.run([compiler, "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_guided_rows.c"), "-o",
+                    str(exe)], check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    for shape in ("flat", "rising"):
+        out = tmp_path / f"normal-{shape}"
+        r = run_hbtool("record", "-q", "-o", out, "--", exe, "8", "200", "500", shape, env=env)
+        assert r.returncode == 0 and "done" in r.stdout, r.stderr[-2000:]
+        d = diagnose(out)
+        assert [d[t]["status"] for t in (0, 1)] == ["normal", "normal"], (shape, d)
+        assert all(0.5 < d[t]["IR"] < 2.0 for t in (0, 1)), (shape, [d[t]["IR"] for t in (0, 1)])
+    out = tmp_path / "slow"
+    # slowed 6x: its units' spin is 5x their CPU time, and a machine that shares the CPUs
+    # stretches both threads' work, not the spin's share of it (3x read 1.6 beside a CPU hog)
+    r = run_hbtool("record", "-q", "-o", out, "--inject", "slow", "--inject-slow", "6", "--thread", "1", "--beat",
+                   "4", "--", exe, "8", "200", "500", "flat", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr[-2000:]
+    assert json.loads((out / "inject-truth.json").read_text())["fired"]
+    d = diagnose(out)
+    assert d[1]["status"] == "memoryleak" and d[1]["WS_against"] == "iterations", d[1]
+    assert "per iteration" in d[1]["reason"] and d[1]["IR"] > 2.4, d[1]
+    assert d[0]["status"] == "normal" and d[0]["IR"] < 0.6, d[0]

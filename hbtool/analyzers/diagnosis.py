@@ -195,6 +195,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table["crowded"] = [int(shifts["crowded"].get(k, 0)) if len(shifts) else 0 for k in keys]
     table["team_work"] = [float(shifts["team_work"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["team_share"] = [float(shifts["team_share"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
+    table["IR"] = [float(shifts["iteration_ratio"].get(k, np.nan)) if len(shifts) else np.nan for k in keys]
     table["SS_against"] = ""
     if team_share_reference:
         # a thread that stopped before its team's first window of time ended has no earlier
@@ -222,6 +223,17 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
         table.loc[use, "WS"] = whole[use]
         table.loc[use, "WS_beat"] = 0
         table.loc[use, "WS_against"] = "model"
+    # a thread whose loop chunks took longer per iteration than its teammates' of the same
+    # loops, over its whole run, where its shift did not already judge it: a dynamic or guided
+    # loop's chunks are alike per iteration, whoever takes them (GraphicsMagick's slowed
+    # victim: 2.95x, its teammates 0.34x, normal runs 0.77-1.30x; its windows of time hold one
+    # guided chunk each, too few for a shift)
+    ir = table["IR"].to_numpy(dtype=float)
+    ws = table["WS"].to_numpy(dtype=float)
+    use = np.isfinite(ir) & (ir > config.SHIFT_MAX) & ~(np.isfinite(ws) & (ws > config.SHIFT_MAX))
+    table.loc[use, "WS"] = ir[use]
+    table.loc[use, "WS_beat"] = 0
+    table.loc[use, "WS_against"] = "iterations"
     # where the team judges a thread over time (WS), other runs' work does not: the model's
     # normal runs ran under another load (the same reason work_ratios prefers the team). Not
     # where the team was cut by time (a dynamic loop's): its WS follows a slow-down that lasts,

@@ -121,6 +121,10 @@ def _work_shift(row) -> str:
                     f"{team:.2f}x (unit ratio, > {config.SHIFT_MAX:g} and "
                     f"{config.SHIFT_MAX:g}x theirs): it slowed down in its own work")
         return ""
+    if row.get("WS_against") == "iterations":
+        return (f"over its whole run, its loop chunks took {ws:.2f}x as long per iteration as its teammates' of "
+                f"the same loops (iteration ratio, > {config.SHIFT_MAX:g}): it slowed down in its own work while "
+                f"its team waited for it at the loops' ends")
     if row.get("WS_against") == "model":
         return (f"over its whole run, its own work in the parallel regions took {ws:.2f}x as long against its "
                 f"team's as in the model's normal runs (work shift, > {config.SHIFT_MAX:g}): it was slow from its "
@@ -515,6 +519,7 @@ class Diagnosis:
                          "SS_against": r.get("SS_against") or "",
                          "UR": r.get("UR", float("nan")), "UR_team": r.get("UR_team", float("nan")),
                          "UR_against": r.get("UR_against") or "",
+                         "IR": r.get("IR", float("nan")),
                          "crowded": int(r.get("crowded") or 0),
                          **{f: _bytes(r.get(f)) for f in ("retained", "retained_bound")},
                          "retained_against": r.get("retained_against") or "",

@@ -513,16 +513,24 @@ class _UnitHistograms:
         # unit had any (then the same as counts)
         self.own_counts: dict[int, int] | None = None
         self.cover: dict[int, list] = {}       # per construct: [units, units with their CPU time]
+        self.first_span: dict[int, tuple] = {}   # per loop measured per iteration: its chunks' lowest
+        #                                          and highest first iteration
         self.at = 0            # beats seen
         self.clock = None      # the work clock at the last beat seen
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
     def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None,
-            away: np.ndarray | None = None) -> None:
+            away: np.ndarray | None = None, iterations: np.ndarray | None = None,
+            firsts: np.ndarray | None = None) -> None:
         """clock: the work clock (ns) at each beat of the next piece; labels: each one's construct;
         cpu: the CPU time (ns) of the unit each one closes, -1 where the trace has none; t: the
         beats' times (windows by time); away: the time the thread was away (off a CPU, not
-        waiting for one) at the end of the unit each one closes, 0 where unknown (tail_away)."""
+        waiting for one) at the end of the unit each one closes, 0 where unknown (tail_away);
+        iterations: the loop chunk each one closes, its count of iterations (0: not a chunk, or
+        not known); firsts: that chunk's first iteration. A unit of a chunk whose iterations are
+        known is measured per iteration (PER_ITERATION): a guided loop's first chunk holds half
+        the loop, its last one iteration, and which thread took which is the runtime's choice;
+        the lowest and highest first iteration of each such loop are kept (first_span)."""
         n = clock.size
         if not n:
             return
@@ -552,13 +560,36 @@ class _UnitHistograms:
         code = np.minimum(idx[of], (1 << _LABEL_BITS) - 1)
         known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
         gone = np.zeros(steps.size, dtype=np.int64) if away is None else np.asarray(away, dtype=np.int64)[first:]
+        # the units of chunks of known iterations: per iteration, under a construct of their own
+        per = np.zeros(steps.size, dtype=np.int64) if iterations is None else \
+            np.asarray(iterations, dtype=np.int64)[first:]
+        raw = steps
+        if (per > 0).any():
+            cpu = None if cpu is None else np.asarray(cpu, dtype=np.int64).copy()
+            code, steps, gone = code.copy(), steps.astype(np.int64), gone.copy()
+            m = per > 0
+            names = {i: name for name, i in self.labels.items()}
+            for c in np.unique(code[m]).tolist():
+                code[m & (code == c)] = min(self.labels.setdefault(names.get(c, "") + PER_ITERATION, len(self.labels)),
+                                            (1 << _LABEL_BITS) - 1)
+            steps[m] = _per_iteration(steps[m], per[m])
+            if firsts is not None:
+                f = np.asarray(firsts, dtype=np.int64)[first:]
+                for c in np.unique(code[m]).tolist():
+                    v = f[m & (code == c)]
+                    lo, hi = self.first_span.get(c, (int(v.min()), int(v.max())))
+                    self.first_span[c] = (min(lo, int(v.min())), max(hi, int(v.max())))
+            gone[m] = _per_iteration(gone[m], per[m])
+            if cpu is not None:
+                c = cpu[first:]
+                c[m & (c >= 0)] = _per_iteration(c[m & (c >= 0)], per[m & (c >= 0)])
         ended = gone > 0
         if ended.any() and self.own_counts is None:
             self.own_counts = dict(self.counts)
         _count(self.counts, window, code, steps)
         weight = np.array([share_weight(str(x)) for x in [*cat.categories, ""]], dtype=np.float64)
         self.shares += np.bincount(window, weights=weight[of], minlength=self.shares.size)[:self.shares.size]
-        self.shared_work += np.bincount(window, weights=np.where(weight[of] > 0, steps, 0).astype(np.float64),
+        self.shared_work += np.bincount(window, weights=np.where(weight[of] > 0, raw, 0).astype(np.float64),
                                         minlength=self.shares.size)[:self.shares.size]
         if known.any():
             _count(self.cpu_counts, window[known], code[known], np.asarray(cpu, dtype=np.int64)[first:][known])
@@ -569,7 +600,7 @@ class _UnitHistograms:
             _count(self.own_counts, window, code, steps)
         u, inv = np.unique(code, return_inverse=True)
         for c, n, m, w in zip(u.tolist(), np.bincount(inv).tolist(), np.bincount(inv, weights=known).tolist(),
-                              np.bincount(inv, weights=steps.astype(np.float64)).tolist()):
+                              np.bincount(inv, weights=raw.astype(np.float64)).tolist()):
             e = self.cover.setdefault(c, [0, 0])
             e[0] += n
             e[1] += int(m)
@@ -595,6 +626,12 @@ class _UnitHistograms:
         names = {i: name for name, i in self.labels.items()}
         mid = _bin_middle(u)
         return {names.get(int(g), ""): (float(mid[p]), int(t)) for g, p, t in zip(group[starts], pos, total)}
+
+    def first_spans(self) -> dict[str, tuple[int, int]]:
+        """Per loop measured per iteration: the lowest and highest first iteration of the
+        thread's chunks of it."""
+        names = {i: n for n, i in self.labels.items()}
+        return {names.get(c, ""): v for c, v in self.first_span.items()}
 
     def cpu_share(self) -> dict[str, float]:
         """Per construct: the share of its units whose CPU time the trace has."""
@@ -682,6 +719,17 @@ class _UnitHistograms:
         return pd.Series(value, index=self._index(g))
 
 
+#: the suffix of a construct whose units are a loop's chunks measured per iteration, in
+#: picoseconds (_UnitHistograms.add): kept apart from the same loop's units of unknown
+#: iterations (a trace or a model from a tracer before 2026-12-01), which are whole chunks
+PER_ITERATION = " (ps per iteration)"
+
+
+def _per_iteration(ns: np.ndarray, iterations: np.ndarray) -> np.ndarray:
+    """Units (ns) of chunks of so many iterations, per iteration, in picoseconds."""
+    return np.rint(ns.astype(np.float64) * 1000.0 / iterations).astype(np.int64)
+
+
 def _bin_middle(keys: np.ndarray) -> np.ndarray:
     """The unit (ns) in the middle of each key's bin, on the log scale (_count's bins)."""
     return 2.0 ** (((keys & ((1 << _BIN_BITS) - 1)) + 0.5) / config.SHIFT_BINS_PER_OCTAVE)
@@ -756,13 +804,25 @@ def tail_away(t_ns: np.ndarray, before: int | None, cpu: tuple, wait_end: np.nda
 
 
 def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu: tuple | None = None,
-                 by_time: bool = False) -> _UnitHistograms:
+                 by_time: bool = False, iterations: np.ndarray | None = None,
+                 firsts: np.ndarray | None = None) -> _UnitHistograms:
     """_UnitHistograms of one thread held whole (beat times sorted, their constructs, its
-    waits sorted by end, its cpu records: cpu_record_arrays)."""
+    waits sorted by end, its cpu records: cpu_record_arrays; each beat's loop chunk
+    iterations, 0 for none, and first iteration)."""
     h = _UnitHistograms(edges, by_time)
     h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns,
-          None if cpu is None else tail_away(t_ns, None, cpu, waits[1]))
+          None if cpu is None else tail_away(t_ns, None, cpu, waits[1]), iterations, firsts)
     return h
+
+
+def chunk_iterations_of(beats: pd.DataFrame) -> np.ndarray:
+    """Per row of a beats table: a loop chunk's count of iterations (the tag of an automatic
+    beat of a loop construct, docs/formats.md), 0 for any other beat."""
+    if "construct" not in beats or "source" not in beats:
+        return np.zeros(len(beats), dtype=np.int64)
+    loop = beats["construct"].astype(str).str.startswith("loop ").to_numpy() & \
+        (beats["source"].astype(str).to_numpy() == "openmp")
+    return np.where(loop, beats["tag"].to_numpy(np.int64), 0).clip(0)
 
 
 def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple,
@@ -775,7 +835,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
     waits = iter(trace.thread_wait_pieces(key))
     s_buf, e_buf = np.empty(0, np.int64), np.empty(0, np.int64)
     base, last_wait, last_beat, more = 0, None, None, True
-    for t, ids in trace.thread_beat_pieces(key):
+    for t, ids, iterations, firsts in trace.thread_beat_pieces(key, iterations=True):
         if not t.size:
             continue
         if (last_beat is not None and t[0] < last_beat) or (t.size > 1 and (np.diff(t) < 0).any()):
@@ -800,7 +860,7 @@ def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tu
         base += int((e_buf[:done] - s_buf[:done]).sum())
         s_buf, e_buf = s_buf[done:], e_buf[done:]
         h.add(work_clock(t, s_buf, e_buf) - base, trace.construct_labels(key, ids), unit_cpu(t, last_beat, cpu), t,
-              away)
+              away, iterations, firsts)
         last_beat = t[-1]
     return h
 
@@ -813,7 +873,9 @@ def _units_whole(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple
     w = trace.thread_waits(key)
     end = w["t_ns"].to_numpy(np.int64)
     ow = np.argsort(end, kind="stable")
-    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu, by_time)
+    iterations, firsts = trace.thread_iterations(key)
+    return _units_eager(t[o], labels[o], ((end - w["wait_ns"].to_numpy(np.int64))[ow], end[ow]), edges, cpu, by_time,
+                        iterations[o], firsts[o])
 
 
 def _same_units(counts: dict[tuple, int]) -> dict[tuple, np.ndarray] | None:
@@ -1238,6 +1300,44 @@ def _team_work(raw: pd.Series | None) -> float:
     return float(np.exp(np.median(v.to_numpy()))) if v.size >= 6 else float("nan")
 
 
+def _iteration_ratio(units: dict, k: tuple) -> float:
+    """How many times longer a thread's loop chunks took per iteration than its teammates' of
+    the same loops, over its whole run (the chunks whose iterations the trace has:
+    PER_ITERATION): of each such loop it and a teammate ran, the log of its median over its
+    teammates' median (their median, or the one teammate's), and of those the median weighted
+    by the team's time in that loop (the loops that hold the work decide). Every thread takes
+    its chunks of a loop from one pool and runs the same code on them: a thread slowed in its
+    own work takes as long per iteration as its slow-down, its teammates, which wait for it at
+    the loop's end, do not (a guided loop hands half the loop to the first thread that asks:
+    the share of iterations a slowed thread took does not fall, nor does its count of chunks
+    mean anything). NaN without such a loop."""
+    mine = units[k].construct_medians()
+    others = [u.construct_medians() for j, u in units.items() if j != k]
+    work: dict[str, float] = {}
+    spans: dict[str, tuple] = {}
+    for u in units.values():
+        for c, w in u.construct_work().items():
+            work[c] = work.get(c, 0.0) + w
+        for c, (lo, hi) in u.first_spans().items():
+            spans[c] = (min(lo, spans.get(c, (lo, hi))[0]), max(hi, spans.get(c, (lo, hi))[1]))
+    # a loop of a few iterations a thread hands each thread the same ones (GROMACS: 2
+    # iterations, 0 to thread 0 and 1 to thread 1, every time), whose costs differ: its chunks
+    # are not alike
+    wide = {c for c, (lo, hi) in spans.items() if hi - lo >= config.ITERATION_RATIO_MIN_SPAN * len(units)}
+    logs, weights, chunks = [], [], 0
+    for c, (v, n) in mine.items():
+        theirs = [o[c][0] for o in others if c in o and o[c][0] > 0]
+        if c.endswith(PER_ITERATION) and c in wide and n and v > 0 and theirs and work.get(c, 0.0) > 0:
+            logs.append(np.log(v / float(np.median(theirs))))
+            weights.append(work[c])
+            chunks += n
+    if chunks < config.ITERATION_RATIO_MIN_CHUNKS:
+        return float("nan")
+    o = np.argsort(logs)
+    cw = np.cumsum(np.asarray(weights, dtype=float)[o])
+    return float(np.exp(np.asarray(logs)[o][np.searchsorted(cw, 0.5 * cw[-1])]))
+
+
 def _own_part(shift: float, owns: dict, k: tuple, span: tuple) -> float:
     """A thread's work shift up (`shift`, its ratio to its teammates, over the windows of `span`
     against the others), where its own work (`owns`: _construct_series's own_out) rose less
@@ -1310,11 +1410,13 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
     machine crowded one of its team's threads in: _crowded; 0 for teams not cut by time),
     team_work (its units against its teammates' over the whole run: _team_work; NaN for a team
     cut by time), team_share (its share of the team's shared units over the whole run against
-    its teammates', the median window's: _share_shifts; NaN where there is no share shift). And per thread of those teams, (run, process, thread): its units' median per
+    its teammates', the median window's: _share_shifts; NaN where there is no share shift),
+    iteration_ratio (its loop chunks' time per iteration against its teammates', over its
+    whole run: _iteration_ratio; NaN where the trace has no chunk's iterations). And per thread of those teams, (run, process, thread): its units' median per
     construct over its whole run and how many it had (_UnitHistograms.construct_medians)."""
     key = ["run", "process", "thread"]
     cols = key + ["work_shift", "shift_beat", "share_shift", "share_beat", "by_time", "crowded", "team_work",
-                  "team_share"]
+                  "team_share", "iteration_ratio"]
     medians: dict[tuple, dict] = {}
     if not trace.beat_count():
         return pd.DataFrame(columns=cols), medians
@@ -1338,9 +1440,14 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
     for (run, process), team in teams.items():
         edges = _same_units({k: counts[k] for k in team})
         by_time = edges is None
+        # a team cut by time one of whose threads made too few beats for windows: its loop
+        # chunks per iteration alone (_iteration_ratio; a slowed thread takes few of a
+        # guided loop's chunks)
+        few = False
         if by_time:   # threads of different numbers of beats (dynamic loops): windows of the team's time
-            if len(team) < 2 or min(counts[k] for k in team) < config.SHIFT_MIN_BEATS * 6:
+            if len(team) < 2:
                 continue
+            few = min(counts[k] for k in team) < config.SHIFT_MIN_BEATS * 6
             lo, hi = _team_span(trace, team, beats_of)
             if not hi > lo:
                 continue
@@ -1356,24 +1463,26 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
                 t = g["t_ns"].to_numpy(np.int64)
                 o = np.argsort(t, kind="stable")
                 labels = pd.Categorical(g["construct"])[o] if "construct" in g else np.full(t.size, "", dtype=object)
-                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)), by_time)
+                units[k] = _units_eager(t[o], labels, waits[k], edges[k], cpu_record_arrays(cpu_of.get(k)), by_time,
+                                        chunk_iterations_of(g)[o], g["iteration"].to_numpy(np.int64)[o])
         for k in team:
             medians[k] = units[k].construct_medians()
         # a team cut by time: the windows where the machine kept a thread off its CPU more
         # than its teammates are left out of its share shift, and of every work shift
-        crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time else None
+        crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time and not few else None
         raws: dict = {}
         owns: dict = {}
-        series = _construct_series(units, crowded, raws, owns) or ({} if by_time else _window_series(units))
+        series = {} if few else _construct_series(units, crowded, raws, owns) or ({} if by_time else _window_series(units))
         # a team of as many beats each whose work is still dealt out (sections: each to the
         # thread that asks first): its shares per window of beats; none where every thread's
         # are the same (static loops and constructs: every thread beats once for each)
         shared = by_time or len({u.window_shares().tobytes() for u in units.values()}) > 1
-        shares = _share_shifts(units, crowded) if shared else {}
+        shares = _share_shifts(units, crowded) if shared and not few else {}
         # windows the machine crowded one of the team's threads in
         left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
+        ratios = {k: _iteration_ratio(units, k) for k in team}
         for k in team:
-            if k not in series and k not in shares and not left_out:
+            if k not in series and k not in shares and not left_out and not np.isfinite(ratios[k]):
                 continue
             shift, beat = np.nan, 0
             if k in series:
@@ -1391,5 +1500,5 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
             share, share_beat, team_share = shares.get(k, (np.nan, -1, np.nan))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
             rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out,
-                         _team_work(raws.get(k)), team_share))
+                         _team_work(raws.get(k)), team_share, ratios[k]))
     return pd.DataFrame(rows, columns=cols), medians

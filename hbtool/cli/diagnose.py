@@ -27,7 +27,9 @@ WR_LEGEND = ("WR: its own work in the parallel regions (time there less its wait
 WS_LEGEND = ("WS: work shift: its own work against its team's (the median of the others), construct by "
              "construct,\n  later in its beats over earlier, split where it changed most (1 = unchanged; a thread "
              "that slowed\n  down in its own work shifts up, the teammates that wait for it down); with a "
-             "model, also this\n  run over the model's normal runs, for a thread slow from its first beats.")
+             "model, also this\n  run over the model's normal runs, for a thread slow from its first beats; "
+             "where the trace\n  has a loop chunk's iterations, also its time per iteration against its "
+             "teammates' of the same\n  loops over its whole run (IR).")
 SS_LEGEND = ("SS: share shift (teams whose work is dealt out: a dynamic loop's chunks, tasks, sections): "
              "its units of\n  the team's work per window against its team's, later over earlier (1 = "
              "unchanged;\n  under 0.05: it stopped working while its team went on); with a model, also "
@@ -158,6 +160,8 @@ def compared_with(row: dict) -> str:
     if kind == "team-median":
         ws = row.get("WS")
         if ws is not None and ws == ws:   # judged against its team's work, earlier and later (WS)
+            if row.get("WS_against") == "iterations":
+                return "its team, per iteration"
             return ("its team, in the model's normal runs" if row.get("WS_against") == "model"
                     or row.get("SS_against") == "model" else "its team, over time")
         if ref == (row["run"], row["process"], row["thread"]):

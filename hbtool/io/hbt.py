@@ -781,6 +781,11 @@ def key_aux(aux: np.ndarray, flags: np.ndarray) -> np.ndarray:
     return np.where(chunk_beats(flags), 0, aux)
 
 
+def chunk_iterations(aux: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Per beat: a loop chunk's count of iterations (chunk_beats), 0 for any other beat."""
+    return np.where(chunk_beats(flags), aux, 0).astype(np.int64)
+
+
 def beat_tag(aux: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """The beats table's `tag`: the program's own beat's tag, a loop chunk's count of
     iterations (chunk_beats), 0 for the other automatic beats (their aux names their

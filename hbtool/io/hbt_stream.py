@@ -48,7 +48,7 @@ from ..model import HeartbeatTrace, empty_frame
 from ..model.heartbeats import STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace, joined_tables
 from . import hbt
 from .hbt import (HEADER_SIZE, REC_BEAT, REC_WAIT, SLOT_SIZE, SOURCES, SYNC_KINDS, _coded, _construct_column,
-                  construct_keys, key_aux, beat_tag, _construct_names, _unwrap_seq, bad_time_warning, bad_times,
+                  construct_keys, key_aux, beat_tag, chunk_iterations, _construct_names, _unwrap_seq, bad_time_warning, bad_times,
                   chunk_header_dtype, lost_reason,
                   metadata_text, process_meta, process_order, record_dtype, run_meta, run_offsets, side_frames, memory_frame,
                   sched_frame, time_bounds)
@@ -477,7 +477,8 @@ class HbtStream:
         """One thread's beats of the given sources with every field the whole reader gives
         them, in beats-table order: t_ns (on the run's clock), seq (unwrapped), loop, iteration,
         tag, os_tid, source (the code); `aux`: the aux that names an automatic beat's construct
-        too (key_aux: the sections a sections beat's thread was given)."""
+        too (key_aux: the sections a sections beat's thread was given), and each beat's
+        `iterations` (chunk_iterations)."""
         s, t, seq, groups, fields = self._collect(process, thread, sources, ("loop", "iter", "aux", "flags"))
         group = _group_column(groups)
         seq, order = _beat_order(seq, groups, t, group)
@@ -487,6 +488,7 @@ class HbtStream:
                "tag": beat_tag(fields["aux"], fields["flags"]), "os_tid": os_tid, "source": source}
         if aux:
             out["aux"] = key_aux(fields["aux"], fields["flags"]).astype(np.int64)
+            out["iterations"] = chunk_iterations(fields["aux"], fields["flags"])
         return out if order is None else {k: v[order] for k, v in out.items()}
 
     def _plan(self, process: int, thread: int, sources: list[str]) -> dict:
@@ -571,8 +573,10 @@ class HbtStream:
         order is the beats table's order (the usual case: one OS thread, one source, seq
         counting up; each piece then in time order after the one before), so that memory
         follows the read window and `rows`, not the thread; else one dict of them all.
-        times_only: the dicts hold t_ns alone (an eighth of the memory); constructs: t_ns and
-        `construct`, each beat's construct id (0 for the program's own beats)."""
+        times_only: the dicts hold t_ns alone (an eighth of the memory); constructs: t_ns,
+        `construct`, each beat's construct id (0 for the program's own beats), and
+        `iterations`, a loop chunk's count of iterations (0 for any other beat), and `first`,
+        its first iteration (the iter field)."""
         plan = self._plan(process, thread, sources)
         key = (process, thread, tuple(sources))
         if plan["total"] > rows and key not in self._sequence:
@@ -581,14 +585,16 @@ class HbtStream:
             held, n, seen = [], 0, 0
             source = int(plan["codes"][0])
             os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
-            names = () if times_only else ("loop", "aux", "flags") if constructs else ("loop", "iter", "aux", "flags")
+            names = () if times_only else ("loop", "iter", "aux", "flags")
             for t, seq, _, fields in self._batch_beats(plan, thread, names):
                 if t.size and times_only:
                     held.append({"t_ns": t})
                 elif t.size and constructs:
                     held.append({"t_ns": t, "construct": construct_keys(fields["loop"],
                                                                          key_aux(fields["aux"], fields["flags"]),
-                                                                         np.full(t.size, source != 0))})
+                                                                         np.full(t.size, source != 0)),
+                                 "iterations": chunk_iterations(fields["aux"], fields["flags"]),
+                                 "first": fields["iter"].astype(np.int64)})
                 elif t.size:
                     held.append({"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
                                  "iteration": fields["iter"].astype(np.int64),
@@ -609,7 +615,8 @@ class HbtStream:
             return
         b = self.load_beats(run, process, thread, sources, aux=constructs)
         if constructs:
-            b = {"t_ns": b["t_ns"], "construct": construct_keys(b["loop"], b["aux"], b["source"] != 0)}
+            b = {"t_ns": b["t_ns"], "construct": construct_keys(b["loop"], b["aux"], b["source"] != 0),
+                 "iterations": b["iterations"], "first": b["iteration"]}
         yield {"t_ns": b["t_ns"]} if times_only else b
 
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame:

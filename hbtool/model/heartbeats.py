@@ -541,6 +541,13 @@ class StreamedTrace(HeartbeatTrace):
         del t
         return t_ns, self.construct_labels(key, ids)
 
+    def thread_iterations(self, key: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """Per beat of one thread (thread_beats' order): a loop chunk's count of iterations (0
+        for any other beat, or not known) and its first iteration."""
+        run, process, thread = key
+        b = self._source.load_beats(run, process, thread, self._thread_sources(key), aux=True)
+        return b["iterations"], b["iteration"]
+
     def construct_labels(self, key: tuple, ids: np.ndarray) -> pd.Categorical:
         """Construct ids of some of one thread's beats (0: the program's own beats) as their
         names ("" for 0), a Categorical: a code per beat, not a string."""
@@ -554,15 +561,17 @@ class StreamedTrace(HeartbeatTrace):
         codes = again[inv].astype(np.int8 if labels.size < 127 else np.int32)
         return pd.Categorical.from_codes(codes, categories=labels)
 
-    def thread_beat_pieces(self, key: tuple, rows: int | None = None):
+    def thread_beat_pieces(self, key: tuple, rows: int | None = None, iterations: bool = False):
         """One thread's beats in consecutive pieces, as thread_row_pieces cuts its rows: (times
-        ns, construct ids: 0 for the program's own beats; construct_labels names them)."""
+        ns, construct ids: 0 for the program's own beats; construct_labels names them), and
+        with `iterations` each beat's loop chunk count of iterations (0: not a chunk's beat, or
+        not known) and its first iteration."""
         from .. import config
 
         run, process, thread = key
         for b in self._source.beat_pieces(run, process, thread, self._thread_sources(key),
                                           rows or config.STREAM_PIECE_ROWS, constructs=True):
-            yield b["t_ns"], b["construct"]
+            yield (b["t_ns"], b["construct"], b["iterations"], b["first"]) if iterations else (b["t_ns"], b["construct"])
 
     def thread_waits(self, key: tuple) -> pd.DataFrame:
         """One thread's waits read from the trace: t_ns (the end), wait_ns, sync."""
