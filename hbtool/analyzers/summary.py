@@ -513,6 +513,9 @@ class _UnitHistograms:
         # unit had any (then the same as counts)
         self.own_counts: dict[int, int] | None = None
         self.cover: dict[int, list] = {}       # per construct: [units, units with their CPU time]
+        # per (window, construct) of the units measured per iteration: their time (ns), which
+        # their bins (per iteration) do not give
+        self.iter_work: dict[int, float] = {}
         self.first_span: dict[int, tuple] = {}   # per loop measured per iteration: its chunks' lowest
         #                                          and highest first iteration
         self.at = 0            # beats seen
@@ -573,6 +576,9 @@ class _UnitHistograms:
                 code[m & (code == c)] = min(self.labels.setdefault(names.get(c, "") + PER_ITERATION, len(self.labels)),
                                             (1 << _LABEL_BITS) - 1)
             steps[m] = _per_iteration(steps[m], per[m])
+            g, inv = np.unique((window[m].astype(np.int64) << _LABEL_BITS) | code[m], return_inverse=True)
+            for k, w in zip(g.tolist(), np.bincount(inv, weights=raw[m].astype(np.float64)).tolist()):
+                self.iter_work[k] = self.iter_work.get(k, 0.0) + w
             if firsts is not None:
                 f = np.asarray(firsts, dtype=np.int64)[first:]
                 for c in np.unique(code[m]).tolist():
@@ -673,13 +679,17 @@ class _UnitHistograms:
 
     def window_construct_work(self) -> pd.Series:
         """The sum of the thread's units (ns) per (window, construct), from the bins (a bin's
-        middle, on the log scale: within 2 %)."""
+        middle, on the log scale: within 2 %), or, for the units measured per iteration, their
+        own time."""
         if not self.counts:
             return pd.Series(dtype=np.float64, index=pd.MultiIndex.from_arrays([[], []], names=["window", "construct"]))
         keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
         counts = np.fromiter(self.counts.values(), dtype=np.float64, count=len(self.counts))
         group, inv = np.unique(keys >> _BIN_BITS, return_inverse=True)
-        return pd.Series(np.bincount(inv, weights=counts * _bin_middle(keys)), index=self._index(group))
+        work = np.bincount(inv, weights=counts * _bin_middle(keys))
+        if self.iter_work:   # the units measured per iteration: their own time
+            work = np.array([self.iter_work.get(int(g), w) for g, w in zip(group.tolist(), work.tolist())])
+        return pd.Series(work, index=self._index(group))
 
     def medians(self, cpu: bool | None = False) -> pd.Series:
         """The unit (ns) per (window, construct) that holds the thread's work there: the median of
