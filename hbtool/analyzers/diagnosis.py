@@ -267,7 +267,7 @@ def pooled_units(medians: list[dict]) -> dict[str, float]:
     config.UNIT_RATIO_MIN_UNITS of it at least."""
     by: dict[str, list[float]] = {}
     for m in medians:
-        for c, (v, n) in m.items():
+        for c, (v, n, *_) in m.items():
             if c and n >= config.UNIT_RATIO_MIN_UNITS and v > 0:
                 by.setdefault(c, []).append(v)
     return {c: float(np.median(v)) for c, v in by.items()}
@@ -302,14 +302,16 @@ def unit_ratio(medians: dict, reference: dict[str, float], sections: dict[str, f
     at the reference's length per section (`sections`: per_section of the reference). NaN
     without any."""
     logs, weights = [], []
-    for c, (v, n) in medians.items():
+    for c, (v, n, *per) in medians.items():
         r = reference.get(c)
         if r is None and sections:
             base, k = sections_named(c)
             r = k * sections[base] if k and base in sections else None
         if c and r and r > 0 and v > 0 and n >= config.UNIT_RATIO_MIN_UNITS:
             logs.append(np.log(v / r))
-            weights.append(n * r)
+            # (a loop measured per iteration: its chunks times their iterations times the
+            # reference's picoseconds per iteration)
+            weights.append(n * r * (per[0] / 1000.0 if per else 1.0))
     if not logs:
         return float("nan")
     o = np.argsort(logs)

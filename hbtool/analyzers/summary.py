@@ -516,6 +516,7 @@ class _UnitHistograms:
         # per (window, construct) of the units measured per iteration: their time (ns), which
         # their bins (per iteration) do not give
         self.iter_work: dict[int, float] = {}
+        self.iterations: dict[int, int] = {}   # per construct measured per iteration: its iterations
         self.first_span: dict[int, tuple] = {}   # per loop measured per iteration: its chunks' lowest
         #                                          and highest first iteration
         self.at = 0            # beats seen
@@ -576,6 +577,9 @@ class _UnitHistograms:
                 code[m & (code == c)] = min(self.labels.setdefault(names.get(c, "") + PER_ITERATION, len(self.labels)),
                                             (1 << _LABEL_BITS) - 1)
             steps[m] = _per_iteration(steps[m], per[m])
+            u, inv = np.unique(code[m], return_inverse=True)
+            for c, n in zip(u.tolist(), np.bincount(inv, weights=per[m].astype(np.float64)).tolist()):
+                self.iterations[c] = self.iterations.get(c, 0) + int(n)
             g, inv = np.unique((window[m].astype(np.int64) << _LABEL_BITS) | code[m], return_inverse=True)
             for k, w in zip(g.tolist(), np.bincount(inv, weights=raw[m].astype(np.float64)).tolist()):
                 self.iter_work[k] = self.iter_work.get(k, 0.0) + w
@@ -612,9 +616,10 @@ class _UnitHistograms:
             e[1] += int(m)
             self.work[c] = self.work.get(c, 0.0) + w
 
-    def construct_medians(self) -> dict[str, tuple[float, int]]:
+    def construct_medians(self) -> dict[str, tuple]:
         """Per construct: the median of the thread's units of it over its whole run (ns, a
-        bin's middle, on the log scale: within 2 %) and how many units it had."""
+        bin's middle, on the log scale: within 2 %) and how many units it had; for a loop
+        measured per iteration (ps per iteration) also its mean iterations per chunk."""
         if not self.counts:
             return {}
         keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
@@ -631,7 +636,10 @@ class _UnitHistograms:
         pos = np.searchsorted(cum, before + (total + 1) // 2, side="left")
         names = {i: name for name, i in self.labels.items()}
         mid = _bin_middle(u)
-        return {names.get(int(g), ""): (float(mid[p]), int(t)) for g, p, t in zip(group[starts], pos, total)}
+        # a loop measured per iteration: also its iterations per chunk, what its work is
+        return {names.get(int(g), ""): (float(mid[p]), int(t)) + ((self.iterations[int(g)] / int(t),)
+                                                                  if int(g) in self.iterations else ())
+                for g, p, t in zip(group[starts], pos, total)}
 
     def first_spans(self) -> dict[str, tuple[int, int]]:
         """Per loop measured per iteration: the lowest and highest first iteration of the
@@ -1335,7 +1343,7 @@ def _iteration_ratio(units: dict, k: tuple) -> float:
     # are not alike
     wide = {c for c, (lo, hi) in spans.items() if hi - lo >= config.ITERATION_RATIO_MIN_SPAN * len(units)}
     logs, weights, chunks = [], [], 0
-    for c, (v, n) in mine.items():
+    for c, (v, n, *_) in mine.items():
         theirs = [o[c][0] for o in others if c in o and o[c][0] > 0]
         if c.endswith(PER_ITERATION) and c in wide and n and v > 0 and theirs and work.get(c, 0.0) > 0:
             logs.append(np.log(v / float(np.median(theirs))))
