@@ -96,6 +96,13 @@ if [ "$kind" = asan ]; then
     run 0 omp_task_tree   env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 7 0.2 5 2 100
     run 0 omp_task_tree.inject.busy env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=0 HBTRACE_INJECT_BEAT=100 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 7 0.5 0 1 0 0
     run 0 omp_task_tree.inject.slow env OMP_NUM_THREADS=2 OMP_MAX_ACTIVE_LEVELS=1 HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=0 HBTRACE_INJECT_BEAT=60 LD_PRELOAD="$unlinked" "$bin/omp_task_tree" 6 0.2 0 1 100 0
+    # a guided loop's chunks and their iterations, judged by the monitor, a slowed thread;
+    # with libgomp and (where clang is installed) libomp's dispatch wrappers and OMPT tool
+    run 0 omp_guided_rows.inject.slow env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=4 LD_PRELOAD="$unlinked" "$bin/omp_guided_rows" 4 100 200 flat
+    if [ -x "$bin/omp_guided_rows_libomp" ]; then
+        run 0 omp_guided_rows.libomp env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_guided_rows_libomp" 4 100 200 rising
+        run 0 omp_guided_rows.libomp.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=6 HBTRACE_INJECT_WAIT_MS=50 LD_PRELOAD="$unlinked" "$bin/omp_guided_rows_libomp" 4 100 200 flat
+    fi
     run 0 omp_lock_queue.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=100 HBTRACE_INJECT_WAIT_MS=100 LD_PRELOAD="$unlinked" "$bin/omp_lock_queue" dealt 200 1000
 fi
 run 0 idle_threads        env LD_PRELOAD="$unlinked" "$bin/idle_threads" threads 500 50
