@@ -1,6 +1,6 @@
 """Time and peak memory of hbtool's commands on big tracer traces.
 
-    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--program burst|regions|tasks]
+    python benchmarks/bench_big_trace.py [--beats 1,20,100] [--threads 16] [--program burst|regions|tasks|guided]
                                          [--commands info,diagnose,...] [--dir DIR] [--keep]
 
 For each size (millions of beats), 16 threads (--threads) beat as fast as they can under the real
@@ -9,7 +9,9 @@ OpenMP team, tests/programs/omp_regions.c with no work, entering a parallel regi
 again under `hbtool record --beats openmp`, each thread beating and waiting once per region:
 about 80 bytes a beat, its waits included; `--program tasks`: tests/programs/omp_task_tree.c,
 recursive tasks of no work, rounds of a tree of 2^16 leaves, under `hbtool record --beats
-openmp`, a wait cut where each task runs inside one: about 110 bytes a beat), then each command
+openmp`, a wait cut where each task runs inside one: about 110 bytes a beat; `--program
+guided`: tests/programs/omp_guided_rows.c, passes of a guided loop of 256 rows of no work,
+each chunk's beat carrying its iterations, which `diagnose` measures per iteration), then each command
 runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
 `convert` to csv, to parquet and to the binary format (`--commands` picks some; default all); each command's
 wall time and peak resident memory (its own rusage, from wait4) are printed, one row per
@@ -47,14 +49,25 @@ COMMANDS = {
 
 def build(exe: Path, program: str = "burst") -> None:
     subprocess.run(["make", "-C", str(TRACER), "-j2"], check=True, capture_output=True)
-    if program in ("regions", "tasks"):
-        src = ROOT / "tests" / "programs" / ("omp_regions.c" if program == "regions" else "omp_task_tree.c")
+    if program in ("regions", "tasks", "guided"):
+        src = ROOT / "tests" / "programs" / {"regions": "omp_regions.c", "tasks": "omp_task_tree.c",
+                                             "guided": "omp_guided_rows.c"}[program]
         subprocess.run(["gcc", "-O2", "-fopenmp", f"-I{ROOT / 'tests' / 'programs'}", str(src), "-o", str(exe)],
                        check=True)
         return
     lib = TRACER / "lib"
     subprocess.run(["gcc", "-O2", "-pthread", f"-I{TRACER / 'include'}", str(ROOT / "benchmarks" / "beat_burst.c"),
                     f"-L{lib}", f"-Wl,-rpath,{lib}", "-lhbtrace", "-o", str(exe)], check=True)
+
+
+def _guided_chunks(rows: int, threads: int) -> int:
+    """How many chunks a guided loop of `rows` iterations makes for `threads` threads (libgomp:
+    each chunk the remaining iterations over the threads, rounded up, at least 1)."""
+    n, left = 0, rows
+    while left > 0:
+        left -= max(1, -(-left // threads))
+        n += 1
+    return n
 
 
 def measure(cmd: list[str]) -> tuple[float, float, int]:
@@ -74,9 +87,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the traces")
     ap.add_argument("--threads", type=int, default=THREADS, help=f"threads that share the beats (default {THREADS})")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the best is shown)")
-    ap.add_argument("--program", choices=("burst", "regions", "tasks"), default="burst",
+    ap.add_argument("--program", choices=("burst", "regions", "tasks", "guided"), default="burst",
                     help="what writes the trace: threads beating (burst), an OpenMP team's regions, "
-                         "or its recursive tasks")
+                         "its recursive tasks, or its guided loops")
     ap.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     args = ap.parse_args()
     commands = args.commands.split(",")
@@ -85,7 +98,8 @@ def main() -> None:
         sys.exit(f"bench_big_trace: unknown command {unknown[0]} (known: {', '.join(COMMANDS)})")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hbtool-big-"))
     base.mkdir(parents=True, exist_ok=True)
-    exe = base / {"burst": "beat_burst", "regions": "omp_regions", "tasks": "omp_task_tree"}[args.program]
+    exe = base / {"burst": "beat_burst", "regions": "omp_regions", "tasks": "omp_task_tree",
+                  "guided": "omp_guided_rows"}[args.program]
     build(exe, args.program)
     hbtool = [sys.executable, "-m", "hbtool"]
     print(f"{'beats':>6} {'file MB':>8} {'write s':>8}  {'command':<16} {'time s':>8} {'s per M beats':>14} "
@@ -107,6 +121,12 @@ def main() -> None:
                                          str(rounds)],
                                env=dict(env, OMP_NUM_THREADS=str(args.threads), OMP_MAX_ACTIVE_LEVELS="1"), check=True,
                                stdout=subprocess.DEVNULL)
+            elif args.program == "guided":   # a pass: a beat per chunk and per thread at its end
+                chunks = _guided_chunks(256, args.threads)
+                passes = max(1, round(m * 1e6 / (chunks + args.threads)))
+                subprocess.run(hbtool + ["record", "-q", "-o", str(d), "--beats", "openmp", "--", str(exe), str(passes),
+                                         "256", "0", "flat"],
+                               env=dict(env, OMP_NUM_THREADS=str(args.threads)), check=True, stdout=subprocess.DEVNULL)
             else:
                 subprocess.run([str(exe), str(args.threads), str(per)], env=env, check=True)
             wrote = time.perf_counter() - t0
