@@ -218,11 +218,13 @@ def test_model_file_round_trip(tmp_path):
             read_model(p)
     p.write_text(json.dumps(doc))
     # the units per construct: kept, and a damaged table refused
-    model.units = {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6}
+    # (a loop measured per iteration, in picoseconds: 100 s an iteration is 1e14, over a day in ns)
+    model.units = {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6, "loop h+0x30 (ps per iteration)": 1e14}
     write_model(model, p)
-    assert read_model(p).units == {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6}
+    assert read_model(p).units == {"task f+0x10": 12345.0, "loop g+0x20": 9.5e6, "loop h+0x30 (ps per iteration)": 1e14}
     doc = json.loads(p.read_text())
-    for bad in ({"task f+0x10": -1}, {"task f+0x10": True}, {"": 5.0}, {"x" * 2000: 5.0}, [1, 2]):
+    for bad in ({"task f+0x10": -1}, {"task f+0x10": True}, {"": 5.0}, {"x" * 2000: 5.0},
+                {"loop g+0x20": 1e14}, {"loop h+0x30 (ps per iteration)": 1e18}, [1, 2]):
         p.write_text(json.dumps({**doc, "units": bad}))
         with pytest.raises(ModelFormatError, match="units per construct are damaged"):
             read_model(p)

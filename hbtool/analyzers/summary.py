@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
-from ..model.heartbeats import UNSHARED, StreamedTrace, sections_named
+from ..model.heartbeats import PER_ITERATION, UNSHARED, StreamedTrace, sections_named
 
 
 #: every value of a thread's `ending`, and what it means
@@ -735,12 +735,6 @@ class _UnitHistograms:
             enough = total >= config.SHIFT_MIN_BEATS
             g, value = g[enough], value[enough]
         return pd.Series(value, index=self._index(g))
-
-
-#: the suffix of a construct whose units are a loop's chunks measured per iteration, in
-#: picoseconds (_UnitHistograms.add): kept apart from the same loop's units of unknown
-#: iterations (a trace or a model from a tracer before 2026-12-01), which are whole chunks
-PER_ITERATION = " (ps per iteration)"
 
 
 def _per_iteration(ns: np.ndarray, iterations: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import HbtoolError, reason
+from ..model.heartbeats import PER_ITERATION
 from ..model.hsa import FEATURES, LATER_FEATURES, MAX_REFERENCE_BEATS, MODEL_FORMAT, MODEL_VERSION, FeatureSettings, HsaModel
 
 MAX_WORK_THREADS = 4096
@@ -153,7 +154,8 @@ def _work(doc, path, what: str = "work", most: float = 1e9) -> dict[int, float] 
 
 def _units(doc, path) -> dict[str, float] | None:
     """The stored units per construct: {"<construct name>": ns}, at most MAX_UNIT_CONSTRUCTS,
-    names of at most MAX_NAME_CHARS characters, each unit at most a day."""
+    names of at most MAX_NAME_CHARS characters, each unit at most a day (a loop measured per
+    iteration: ps, a day in ps)."""
     if doc is None:
         return None
     bad = f"{path}: the stored units per construct are damaged"
@@ -163,7 +165,7 @@ def _units(doc, path) -> dict[str, float] | None:
     out = {}
     for k, v in doc.items():
         if not isinstance(k, str) or not 0 < len(k) <= MAX_NAME_CHARS or isinstance(v, bool) \
-                or not isinstance(v, (int, float)) or not 0 < v <= 86400e9:
+                or not isinstance(v, (int, float)) or not 0 < v <= 86400e9 * (1000 if k.endswith(PER_ITERATION) else 1):
             raise ModelFormatError(f"{bad} at {k[:80]!r}: train the model again")
         out[k] = float(v)
     return out or None

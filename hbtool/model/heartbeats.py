@@ -33,6 +33,10 @@ BEAT_SOURCES = ("api", "openmp", "mpi")
 #: took it (the tracer's HBT_TASK_UNSHARED), and the end of its construct's name then
 TASK_UNSHARED = 1
 UNSHARED = " unshared"
+#: the suffix of a construct whose units are a loop's chunks measured per iteration, in
+#: picoseconds (analyzers.summary._UnitHistograms.add): kept apart from the same loop's units
+#: of unknown iterations (a trace or a model from a tracer before 2026-12-01), whole chunks
+PER_ITERATION = " (ps per iteration)"
 #: what `beats` a command analyses: "auto" (per process, api beats where it has any, else
 #: openmp, else mpi) or one source
 BEAT_CHOICES = ("auto",) + BEAT_SOURCES
