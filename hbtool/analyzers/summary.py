@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import config
 from ..model import THREAD_END_REASONS, HeartbeatTrace
-from ..model.heartbeats import PER_ITERATION, UNSHARED, StreamedTrace, sections_named
+from ..model.heartbeats import PER_ITERATION, UNSHARED, StreamedTrace, chunk_iterations_of, sections_named
 
 
 #: every value of a thread's `ending`, and what it means
@@ -573,9 +573,16 @@ class _UnitHistograms:
             code, steps, gone = code.copy(), steps.astype(np.int64), gone.copy()
             m = per > 0
             names = {i: name for name, i in self.labels.items()}
+            f = None if firsts is None else np.asarray(firsts, dtype=np.int64)[first:]
             for c in np.unique(code[m]).tolist():
-                code[m & (code == c)] = min(self.labels.setdefault(names.get(c, "") + PER_ITERATION, len(self.labels)),
-                                            (1 << _LABEL_BITS) - 1)
+                at = m & (code == c)
+                c2 = min(self.labels.setdefault(names.get(c, "") + PER_ITERATION, len(self.labels)),
+                         (1 << _LABEL_BITS) - 1)
+                code[at] = c2
+                if f is not None:   # the lowest and highest first iteration of the loop's chunks
+                    lo, hi = int(f[at].min()), int(f[at].max())
+                    was = self.first_span.get(c2, (lo, hi))
+                    self.first_span[c2] = (min(was[0], lo), max(was[1], hi))
             steps[m] = _per_iteration(steps[m], per[m])
             u, inv = np.unique(code[m], return_inverse=True)
             for c, n in zip(u.tolist(), np.bincount(inv, weights=per[m].astype(np.float64)).tolist()):
@@ -583,12 +590,6 @@ class _UnitHistograms:
             g, inv = np.unique((window[m].astype(np.int64) << _LABEL_BITS) | code[m], return_inverse=True)
             for k, w in zip(g.tolist(), np.bincount(inv, weights=raw[m].astype(np.float64)).tolist()):
                 self.iter_work[k] = self.iter_work.get(k, 0.0) + w
-            if firsts is not None:
-                f = np.asarray(firsts, dtype=np.int64)[first:]
-                for c in np.unique(code[m]).tolist():
-                    v = f[m & (code == c)]
-                    lo, hi = self.first_span.get(c, (int(v.min()), int(v.max())))
-                    self.first_span[c] = (min(lo, int(v.min())), max(hi, int(v.max())))
             gone[m] = _per_iteration(gone[m], per[m])
             if cpu is not None:
                 c = cpu[first:]
@@ -825,16 +826,6 @@ def _units_eager(t_ns: np.ndarray, labels, waits: tuple, edges: np.ndarray, cpu:
     h.add(work_clock(t_ns, *waits), labels, None if cpu is None else unit_cpu(t_ns, None, cpu), t_ns,
           None if cpu is None else tail_away(t_ns, None, cpu, waits[1]), iterations, firsts)
     return h
-
-
-def chunk_iterations_of(beats: pd.DataFrame) -> np.ndarray:
-    """Per row of a beats table: a loop chunk's count of iterations (the tag of an automatic
-    beat of a loop construct, docs/formats.md), 0 for any other beat."""
-    if "construct" not in beats or "source" not in beats:
-        return np.zeros(len(beats), dtype=np.int64)
-    loop = beats["construct"].astype(str).str.startswith("loop ").to_numpy() & \
-        (beats["source"].astype(str).to_numpy() == "openmp")
-    return np.where(loop, beats["tag"].to_numpy(np.int64), 0).clip(0)
 
 
 def _units_streamed(trace: StreamedTrace, key: tuple, edges: np.ndarray, cpu: tuple,
@@ -1312,19 +1303,9 @@ def _team_work(raw: pd.Series | None) -> float:
     return float(np.exp(np.median(v.to_numpy()))) if v.size >= 6 else float("nan")
 
 
-def _iteration_ratio(units: dict, k: tuple) -> float:
-    """How many times longer a thread's loop chunks took per iteration than its teammates' of
-    the same loops, over its whole run (the chunks whose iterations the trace has:
-    PER_ITERATION): of each such loop it and a teammate ran, the log of its median over its
-    teammates' median (their median, or the one teammate's), and of those the median weighted
-    by the team's time in that loop (the loops that hold the work decide). Every thread takes
-    its chunks of a loop from one pool and runs the same code on them: a thread slowed in its
-    own work takes as long per iteration as its slow-down, its teammates, which wait for it at
-    the loop's end, do not (a guided loop hands half the loop to the first thread that asks:
-    the share of iterations a slowed thread took does not fall, nor does its count of chunks
-    mean anything). NaN without such a loop."""
-    mine = units[k].construct_medians()
-    others = [u.construct_medians() for j, u in units.items() if j != k]
+def _iteration_ratios(units: dict, medians: dict) -> dict:
+    """Per thread of a team: _iteration_ratio, the team's medians (construct_medians, per
+    thread), time per loop and spread of first iterations gathered once."""
     work: dict[str, float] = {}
     spans: dict[str, tuple] = {}
     for u in units.values():
@@ -1336,6 +1317,22 @@ def _iteration_ratio(units: dict, k: tuple) -> float:
     # iterations, 0 to thread 0 and 1 to thread 1, every time), whose costs differ: its chunks
     # are not alike
     wide = {c for c, (lo, hi) in spans.items() if hi - lo >= config.ITERATION_RATIO_MIN_SPAN * len(units)}
+    return {k: _iteration_ratio(medians[k], [medians[j] for j in units if j != k], work, wide) for k in units}
+
+
+def _iteration_ratio(mine: dict, others: list[dict], work: dict, wide: set) -> float:
+    """How many times longer a thread's loop chunks took per iteration than its teammates' of
+    the same loops, over its whole run (the chunks whose iterations the trace has:
+    PER_ITERATION): of each such loop it and a teammate ran, the log of its median over its
+    teammates' median (their median, or the one teammate's), and of those the median weighted
+    by the team's time in that loop (the loops that hold the work decide). Every thread takes
+    its chunks of a loop from one pool and runs the same code on them: a thread slowed in its
+    own work takes as long per iteration as its slow-down, its teammates, which wait for it at
+    the loop's end, do not (a guided loop hands half the loop to the first thread that asks:
+    the share of iterations a slowed thread took does not fall, nor does its count of chunks
+    mean anything). `mine`, `others`: construct_medians of it and of each teammate; `work`:
+    the team's time per construct; `wide`: the loops whose chunks' first iterations spread
+    widely enough (_iteration_ratios). NaN without such a loop."""
     logs, weights, chunks = [], [], 0
     for c, (v, n, *_) in mine.items():
         theirs = [o[c][0] for o in others if c in o and o[c][0] > 0]
@@ -1492,7 +1489,7 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
         shares = _share_shifts(units, crowded) if shared and not few else {}
         # windows the machine crowded one of the team's threads in
         left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
-        ratios = {k: _iteration_ratio(units, k) for k in team}
+        ratios = _iteration_ratios(units, medians)
         for k in team:
             if k not in series and k not in shares and not left_out and not np.isfinite(ratios[k]):
                 continue

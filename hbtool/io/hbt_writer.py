@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import BEAT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, empty_frame
-from ..model.heartbeats import StreamedTrace
+from ..model.heartbeats import StreamedTrace, chunk_iterations_of
 from .hbt import (CHUNK_MAGIC, CHUNK_SIZE, DATA_OFFSET, ENDIAN_MARK, FLAG_CONVERTED, HEADER_SIZE, KIND_CODES, MAGIC,
                   MAX_NAME_FRAGMENTS, META_CAPACITY, NAME_CONSTRUCT, NAME_FRAGMENT_BYTES, NAME_LAST, REC_BEAT, REC_NAME,
                   REC_WAIT, SLOT_SIZE, SOURCES, SUFFIX, SYNC_KINDS, UNIT_SIZE, VERSION, chunk_header_dtype, header_dtype,
@@ -80,7 +80,7 @@ class _Chunks:
             # it: event 1 of the openmp source; the other automatic beats' aux is in their
             # construct's name
             tag = beats["tag"].to_numpy()
-            chunk = (src(beats) == 1) & (tag > 0) & beats["construct"].astype(str).str.startswith("loop ").to_numpy()
+            chunk = chunk_iterations_of(beats) > 0
             rows.append(records(beats, seq=beats["seq"].to_numpy() & 0xFFFFFFFF,
                                 loop=construct(beats, beats["loop"].to_numpy()), iter=beats["iteration"].to_numpy(),
                                 aux=np.where(auto & ~chunk, 0, tag & 0xFFFFFFFF), kind=REC_BEAT,

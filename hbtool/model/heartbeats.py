@@ -37,6 +37,16 @@ UNSHARED = " unshared"
 #: picoseconds (analyzers.summary._UnitHistograms.add): kept apart from the same loop's units
 #: of unknown iterations (a trace or a model from a tracer before 2026-12-01), whole chunks
 PER_ITERATION = " (ps per iteration)"
+
+
+def chunk_iterations_of(beats: pd.DataFrame) -> np.ndarray:
+    """Per row of a beats table: a loop chunk's count of iterations (the tag of an automatic
+    beat of a loop construct, docs/formats.md), 0 for any other beat."""
+    if "construct" not in beats or "source" not in beats:
+        return np.zeros(len(beats), dtype=np.int64)
+    loop = beats["construct"].astype(str).str.startswith("loop ").to_numpy() & \
+        (beats["source"].astype(str).to_numpy() == "openmp")
+    return np.where(loop, beats["tag"].to_numpy(np.int64), 0).clip(0)
 #: what `beats` a command analyses: "auto" (per process, api beats where it has any, else
 #: openmp, else mpi) or one source
 BEAT_CHOICES = ("auto",) + BEAT_SOURCES
