@@ -237,6 +237,16 @@ ITERATION_RATIO_MIN_CHUNKS = 4
 #: iterations per thread of the team at least (a loop of 2 iterations hands each of 2
 #: threads the same one every time: GROMACS's, whose second iteration costs 3x its first)
 ITERATION_RATIO_MIN_SPAN = 8
+#: ... and of a thread's chunks, those that went on from its chunk before count, and its first
+#: chunk after a wait (a loop's start, a barrier) only where it took this long at least: such
+#: a chunk also holds the thread's waking and the runtime's hand-over, tens of microseconds
+#: (a dynamic loop of 60 us chunks: its worker's first chunks took 88 us, its later 61 us)
+ITERATION_RATIO_FIRST_CHUNK_NS = 1_000_000
+#: ... and a loop's chunks in a window of time are compared with its teammates' there where
+#: both hold this many iterations at least: a median of fewer is one of iterations, not of a
+#: pace (cd-hit's loop has iterations of 70 ms among its iterations of 10 us: in windows where a
+#: thread ran little else, its median was one such iteration)
+ITERATION_RATIO_MIN_ITERATIONS = 16
 #: UR, a thread's units of work against the same constructs' in the model's normal runs (or a
 #: reference run; diagnosis.unit_ratio): a construct counts where the thread had this many
 #: units of it at least (a median of fewer says little: a task construct's units range over

@@ -924,9 +924,13 @@ def test_a_thread_slowed_in_a_guided_loop_is_found_by_its_time_per_iteration(tmp
     over rows, so that the team makes few beats, too few for windows of time, and a guided
     chunk holds half a pass's rows or one row. A thread slowed 6x from its 4th beat takes
     longer per iteration of the same loop than its teammate (the chunk's beat carries its
-    iterations): memoryleak, said so; its teammate is normal. Normal runs, rows of even cost
-    and rows whose cost rises (a triangular loop, whose first guided chunk is the cheap rows),
-    have no finding."""
+    iterations): memoryleak, said so; its teammate is normal. Normal runs, rows of even cost,
+    rows whose cost rises (a triangular loop, whose first guided chunk is the cheap rows), and
+    passes whose rows cost 4x less in the run's second half (GraphicsMagick's blur and
+    sharpening, one loop), have no finding; nor has a thread stopped in the run's first half,
+    which from then on runs only each pass's first chunk. Before, time per iteration was a
+    thread's median over its whole run: the thread that took more of the cheap passes' chunks
+    read 4x faster than its teammate, in normal runs and in stopped ones (memoryleak)."""
     import os
     import shutil
     import subprocess
@@ -938,13 +942,16 @@ def test_a_thread_slowed_in_a_guided_loop_is_found_by_its_time_per_iteration(tmp
     subprocess.run([compiler, "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_guided_rows.c"), "-o",
                     str(exe)], check=True)
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    for shape in ("flat", "rising"):
-        out = tmp_path / f"normal-{shape}"
-        r = run_hbtool("record", "-q", "-o", out, "--", exe, "8", "200", "500", shape, env=env)
+    for shape, fault in (("flat", []), ("rising", []), ("halves", []),
+                         ("halves", ["--inject", "stop", "--thread", "1", "--beat", "6"])):
+        out = tmp_path / f"{shape}{len(fault)}"
+        r = run_hbtool("record", "-q", "-o", out, *fault, "--", exe, "8", "200", "500", shape, env=env)
         assert r.returncode == 0 and "done" in r.stdout, r.stderr[-2000:]
+        assert not fault or json.loads((out / "inject-truth.json").read_text())["fired"]
         d = diagnose(out)
-        assert [d[t]["status"] for t in (0, 1)] == ["normal", "normal"], (shape, d)
-        assert all(0.5 < d[t]["IR"] < 2.0 for t in (0, 1)), (shape, [d[t]["IR"] for t in (0, 1)])
+        assert d[0]["status"] == "normal" and d[1]["status"] in ("normal", "shutdown" if fault else "normal"), \
+            (shape, fault, d)
+        assert all(0.5 < d[t]["IR"] < 2.0 for t in (0, 1)), (shape, fault, [d[t]["IR"] for t in (0, 1)])
     out = tmp_path / "slow"
     # slowed 6x: its units' spin is 5x their CPU time, and a machine that shares the CPUs
     # stretches both threads' work, not the spin's share of it (3x read 1.6 beside a CPU hog)

@@ -519,8 +519,14 @@ class _UnitHistograms:
         self.iterations: dict[int, int] = {}   # per construct measured per iteration: its iterations
         self.first_span: dict[int, tuple] = {}   # per loop measured per iteration: its chunks' lowest
         #                                          and highest first iteration
+        # the units of chunks measured per iteration that show the thread's own pace (_pace,
+        # pace_bins)
+        self.pace_counts: dict[int, int] = {}
+        self.pace_chunks: dict[int, int] = {}   # ... and how many they are, per loop
+        self.pace_iterations: dict[int, int] = {}   # ... and their iterations per window and loop
         self.at = 0            # beats seen
         self.clock = None      # the work clock at the last beat seen
+        self.last = (-1, 0, None)   # the last beat seen: its construct code, iterations, time
         self.edge_clock = np.zeros(edges.size, dtype=np.int64)   # the work clock at each window edge
 
     def add(self, clock: np.ndarray, labels, cpu: np.ndarray | None = None, t: np.ndarray | None = None,
@@ -565,9 +571,11 @@ class _UnitHistograms:
         known = np.zeros(steps.size, dtype=bool) if cpu is None else np.asarray(cpu, dtype=np.int64)[first:] >= 0
         gone = np.zeros(steps.size, dtype=np.int64) if away is None else np.asarray(away, dtype=np.int64)[first:]
         # the units of chunks of known iterations: per iteration, under a construct of their own
-        per = np.zeros(steps.size, dtype=np.int64) if iterations is None else \
-            np.asarray(iterations, dtype=np.int64)[first:]
+        every = np.zeros(n, dtype=np.int64) if iterations is None else np.asarray(iterations, dtype=np.int64)
+        per = every[first:]
         raw = steps
+        paced = self._pace(np.minimum(idx[np.asarray(cat.codes, dtype=np.int64)], (1 << _LABEL_BITS) - 1),
+                           every, first, steps, t)
         if (per > 0).any():
             cpu = None if cpu is None else np.asarray(cpu, dtype=np.int64).copy()
             code, steps, gone = code.copy(), steps.astype(np.int64), gone.copy()
@@ -591,6 +599,23 @@ class _UnitHistograms:
             for k, w in zip(g.tolist(), np.bincount(inv, weights=raw[m].astype(np.float64)).tolist()):
                 self.iter_work[k] = self.iter_work.get(k, 0.0) + w
             gone[m] = _per_iteration(gone[m], per[m])
+            if paced.any():
+                # a chunk counts in every window it ran in (by time: from its end less its
+                # work), beside the chunks its teammates ran there
+                end = window[paced].astype(np.int64)
+                start = end if not self.by_time else np.clip(
+                    np.searchsorted(self.edges, np.asarray(t, dtype=np.int64)[first:][paced] - raw[paced],
+                                    side="right") - 1, 0, end)
+                span = end - start + 1
+                each = np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
+                _count(self.pace_counts, np.repeat(start, span) + each, np.repeat(code[paced], span),
+                       np.repeat(steps[paced], span))
+                g, inv = np.unique(((np.repeat(start, span) + each) << _LABEL_BITS) | np.repeat(code[paced], span),
+                                   return_inverse=True)
+                for k, i in zip(g.tolist(), np.bincount(inv, weights=np.repeat(per[paced], span)).tolist()):
+                    self.pace_iterations[k] = self.pace_iterations.get(k, 0) + int(i)
+                for c, k in zip(*np.unique(code[paced], return_counts=True)):
+                    self.pace_chunks[int(c)] = self.pace_chunks.get(int(c), 0) + int(k)
             if cpu is not None:
                 c = cpu[first:]
                 c[m & (c >= 0)] = _per_iteration(c[m & (c >= 0)], per[m & (c >= 0)])
@@ -617,6 +642,29 @@ class _UnitHistograms:
             e[1] += int(m)
             self.work[c] = self.work.get(c, 0.0) + w
 
+    def _pace(self, code: np.ndarray, iterations: np.ndarray, first: int, steps: np.ndarray,
+              t: np.ndarray | None) -> np.ndarray:
+        """Of the units a piece's beats close (code, iterations: of every beat of the piece;
+        `first`: 1 where its first beat is the thread's first; steps: the units), those of loop
+        chunks that show the thread's own pace: the chunks that went on from its chunk before of
+        the same loop with no wait between, and the others that took
+        config.ITERATION_RATIO_FIRST_CHUNK_NS at least. A thread's first chunk of a loop's
+        instance starts as it comes back from a wait, or from other work: it also holds the
+        thread's waking and the runtime's hand-over (a thread stopped early in a run of short
+        chunks has no other chunks than those)."""
+        c0, i0, t0 = self.last
+        if first:
+            prev_code, prev_iter = code[:-1], iterations[:-1]
+        else:
+            prev_code, prev_iter = np.r_[c0, code[:-1]], np.r_[i0, iterations[:-1]]
+        onward = (prev_iter > 0) & (prev_code == code[first:])
+        if t is not None:
+            t = np.asarray(t, dtype=np.int64)
+            wall = np.diff(t) if first or t0 is None else np.diff(np.r_[t0, t])
+            onward &= wall <= steps   # no wait taken out of the unit
+        self.last = (int(code[-1]), int(iterations[-1]), None if t is None else int(t[-1]))
+        return (iterations[first:] > 0) & (onward | (steps >= config.ITERATION_RATIO_FIRST_CHUNK_NS))
+
     def construct_medians(self) -> dict[str, tuple]:
         """Per construct: the median of the thread's units of it over its whole run (ns, a
         bin's middle, on the log scale: within 2 %) and how many units it had; for a loop
@@ -641,6 +689,23 @@ class _UnitHistograms:
         return {names.get(int(g), ""): (float(mid[p]), int(t)) + ((self.iterations[int(g)] / int(t),)
                                                                   if int(g) in self.iterations else ())
                 for g, p, t in zip(group[starts], pos, total)}
+
+    def pace_bins(self) -> dict[str, tuple]:
+        """Per loop measured per iteration: its chunks that show the thread's own pace (_pace)
+        as (window, key, count) arrays, each chunk in every window it ran in (keys of _count:
+        the bin in the low bits), how many chunks they are, and their iterations per window."""
+        if not self.pace_counts:
+            return {}
+        keys = np.fromiter(self.pace_counts.keys(), dtype=np.int64, count=len(self.pace_counts))
+        counts = np.fromiter(self.pace_counts.values(), dtype=np.int64, count=len(self.pace_counts))
+        code = (keys >> _BIN_BITS) & ((1 << _LABEL_BITS) - 1)
+        names = {i: n for n, i in self.labels.items()}
+        iterations: dict[int, dict] = {}
+        for k, n in self.pace_iterations.items():
+            iterations.setdefault(k & ((1 << _LABEL_BITS) - 1), {})[k >> _LABEL_BITS] = n
+        return {names.get(int(c), ""): (keys[code == c] >> (_LABEL_BITS + _BIN_BITS), keys[code == c],
+                                        counts[code == c], self.pace_chunks[int(c)], iterations.get(int(c), {}))
+                for c in np.unique(code).tolist()}
 
     def first_spans(self) -> dict[str, tuple[int, int]]:
         """Per loop measured per iteration: the lowest and highest first iteration of the
@@ -1303,48 +1368,75 @@ def _team_work(raw: pd.Series | None) -> float:
     return float(np.exp(np.median(v.to_numpy()))) if v.size >= 6 else float("nan")
 
 
-def _iteration_ratios(units: dict, medians: dict) -> dict:
-    """Per thread of a team: _iteration_ratio, the team's medians (construct_medians, per
-    thread), time per loop and spread of first iterations gathered once."""
-    work: dict[str, float] = {}
+def _iteration_ratios(units: dict) -> dict:
+    """Per thread of a team: _iteration_ratio, the team's chunks (pace_bins, per thread),
+    time per loop and window and spread of first iterations gathered once."""
+    paced = {k: u.pace_bins() for k, u in units.items()}
+    work = pd.concat([u.window_construct_work() for u in units.values()]).groupby(level=[0, 1]).sum()
     spans: dict[str, tuple] = {}
     for u in units.values():
-        for c, w in u.construct_work().items():
-            work[c] = work.get(c, 0.0) + w
         for c, (lo, hi) in u.first_spans().items():
             spans[c] = (min(lo, spans.get(c, (lo, hi))[0]), max(hi, spans.get(c, (lo, hi))[1]))
     # a loop of a few iterations a thread hands each thread the same ones (GROMACS: 2
     # iterations, 0 to thread 0 and 1 to thread 1, every time), whose costs differ: its chunks
     # are not alike
     wide = {c for c, (lo, hi) in spans.items() if hi - lo >= config.ITERATION_RATIO_MIN_SPAN * len(units)}
-    return {k: _iteration_ratio(medians[k], [medians[j] for j in units if j != k], work, wide) for k in units}
+    work = {c: w.droplevel("construct") for c, w in work.groupby(level="construct") if c in wide}
+    return {k: _iteration_ratio(paced[k], [paced[j] for j in units if j != k], work) for k in units}
 
 
-def _iteration_ratio(mine: dict, others: list[dict], work: dict, wide: set) -> float:
+def _iteration_ratio(mine: dict, others: list[dict], work: dict) -> float:
     """How many times longer a thread's loop chunks took per iteration than its teammates' of
     the same loops, over its whole run (the chunks whose iterations the trace has:
-    PER_ITERATION): of each such loop it and a teammate ran, the log of its median over its
-    teammates' median (their median, or the one teammate's), and of those the median weighted
-    by the team's time in that loop (the loops that hold the work decide). Every thread takes
-    its chunks of a loop from one pool and runs the same code on them: a thread slowed in its
-    own work takes as long per iteration as its slow-down, its teammates, which wait for it at
-    the loop's end, do not (a guided loop hands half the loop to the first thread that asks:
-    the share of iterations a slowed thread took does not fall, nor does its count of chunks
-    mean anything). `mine`, `others`: construct_medians of it and of each teammate; `work`:
-    the team's time per construct; `wide`: the loops whose chunks' first iterations spread
-    widely enough (_iteration_ratios). NaN without such a loop."""
+    PER_ITERATION): of each such loop and window where it and a teammate ran chunks (each
+    chunk in every window it ran in: a guided loop's first chunk runs beside its teammates'
+    later ones; each side's chunks there of config.ITERATION_RATIO_MIN_ITERATIONS iterations
+    at least), the log of its median over its teammates' median (their median, or the one teammate's), and of
+    those the median weighted by the team's time in that loop and window (the loops that hold
+    the work decide). Every thread takes its chunks of a loop from one pool and runs the same
+    code on them: a thread slowed in its own work takes as long per iteration as its
+    slow-down, its teammates, which wait for it at the loop's end, do not (a guided loop hands
+    half the loop to the first thread that asks: the share of iterations a slowed thread took
+    does not fall, nor does its count of chunks mean anything). Only the chunks that show the
+    thread's own pace count (pace_bins: a short first chunk after a wait also holds its
+    waking), and a loop's window by window: the same code costs more per iteration in some of
+    its calls than in others (GraphicsMagick's blur of 10 pixels and sharpening of 3 run one
+    loop; a thread stopped early in the run ran only the first). `mine`, `others`: pace_bins
+    of it and of each teammate; `work`: per loop compared (those whose chunks' first
+    iterations spread widely enough: _iteration_ratios), the team's time in it per window
+    (the window a chunk ended in). NaN with fewer than config.ITERATION_RATIO_MIN_CHUNKS
+    chunks in the loops compared."""
     logs, weights, chunks = [], [], 0
-    for c, (v, n, *_) in mine.items():
-        theirs = [o[c][0] for o in others if c in o and o[c][0] > 0]
-        if c.endswith(PER_ITERATION) and c in wide and n and v > 0 and theirs and work.get(c, 0.0) > 0:
-            logs.append(np.log(v / float(np.median(theirs))))
-            weights.append(work[c])
-            chunks += n
+    for c, b in mine.items():
+        theirs = [o[c] for o in others if c in o]
+        if c not in work or not theirs:
+            continue
+        compared = False
+        for w in np.intersect1d(b[0], np.concatenate([o[0] for o in theirs])).tolist():
+            m = [_binned_median(o, w)[0] for o in theirs if o[4].get(w, 0) >= config.ITERATION_RATIO_MIN_ITERATIONS]
+            if work[c].get(w, 0.0) > 0 and m and b[4].get(w, 0) >= config.ITERATION_RATIO_MIN_ITERATIONS:
+                logs.append(np.log(_binned_median(b, w)[0] / float(np.median(m))))
+                weights.append(work[c][w])
+                compared = True
+        chunks += b[3] if compared else 0
     if chunks < config.ITERATION_RATIO_MIN_CHUNKS:
         return float("nan")
     o = np.argsort(logs)
     cw = np.cumsum(np.asarray(weights, dtype=float)[o])
     return float(np.exp(np.asarray(logs)[o][np.searchsorted(cw, 0.5 * cw[-1])]))
+
+
+def _binned_median(bins: tuple, window: int) -> tuple[float, int]:
+    """The median (a bin's middle) of the units of (window, key, count) arrays (pace_bins)
+    in one window, and how many they are."""
+    at = bins[0] == window
+    keys, counts = bins[1][at], bins[2][at]
+    o = np.argsort(keys & ((1 << _BIN_BITS) - 1), kind="stable")
+    keys, counts = keys[o], counts[o]
+    cum = np.cumsum(counts)
+    if not cum.size:
+        return float("nan"), 0
+    return float(_bin_middle(keys[np.searchsorted(cum, (cum[-1] + 1) // 2)])), int(cum[-1])
 
 
 def _own_part(shift: float, owns: dict, k: tuple, span: tuple) -> float:
@@ -1489,7 +1581,7 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
         shares = _share_shifts(units, crowded) if shared and not few else {}
         # windows the machine crowded one of the team's threads in
         left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
-        ratios = _iteration_ratios(units, medians)
+        ratios = _iteration_ratios(units)
         for k in team:
             if k not in series and k not in shares and not left_out and not np.isfinite(ratios[k]):
                 continue

@@ -8,7 +8,9 @@
  *
  * A row costs US microseconds of CPU time (SHAPE flat), or US times its row number over
  * the rows' mean (SHAPE rising: a triangular loop, the first rows cheap, the last dear: a
- * guided loop's first chunk is then a third of the mean cost per row). Prints "done".
+ * guided loop's first chunk is then a third of the mean cost per row), or US in the first
+ * half of the passes and a quarter of it in the others (SHAPE halves: one loop that two
+ * filters call, a blur and then a sharpening, at different costs). Prints "done".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,19 +20,20 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 5 || (strcmp(argv[4], "flat") && strcmp(argv[4], "rising"))) {
-        fprintf(stderr, "usage: omp_guided_rows PASSES ROWS US flat|rising\n");
+    if (argc != 5 || (strcmp(argv[4], "flat") && strcmp(argv[4], "rising") && strcmp(argv[4], "halves"))) {
+        fprintf(stderr, "usage: omp_guided_rows PASSES ROWS US flat|rising|halves\n");
         return 2;
     }
     int passes = atoi(argv[1]), rows = atoi(argv[2]);
     double us = atof(argv[3]), sum = 0;
-    int rising = strcmp(argv[4], "rising") == 0;
+    int rising = strcmp(argv[4], "rising") == 0, halves = strcmp(argv[4], "halves") == 0;
     for (int p = 0; p < passes; p++) {
+        double row_us = halves && 2 * p >= passes ? us / 4 : us;
 #pragma omp parallel reduction(+ : sum)
         {
 #pragma omp for schedule(guided)
             for (int r = 0; r < rows; r++)
-                sum += work((rising ? us * 2.0 * (r + 0.5) / rows : us) / 1000.0);
+                sum += work((rising ? row_us * 2.0 * (r + 0.5) / rows : row_us) / 1000.0);
         }
     }
     printf("done%s\n", sum < 0 ? "!" : "");
