@@ -70,7 +70,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -82,6 +86,8 @@ typedef unsigned long long ull;
 /* per-thread state                                                     */
 
 #define GOMP_CACHE 16u   /* construct ids by (kind, address), per thread */
+
+struct gomp_region;
 
 struct gomp_state {
     int32_t  thread;      /* number in the outermost team */
@@ -100,6 +106,9 @@ struct gomp_state {
     uint32_t inst;        /* the outermost region's instance (hbt_region_instance), 0 outside
                            * it or in a nested region */
     uint32_t bar;         /* team barriers it entered in that region (HBT_PLACE) */
+    uint32_t workshares;  /* loops and sections it began in the innermost region (counted
+                           * while a fault is injected: gomp_stop_start) */
+    struct gomp_region *team;   /* the innermost region's record, shared by its team */
 };
 
 /* A wait in progress on this thread, innermost first. A task the runtime runs inside it
@@ -283,6 +292,10 @@ static inline uint32_t gomp_chunk_count(int64_t diff, int64_t step)
     return n > 0 && n <= (int64_t)UINT32_MAX ? (uint32_t)n : 0;
 }
 
+static void gomp_workshare_drained(struct gomp_tls *g);
+static int gomp_stop_start(const void *ra, const char *entry, long sched);
+static int32_t gomp_stop_number(struct gomp_tls *g);
+
 /* A loop's _start returned: note the loop, its step and the chunk, if any. */
 static inline void gomp_loop_started(const void *site, bool got, int64_t first, int64_t diff,
                                      int64_t step)
@@ -293,6 +306,8 @@ static inline void gomp_loop_started(const void *site, bool got, int64_t first, 
     g->s.first = first;
     g->s.step = step;
     g->s.count = got ? gomp_chunk_count(diff, step) : 0;
+    if (!got && __builtin_expect(hbt_inject_armed, 0))
+        gomp_workshare_drained(g);
 }
 
 /* Entering _next: the beat of the chunk the thread had. */
@@ -306,23 +321,29 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
     }
 }
 
-/* The loop's step, by the form of the call's arguments: its incr, or 1 for a doacross
- * loop's logical iterations (counts: E4, E3, EG) */
-#define STEP_A4 incr
-#define STEP_A3 incr
-#define STEP_AG incr
-#define STEP_B4 incr
-#define STEP_B3 incr
-#define STEP_BG incr
-#define STEP_E4 1
-#define STEP_E3 1
-#define STEP_EG 1
-#define LOOP_START(name, params, args, itype) LOOP_START_STEP(name, params, args, itype, STEP_##args)
-#define LOOP_START_STEP(name, params, args, itype, step)                          \
+/* The loop's step and schedule, by the form of the call's arguments: its incr, or 1 for a
+ * doacross loop's logical iterations (counts: E4, E3, EG); the generic entries' schedule
+ * argument (AG, BG, EG), -1 where the entry's name says it */
+#define FORM_A4 incr, -1L
+#define FORM_A3 incr, -1L
+#define FORM_AG incr, sched
+#define FORM_B4 incr, -1L
+#define FORM_B3 incr, -1L
+#define FORM_BG incr, sched
+#define FORM_E4 1, -1L
+#define FORM_E3 1, -1L
+#define FORM_EG 1, sched
+#define LOOP_START(name, params, args, itype) LOOP_START_FORM(name, params, args, itype, FORM_##args)
+#define LOOP_START_FORM(...) LOOP_START_STEP(__VA_ARGS__)
+#define LOOP_START_STEP(name, params, args, itype, step, sched)                   \
     HBT_EXPORT bool name params                                                   \
     {                                                                             \
         REAL(name)                                               \
+        int waited_ = __builtin_expect(hbt_inject_armed, 0)                       \
+            && gomp_stop_start(__builtin_return_address(0), #name, sched);        \
         bool r = fn_real args;                                                    \
+        if (waited_ && !r)                                                        \
+            hbt_inject_skipped();                                                 \
         if (gomp_on())                                                            \
             gomp_loop_started(__builtin_return_address(0), r, r ? (int64_t)*istart : 0, \
                               r ? (int64_t)(itype)(*iend - *istart) : 0, (int64_t)(step)); \
@@ -337,10 +358,13 @@ static inline void gomp_chunk_done(struct gomp_tls *g, const void *site)
             return fn_real(istart, iend);                                         \
         struct gomp_tls *g = gomp_self();                                         \
         gomp_chunk_done(g, gomp_site(g, __builtin_return_address(0)));             \
-        if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, #name)) { g->s.open = 0; hbt_unit_none(0); return false; } \
+        if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(gomp_stop_number(g), #name)) { g->s.open = 0; hbt_unit_none(0); return false; } \
         bool r = fn_real(istart, iend);                                           \
-        if (!r)                                                                   \
+        if (!r) {                                                                 \
             hbt_unit_none(0);                                                      \
+            if (__builtin_expect(hbt_inject_armed, 0))                            \
+                gomp_workshare_drained(g);                                             \
+        }                                                                         \
         g->s.open = r;                                                            \
         g->s.first = r ? (int64_t)*istart : 0;                                    \
         g->s.count = r ? gomp_chunk_count((int64_t)(itype)(*iend - *istart), g->s.step) : 0; \
@@ -581,10 +605,8 @@ VOIDWAIT(GOMP_taskgroup_end, (void), (), NOTHING, 0, HBT_SYNC_TASKWAIT,
  * thread was given go in its beat at the construct's end (aux), so that a unit of work is
  * compared with units of the same sections: a construct's sections differ in length, and
  * whichever thread comes first takes the first one. */
-static inline unsigned gomp_section_taken(struct gomp_tls *g, unsigned n, const char *entry)
+static inline unsigned gomp_section_taken(struct gomp_tls *g, unsigned n)
 {
-    if (__builtin_expect(hbt_inject_armed, 0) && n && entry && hbt_inject_skip_chunk(g->s.thread, entry))
-        return 0;   /* a stopped thread skips its section (the team goes on without it) */
     if (n)
         g->s.taken |= 1u << (n < 32u ? n - 1u : 31u);
     return n;
@@ -594,12 +616,18 @@ static inline unsigned gomp_section_taken(struct gomp_tls *g, unsigned n, const 
     HBT_EXPORT unsigned name params                                               \
     {                                                                             \
         REAL(name)                                                                \
+        int waited_ = __builtin_expect(hbt_inject_armed, 0)                       \
+            && gomp_stop_start(__builtin_return_address(0), #name, -1L);          \
         unsigned n = fn_real args;                                                \
+        if (waited_ && !n)                                                        \
+            hbt_inject_skipped();                                                 \
         if (gomp_on()) {                                                          \
             struct gomp_tls *g = gomp_self();                                     \
             g->s.sections = gomp_construct(g, HBT_CK_SECTIONS, gomp_site(g, __builtin_return_address(0))); \
             g->s.taken = 0;                                                       \
-            n = gomp_section_taken(g, n, #name);                                  \
+            if (!n && __builtin_expect(hbt_inject_armed, 0))                      \
+                gomp_workshare_drained(g);                                        \
+            n = gomp_section_taken(g, n);                                         \
         }                                                                         \
         return n;                                                                 \
     }
@@ -614,9 +642,12 @@ HBT_EXPORT unsigned GOMP_sections_next(void)
     if (!gomp_on())
         return fn_real();
     struct gomp_tls *g = gomp_self();
-    if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(g->s.thread, "GOMP_sections_next"))
+    if (__builtin_expect(hbt_inject_armed, 0) && hbt_inject_skip_chunk(gomp_stop_number(g), "GOMP_sections_next"))
         return 0;   /* a stopped thread takes no more sections: the others take them */
-    return gomp_section_taken(g, fn_real(), NULL);
+    unsigned n = fn_real();
+    if (!n && __builtin_expect(hbt_inject_armed, 0))
+        gomp_workshare_drained(g);
+    return gomp_section_taken(g, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -634,7 +665,76 @@ struct gomp_region {
     uint32_t inst;        /* an outermost region's instance (hbt_region_instance), 0: nested */
     uint8_t outermost;    /* opened in the program's serial part (not in another region,
                            * nor in a task run in the barrier that closes one) */
+    /* while a fault is injected: the loops and sections of the region (its threads begin
+     * them in one order) up to which one of its threads found no chunk or section left (a
+     * futex word), and whether a stopped victim waits on it (gomp_stop_start) */
+    uint32_t drained;
+    uint32_t stop_waits;
 };
+
+/* Longest a stopped victim waits for its team to take a loop's chunks (then it takes the
+ * chunk _start hands it, as without the wait): a loop whose team never finds its chunks all
+ * taken (a loop its team cancelled) */
+#define GOMP_STOP_WAIT_MAX_NS (60ull * 1000000000ull)
+
+/* The calling thread found no chunk left in its current loop, or no section in its
+ * sections: a stopped victim that waits for that (gomp_stop_start) goes on. */
+static HBT_COLD void gomp_workshare_drained(struct gomp_tls *g)
+{
+    struct gomp_region *r = g->s.team;
+    if (!r)
+        return;
+    uint32_t d = __atomic_load_n(&r->drained, __ATOMIC_RELAXED);
+    while (d < g->s.workshares && !__atomic_compare_exchange_n(&r->drained, &d, g->s.workshares, 1, __ATOMIC_SEQ_CST,
+                                                          __ATOMIC_RELAXED))
+        ;
+    if (__atomic_load_n(&r->stop_waits, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &r->drained, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The number a stop fault knows the calling thread by (inject.c), while it may keep it
+ * from work: its number in the outermost team, in a team of 2 threads at least (a team of
+ * one has nobody to take its chunks); in a nested team, only for its master. The other
+ * threads of a nested team in the victim's thread have its outermost number too, and would
+ * skip the chunks the master leaves them (omp_beats.c's nested loop: its inner team's
+ * iterations were all lost). -1 otherwise. */
+static HBT_COLD int32_t gomp_stop_number(struct gomp_tls *g)
+{
+    struct gomp_region *r = g->s.team;
+    if (!r || !gomp_size_fn || gomp_size_fn() < 2 || (!r->outermost && (!gomp_num_fn || gomp_num_fn() != 0)))
+        return -1;
+    return g->s.thread;
+}
+
+/* Before a loop's or sections' _start, while a fault is injected (entry: its name; sched:
+ * inject.h's hbt_inject_stop_start): counts the thread's worksharing constructs in its
+ * region, and a stopped victim waits there until a teammate found no chunk (section) left,
+ * so that _start hands it none. libgomp hands a thread its first chunk (section) inside the
+ * call that sets the construct up, and cannot take it back: GraphicsMagick's stopped
+ * victims went on running half of each guided loop of 2 threads, and a sections
+ * construct's first section, skipped, was lost. The wait is a barrier's: the victim waits
+ * for its team, as it then does at the construct's end. Returns whether it waited. */
+static HBT_COLD int gomp_stop_start(const void *ra, const char *entry, long sched)
+{
+    if (!gomp_on())
+        return 0;
+    struct gomp_tls *g = gomp_self();
+    uint32_t n = ++g->s.workshares;
+    struct gomp_region *r = g->s.team;
+    if (!r || !hbt_inject_stop_start(gomp_stop_number(g), entry, sched))
+        return 0;
+    uint32_t id = gomp_construct(g, HBT_CK_LOOP, gomp_site(g, ra));
+    uint64_t t0 = hbt_now_ns();
+    hbt_wait_begin(HBT_SYNC_BARRIER);
+    __atomic_store_n(&r->stop_waits, 1, __ATOMIC_SEQ_CST);
+    uint32_t d;
+    while ((d = __atomic_load_n(&r->drained, __ATOMIC_SEQ_CST)) < n && hbt_now_ns() - t0 < GOMP_STOP_WAIT_MAX_NS) {
+        struct timespec ts = {0, 10 * 1000 * 1000};   /* (a wake-up missed costs 10 ms) */
+        syscall(SYS_futex, &r->drained, FUTEX_WAIT_PRIVATE, d, &ts, NULL, 0);
+    }
+    gomp_leave(g, HBT_SYNC_BARRIER, id, t0);
+    return 1;
+}
 
 /* fn(data) on every thread of the team, between its state and its beat. */
 static void gomp_region_run(void *arg)
@@ -657,6 +757,8 @@ static void gomp_region_run(void *arg)
     g->wait = NULL;
     g->s.inst = outermost ? r->inst : 0;
     g->s.bar = 0;
+    g->s.team = r;
+    g->s.workshares = r->loop || r->sections ? 1 : 0;   /* a combined loop or sections: the first */
     if (outermost)
         hbt_team_mark(gomp_size_fn ? (uint32_t)gomp_size_fn() : 0);
     hbt_place_mark(HBT_PLACE(g->s.inst, 0));   /* (not known in a nested region) */
@@ -711,6 +813,8 @@ static inline void gomp_region_init(struct gomp_region *r, void (*fn)(void *), v
         gomp_resolve_omp();
     r->outermost = gomp_level_fn ? gomp_level_fn() == 0 : g->depth == 0;
     r->inst = r->outermost ? hbt_region_instance() : 0;
+    r->drained = 0;
+    r->stop_waits = 0;
 }
 
 /* The master's time from its fn's return to the end of the region. */

@@ -12,9 +12,10 @@
  * victim when the moment comes, fires the fault in the victim's own OS
  * thread at its beat, and afterwards applies the per-unit effects (leak,
  * slow) at each of its beats. stop makes libgomp's GOMP_loop_*_next return
- * false for the victim, and GOMP_sections_start and _next 0 (gomp.c calls
- * hbt_inject_skip_chunk), or ends an
- * API-beating thread outside OpenMP with pthread_exit.
+ * false for the victim, and GOMP_sections_next 0 (gomp.c calls
+ * hbt_inject_skip_chunk), and has it wait before a loop's or sections' _start
+ * until its team took every chunk or section (hbt_inject_stop_start), or ends
+ * an API-beating thread outside OpenMP with pthread_exit.
  *
  * The truth file is written (temporary file, rename) when the injector
  * first sees a beat, when the fault fires, and at exit; a process that never
@@ -455,11 +456,13 @@ void hbt_inject_at_exit(int status)
 
 static int (*inj_omp_level)(void);
 static int (*inj_omp_team_size)(int);
+static void (*inj_omp_schedule)(int *, int *);
 
 static void inj_resolve_omp_once(void)
 {
     inj_omp_team_size = (int (*)(int))dlsym(RTLD_DEFAULT, "omp_get_team_size");
     inj_omp_level = (int (*)(void))dlsym(RTLD_DEFAULT, "omp_get_level");
+    inj_omp_schedule = (void (*)(int *, int *))dlsym(RTLD_DEFAULT, "omp_get_schedule");
 }
 
 /* Once, whichever threads choose the victim at the same moment. */
@@ -765,14 +768,50 @@ void hbt_inject_waited(uint64_t now)
         inj_last_cpu = hb_thread_cpu_ns();
 }
 
+/* Whether a libgomp loop (entry: its _start or _next; sched: a generic _start's schedule
+ * argument, -1 for the others) gives each thread a share of its own: a static schedule
+ * (also OMP_SCHEDULE=static or auto for a runtime one), whose chunks a teammate never takes
+ * in its place -- a share skipped would be lost. libgomp's kinds: 0 runtime, 1 static,
+ * 2 dynamic, 3 guided, 4 auto (static there), the high bit monotonic. */
+static int inj_own_shares(const char *entry, long sched)
+{
+    int kind = sched >= 0 ? (int)(sched & 0x7fffffffL) : strstr(entry, "static") ? 1
+             : strstr(entry, "runtime") ? 0 : 2;
+    if (kind == 0) {
+        int chunk = 0;
+        inj_resolve_omp();
+        if (!inj_omp_schedule)
+            return 1;   /* not known: skip nothing */
+        inj_omp_schedule(&kind, &chunk);
+        kind &= 0x7fffffff;
+    }
+    return kind == 1 || kind == 4;
+}
+
+/* The calling thread is the fired stop's victim, in OpenMP, and the loop (entry, sched:
+ * inj_own_shares) is one whose chunks its team takes in its place: not an ordered loop
+ * (its threads hand the turn on to each other inside _next), nor one of shares of its own. */
+static int inj_stopped_in(int32_t thread, const char *entry, long sched)
+{
+    return inj.kind == K_STOP && __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) == F_DONE
+        && inj.stop_how == S_OPENMP && thread == __atomic_load_n(&inj.victim, __ATOMIC_RELAXED)
+        && !strstr(entry, "ordered") && !inj_own_shares(entry, sched);
+}
+
 int hbt_inject_skip_chunk(int32_t thread, const char *entry)
 {
-    if (inj.kind != K_STOP || __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) != F_DONE
-        || inj.stop_how != S_OPENMP || thread != __atomic_load_n(&inj.victim, __ATOMIC_RELAXED))
-        return 0;
-    /* an ordered loop's threads hand the turn on to each other inside _next */
-    if (strstr(entry, "ordered"))
+    if (!inj_stopped_in(thread, entry, -1))
         return 0;
     __atomic_add_fetch(&inj.skipped, 1, __ATOMIC_RELAXED);
     return 1;
+}
+
+int hbt_inject_stop_start(int32_t thread, const char *entry, long sched)
+{
+    return inj_stopped_in(thread, entry, sched);
+}
+
+void hbt_inject_skipped(void)
+{
+    __atomic_add_fetch(&inj.skipped, 1, __ATOMIC_RELAXED);
 }

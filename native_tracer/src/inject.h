@@ -71,9 +71,26 @@ void hbt_inject_waited(uint64_t now);
 
 /* Inside a libgomp GOMP_loop_*_next wrapper (entry: its name), before the
  * real call: 1 when the calling thread (OpenMP thread number `thread`) is a
- * stopped victim and the call must return false without taking a chunk. */
+ * stopped victim and the call must return false without taking a chunk (not
+ * in an ordered loop, nor in one whose schedule gives each thread a share of
+ * its own: static, or a runtime schedule that OMP_SCHEDULE makes static). */
 __attribute__((visibility("hidden"), noinline, cold))
 int hbt_inject_skip_chunk(int32_t thread, const char *entry);
+
+/* Inside a libgomp GOMP_loop_*_start wrapper (entry: its name; sched: the
+ * generic GOMP_loop_start's schedule argument, -1 for the others), before the
+ * real call: 1 when the calling thread is a stopped victim, in a loop whose
+ * chunks its team takes in its place (as hbt_inject_skip_chunk). The caller
+ * then waits for its team to take them all before it calls _start, which
+ * then hands it none: libgomp hands a thread its first chunk inside the call
+ * that sets the loop up, and cannot take it back. */
+__attribute__((visibility("hidden"), noinline, cold))
+int hbt_inject_stop_start(int32_t thread, const char *entry, long sched);
+
+/* A stopped victim's loop _start handed it no chunk after its wait: one more
+ * chunk skipped (the truth's effect.chunks_skipped). */
+__attribute__((visibility("hidden"), noinline, cold))
+void hbt_inject_skipped(void);
 
 /* The process exits with status (on_exit, _exit): the truth file's last
  * version. */

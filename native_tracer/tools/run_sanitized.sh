@@ -99,6 +99,9 @@ if [ "$kind" = asan ]; then
     # a guided loop's chunks and their iterations, judged by the monitor, a slowed thread;
     # with libgomp and (where clang is installed) libomp's dispatch wrappers and OMPT tool
     run 0 omp_guided_rows.inject.slow env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=slow HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=4 LD_PRELOAD="$unlinked" "$bin/omp_guided_rows" 4 100 200 flat
+    # a stopped thread waits at each guided loop's _start until its teammate took every chunk
+    # (gomp_stop_start: the team's futex word)
+    run 0 omp_guided_rows.inject.stop env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=stop HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=4 LD_PRELOAD="$unlinked" "$bin/omp_guided_rows" 6 100 200 halves
     if [ -x "$bin/omp_guided_rows_libomp" ]; then
         run 0 omp_guided_rows.libomp env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp LD_PRELOAD="$unlinked" "$bin/omp_guided_rows_libomp" 4 100 200 rising
         run 0 omp_guided_rows.libomp.inject.busy env OMP_NUM_THREADS=2 HBTRACE_MONITOR=central HBTRACE_MONITOR_BEATS=openmp HBTRACE_INJECT=busy HBTRACE_INJECT_THREAD=1 HBTRACE_INJECT_BEAT=6 HBTRACE_INJECT_WAIT_MS=50 LD_PRELOAD="$unlinked" "$bin/omp_guided_rows_libomp" 4 100 200 flat
