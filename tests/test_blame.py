@@ -951,7 +951,9 @@ def test_a_thread_slowed_in_a_guided_loop_is_found_by_its_time_per_iteration(tmp
         d = diagnose(out)
         assert d[0]["status"] == "normal" and d[1]["status"] in ("normal", "shutdown" if fault else "normal"), \
             (shape, fault, d)
-        assert all(0.5 < d[t]["IR"] < 2.0 for t in (0, 1)), (shape, fault, [d[t]["IR"] for t in (0, 1)])
+        # (a stopped thread may have too few chunks left for IR: not known)
+        assert all((fault and d[t]["IR"] is None) or 0.5 < d[t]["IR"] < 2.0 for t in (0, 1)), \
+            (shape, fault, [d[t]["IR"] for t in (0, 1)])
     out = tmp_path / "slow"
     # slowed 6x: its units' spin is 5x their CPU time, and a machine that shares the CPUs
     # stretches both threads' work, not the spin's share of it (3x read 1.6 beside a CPU hog)
