@@ -793,9 +793,7 @@ static int inj_own_shares(const char *entry, long sched)
  * (its threads hand the turn on to each other inside _next), nor one of shares of its own. */
 static int inj_stopped_in(int32_t thread, const char *entry, long sched)
 {
-    return inj.kind == K_STOP && __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) == F_DONE
-        && inj.stop_how == S_OPENMP && thread == __atomic_load_n(&inj.victim, __ATOMIC_RELAXED)
-        && !strstr(entry, "ordered") && !inj_own_shares(entry, sched);
+    return hbt_inject_stopped(thread) && !strstr(entry, "ordered") && !inj_own_shares(entry, sched);
 }
 
 int hbt_inject_skip_chunk(int32_t thread, const char *entry)
@@ -814,4 +812,35 @@ int hbt_inject_stop_start(int32_t thread, const char *entry, long sched)
 void hbt_inject_skipped(void)
 {
     __atomic_add_fetch(&inj.skipped, 1, __ATOMIC_RELAXED);
+}
+
+/* libomp's schedule kinds (kmp.h's enum sched_type), less the monotonic (1 << 29) and
+ * nonmonotonic (1 << 30) modifiers: whether a loop's chunks go to whichever thread asks
+ * (dynamic 35, guided 36, 42, 43 and 46, trapezoidal 39, and 44, static chunks that idle
+ * threads steal: clang's schedule(dynamic), nonmonotonic since OpenMP 5.0), or a runtime
+ * schedule (37, 47) that omp_get_schedule makes dynamic or guided. Not the static kinds
+ * (33, 34, 40, 41, 45), auto (38), the ordered ones (64-72: the threads hand the turn on to
+ * each other) nor distribute (91, 92). The "no merge" kinds (161-190) are the same kinds
+ * numbered 128 higher. */
+int hbt_inject_kmp_shared(int32_t schedule)
+{
+    int s = (int)((uint32_t)schedule & ~((1u << 29) | (1u << 30)));
+    if (s >= 161 && s <= 190)
+        s -= 128;
+    if (s == 37 || s == 47) {
+        int kind = 0, chunk = 0;
+        inj_resolve_omp();
+        if (!inj_omp_schedule)
+            return 0;
+        inj_omp_schedule(&kind, &chunk);
+        kind &= 0x7fffffff;
+        return kind == 2 || kind == 3;
+    }
+    return s == 35 || s == 36 || s == 39 || s == 42 || s == 43 || s == 44 || s == 46;
+}
+
+int hbt_inject_stopped(int32_t thread)
+{
+    return inj.kind == K_STOP && __atomic_load_n(&inj.fired, __ATOMIC_ACQUIRE) == F_DONE
+        && inj.stop_how == S_OPENMP && thread == __atomic_load_n(&inj.victim, __ATOMIC_RELAXED);
 }

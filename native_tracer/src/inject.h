@@ -92,6 +92,19 @@ int hbt_inject_stop_start(int32_t thread, const char *entry, long sched);
 __attribute__((visibility("hidden"), noinline, cold))
 void hbt_inject_skipped(void);
 
+/* libomp: whether a loop that __kmpc_dispatch_init_* set up with this schedule (kmp.h's
+ * enum sched_type) hands its chunks to whichever thread asks (dynamic, guided, the static
+ * chunks idle threads steal that clang's schedule(dynamic) gets, a runtime schedule that
+ * OMP_SCHEDULE makes one of them): its team takes a stopped victim's chunks in its place.
+ * Not a static or ordered loop. */
+__attribute__((visibility("hidden"), noinline, cold))
+int hbt_inject_kmp_shared(int32_t schedule);
+
+/* 1 when the calling thread (OpenMP thread number `thread`) is the fired stop's victim, in
+ * OpenMP: it takes no chunk of a loop whose chunks its team takes in its place. */
+__attribute__((visibility("hidden"), noinline, cold))
+int hbt_inject_stopped(int32_t thread);
+
 /* The process exits with status (on_exit, _exit): the truth file's last
  * version. */
 __attribute__((visibility("hidden"), noinline, cold))

@@ -50,8 +50,13 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "autobeat.h"   /* after internal.h: its inline record path */
@@ -85,6 +90,10 @@ struct hbt_ompt_frame {
     uint32_t chunk_count;      /* ... and iterations (0: not known) */
     uint8_t dynamic;           /* the current loop took its chunks from the dispatcher */
     uint8_t chunk_open;        /* it has a chunk: its beat comes at its next call */
+    uint8_t many;              /* an outermost team of 2 threads or more */
+    uint8_t shared;            /* while a fault is injected: the current dispatcher loop hands
+                                  its chunks to whoever asks (hbt_inject_kmp_shared) */
+    uint32_t dispatches;       /* ... and the dispatcher loops it began in the region */
 };
 
 /* A sync-region wait open on this thread. A task the runtime starts inside the innermost
@@ -407,6 +416,9 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             f->chunk_open = 0;
             f->inst = 0;
             f->bar = 0;
+            f->many = f->level == 1 && actual_parallelism > 1;
+            f->shared = 0;
+            f->dispatches = 0;
             if (index == 0) {
                 /* the primary thread names the region for the team, and numbers an outermost one */
                 f->region_ra = o->pending_ra;
@@ -808,6 +820,125 @@ static inline void hbt_ompt_ask_chunk(void)
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* stop (inject.c) with libomp                                         */
+
+/* libomp's dispatcher must see every thread of the team finish a loop (it recycles the
+ * loop's buffer when the last one does): a stopped victim cannot just be told "no chunk
+ * left". It asks for its chunks only once a teammate found none left (docs/inject.md), and
+ * is then handed none. A teammate that finds none says so in its team's entry here: the
+ * loops of its outermost region it began, with the region's instance above them, so that a
+ * hot team's next region (the same key) is told from this one without anybody resetting it.
+ * The entries are only used while a fault is injected. */
+#define HBT_OMPT_DRAINS 64u    /* outermost teams followed, a power of 2 (a team whose slot is
+                                  another's: its victim takes its chunks) */
+struct hbt_ompt_drain {
+    uint64_t key;              /* the team's parallel_data address, 0 free */
+    uint64_t upto;             /* (region instance << 32) | its dispatcher loops drained */
+    uint32_t seq;              /* futex word: bumped as upto grows */
+    uint32_t waits;            /* a victim waits on seq */
+};
+static struct hbt_ompt_drain hbt_ompt_drains[HBT_OMPT_DRAINS];
+
+/* Longest a stopped victim waits for its team to take a loop's chunks (a loop its team
+ * cancelled; then it asks for them, as without the wait): as gomp.c's */
+#define HBT_OMPT_STOP_WAIT_MAX_NS (60ull * 1000000000ull)
+
+static HBT_COLD struct hbt_ompt_drain *hbt_ompt_drain_of(const void *team)
+{
+    uint64_t k = (uint64_t)(uintptr_t)team;
+    struct hbt_ompt_drain *d = &hbt_ompt_drains[((k * 0x9E3779B97F4A7C15ull) >> 40) & (HBT_OMPT_DRAINS - 1)];
+    uint64_t cur = __atomic_load_n(&d->key, __ATOMIC_ACQUIRE);
+    if (cur == k)
+        return d;
+    if (cur == 0 && __atomic_compare_exchange_n(&d->key, &cur, k, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return d;
+    return cur == k ? d : NULL;
+}
+
+/* The region's instance and the thread's dispatcher loops in it, as one ordered number: an
+ * outermost region's instance, or (a worker that has not learnt it yet) the one begun last,
+ * which is its own where one thread opens the outermost regions. */
+static HBT_COLD uint64_t hbt_ompt_drain_mark(struct hbt_ompt_frame *f)
+{
+    if (!f->inst)
+        hbt_ompt_resolve(f);
+    uint32_t inst = f->inst ? f->inst : __atomic_load_n(&hbt_ompt_latest, __ATOMIC_ACQUIRE);
+    return (uint64_t)inst << 32 | f->dispatches;
+}
+
+/* __kmpc_dispatch_init_*, while a fault is injected: one more dispatcher loop in the region,
+ * and whether its chunks go to whoever asks. */
+static HBT_COLD void hbt_ompt_dispatch_begins(int32_t schedule)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if (!__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED) || o->depth == 0)
+        return;
+    struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+    f->dispatches++;
+    f->shared = (uint8_t)hbt_inject_kmp_shared(schedule);
+}
+
+/* The calling thread found no chunk left in its current dispatcher loop. */
+static HBT_COLD void hbt_ompt_drained(void)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if (!__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED) || o->depth == 0)
+        return;
+    struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+    struct hbt_ompt_drain *d;
+    if (f->level != 1 || !f->many || !f->dispatches || !(d = hbt_ompt_drain_of(f->team)))
+        return;
+    uint64_t v = hbt_ompt_drain_mark(f);
+    uint64_t cur = __atomic_load_n(&d->upto, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(&d->upto, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        ;
+    if (cur < v) {
+        __atomic_add_fetch(&d->seq, 1u, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&d->waits, __ATOMIC_SEQ_CST))
+            syscall(SYS_futex, &d->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
+/* Before the calling thread sets a dispatcher loop up (ra: the program's call; for the loop
+ * it fired in, before it asks for a chunk, ra NULL), while a fault is injected: the stopped
+ * victim, in an outermost team's loop whose chunks its team takes in its place, waits until
+ * a teammate found none left (recorded as a barrier's wait: it waits for its team, as it
+ * then does at the loop's end). Before the set-up: a loop of static chunks that idle threads
+ * steal (clang's schedule(dynamic)) lets a teammate take a whole share that nobody set up,
+ * where it leaves a share set up its last few chunks (3 of 12 chunks in a loop of 8-byte
+ * iterations, libomp 14). Returns whether the thread is such a victim. */
+static HBT_COLD int hbt_ompt_stop_wait(const void *ra)
+{
+    struct hbt_ompt_tls *o = &hbt_ompt;
+    if (!__atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED) || o->depth == 0)
+        return 0;
+    struct hbt_ompt_frame *f = hbt_ompt_cur(o);
+    struct hbt_ompt_drain *d;
+    if (f->level != 1 || !f->many || !f->shared || !f->dispatches || !hbt_inject_stopped(f->thread)
+        || !(d = hbt_ompt_drain_of(f->team)))
+        return 0;
+    uint64_t want = hbt_ompt_drain_mark(f);
+    if (__atomic_load_n(&d->upto, __ATOMIC_SEQ_CST) >= want)
+        return 1;
+    uint64_t t0 = hbt_now_ns();
+    hbt_wait_begin(HBT_SYNC_BARRIER);
+    __atomic_store_n(&d->waits, 1u, __ATOMIC_SEQ_CST);
+    for (;;) {
+        uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&d->upto, __ATOMIC_SEQ_CST) >= want || hbt_now_ns() - t0 >= HBT_OMPT_STOP_WAIT_MAX_NS)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};   /* (a wake-up missed costs 10 ms) */
+        syscall(SYS_futex, &d->seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+    }
+    uint64_t t1 = hbt_now_ns();
+    hbt_wait_end();
+    hbt_unit_after_wait(t1);
+    hbt_auto_wait_at(HBT_SRC_OPENMP, HBT_SYNC_BARRIER, f->thread,
+                     ra ? hbt_construct_id(HBT_CK_LOOP, ra) : f->loop, t1 - t0, t1);
+    return 1;
+}
+
 static HBT_COLD void *hbt_ompt_real_dispatch(void **cache, const char *name)
 {
     void *f = hbt_real(cache, name);
@@ -830,7 +961,13 @@ static HBT_COLD void *hbt_ompt_real_dispatch(void **cache, const char *name)
             fn = (int (*)(void *, int32_t, int32_t *, T *, T *, ST *))                \
                  hbt_ompt_real_dispatch(&real, #name);                                \
         hbt_ompt_ask_chunk();                                                         \
+        int stopped_ = __builtin_expect(hbt_inject_armed, 0) && hbt_ompt_stop_wait(NULL); \
         int got = fn(loc, gtid, p_last, p_lb, p_ub, p_st);                            \
+        if (__builtin_expect(hbt_inject_armed, 0) && !got) {                          \
+            hbt_ompt_drained();                                                       \
+            if (stopped_)                                                             \
+                hbt_inject_skipped();                                                 \
+        }                                                                             \
         if (got && __atomic_load_n(&hbt_ompt_active, __ATOMIC_RELAXED))               \
             hbt_ompt_chunk_got((int64_t)*p_lb, (int64_t)(ST)(T)(*p_ub - *p_lb), (int64_t)*p_st); \
         if (!got && hbt_tls.unit && hbt_tls.unit->loop)                               \
@@ -842,6 +979,32 @@ HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_4, int32_t, int32_t)
 HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_4u, uint32_t, int32_t)
 HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_8, int64_t, int64_t)
 HBT_OMPT_DISPATCH_WRAPPER(__kmpc_dispatch_next_8u, uint64_t, int64_t)
+
+/* __kmpc_dispatch_init_*: counted while a fault is injected (hbt_ompt_dispatch_begins), where
+ * a stopped victim waits (hbt_ompt_stop_wait), then the real one, as a tail call: libomp names the loop (its work callback's codeptr_ra) by the
+ * return address its entry sees, which must be the program's. */
+#define HBT_OMPT_DISPATCH_INIT(name, T, ST)                                           \
+    HBT_EXPORT void name(void *loc, int32_t gtid, int32_t schedule, T lb, T ub, ST st, \
+                         ST chunk)                                                    \
+    {                                                                                 \
+        static void *real;                                                            \
+        void (*fn)(void *, int32_t, int32_t, T, T, ST, ST) =                          \
+            (void (*)(void *, int32_t, int32_t, T, T, ST, ST))                        \
+            __atomic_load_n(&real, __ATOMIC_ACQUIRE);                                 \
+        if (__builtin_expect(!fn, 0))                                                 \
+            fn = (void (*)(void *, int32_t, int32_t, T, T, ST, ST))                   \
+                 hbt_ompt_real_dispatch(&real, #name);                                \
+        if (__builtin_expect(hbt_inject_armed, 0)) {                                  \
+            hbt_ompt_dispatch_begins(schedule);                                       \
+            hbt_ompt_stop_wait(__builtin_return_address(0));                          \
+        }                                                                             \
+        fn(loc, gtid, schedule, lb, ub, st, chunk);                                   \
+    }
+
+HBT_OMPT_DISPATCH_INIT(__kmpc_dispatch_init_4, int32_t, int32_t)
+HBT_OMPT_DISPATCH_INIT(__kmpc_dispatch_init_4u, uint32_t, int32_t)
+HBT_OMPT_DISPATCH_INIT(__kmpc_dispatch_init_8, int64_t, int64_t)
+HBT_OMPT_DISPATCH_INIT(__kmpc_dispatch_init_8u, uint64_t, int64_t)
 
 /* ------------------------------------------------------------------ */
 /* registration, and handing on to the next tool                       */
