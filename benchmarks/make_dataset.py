@@ -30,6 +30,7 @@ every thread's trace ends early and every thread is labelled shutdown.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -77,6 +78,25 @@ def run_seed(base: int, *parts) -> int:
     return int.from_bytes(h[:4], "little") or 1
 
 
+@contextlib.contextmanager
+def sigint_deferred():
+    """SIGINT held until the block ends, then raised as KeyboardInterrupt: a program started
+    in the block is in CURRENT by then (a ^C as the program had just begun writing, before
+    CURRENT held it, left it running after make_dataset had exited, on a loaded CI machine).
+    Python's handler only: the program, once exec'd, has SIGINT at its default."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def one_run(bench: str, label: str, i: int, args, out: Path) -> dict:
     seed = run_seed(args.seed, bench, label, i)
     d = out / bench / label / f"run{i:03d}"
@@ -94,9 +114,10 @@ def one_run(bench: str, label: str, i: int, args, out: Path) -> dict:
     elif label == "shutdown":
         cmd += ["--inject", "shutdown", "--shutdown-mode", mode]
     env = dict(os.environ, HBTRACE_DIR=str(d), HBTRACE_QUIET="1")
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    CURRENT["proc"] = proc
+    with sigint_deferred():   # a ^C between the start and CURRENT: nobody would stop the program
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        CURRENT["proc"] = proc
     try:
         returncode = proc.wait(timeout=300)
     finally:

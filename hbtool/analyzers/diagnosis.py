@@ -29,10 +29,16 @@ def thread_series(trace: HeartbeatTrace, settings: FeatureSettings) -> dict[tupl
     return {k: make_series(g["t"].to_numpy(), settings.window) for k, g in trace.threads()}
 
 
-def team_reference(series: dict[tuple, Series], settings: FeatureSettings):
+def team_reference(series: dict[tuple, Series], settings: FeatureSettings, stopped: frozenset = frozenset()):
     """The thread whose (beats, completion time, mean heart rate) lies closest to the
-    team's median of each (log scale); None when no thread has features."""
+    team's median of each (log scale); None when no thread has features. Not a thread of
+    `stopped` (its share of its team's work fell under SHARE_SHIFT_MIN: it stopped working
+    while its team went on) while another can be: of two threads, each is as close to the
+    median as the other, and the one that went on working was compared with the stopped one
+    (GHR 3.5, memoryleak, in 2 runs of 3 of tests/programs/omp_guided_rows.c, libomp)."""
     cand = {k: s for k, s in series.items() if too_few_beats(s, settings) is None and s.end_t() > 0}
+    if any(_key(k) not in stopped for k in cand):
+        cand = {k: s for k, s in cand.items() if _key(k) not in stopped}
     if not cand:
         return None
     keys = list(cand)
@@ -47,6 +53,10 @@ def team_reference(series: dict[tuple, Series], settings: FeatureSettings):
 #: end, whatever its team did. (A thread that ends the process, by exit or a fatal signal,
 #: does so after its master left the region, or its master never leaves it.)
 OWN_ENDS = ("returned", "pthread_exit", "cancelled")
+
+
+def _key(k: tuple) -> tuple:
+    return (str(k[0]), k[1], k[2])
 
 
 def _master_leaves(trace: HeartbeatTrace, key: tuple) -> np.ndarray:
@@ -138,6 +148,12 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     run_teams: dict[str, dict] = {}
     for k, s in series.items():
         run_teams.setdefault(k[0], {})[k] = s
+    shifts, medians = work_shifts_and_units(trace)
+    if len(shifts):
+        shifts = shifts.assign(run=shifts["run"].astype(str)).set_index(KEY)
+        stopped = frozenset(shifts.index[shifts["share_shift"].to_numpy(float) < config.SHARE_SHIFT_MIN])
+    else:
+        stopped = frozenset()
     team_refs: dict[tuple, tuple] = {}  # (run, process) -> (reference key, its series), once per team
     rows = []
     for k, s in series.items():
@@ -152,7 +168,7 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
                 team = teams[(k[0], k[1])]
                 if len(team) < 2:
                     team = run_teams[k[0]]
-                rk = team_reference(team, settings)
+                rk = team_reference(team, settings, stopped)
                 team_refs[(k[0], k[1])] = (rk, team[rk] if rk is not None else None)
             rk, rs_ = team_refs[(k[0], k[1])]
             row["reference"] = f"team median: {_describe_key(rk)}" if rk is not None else "none"
@@ -178,9 +194,6 @@ def features_table(trace: HeartbeatTrace, settings: FeatureSettings | None = Non
     table = pd.DataFrame(rows, columns=cols)
     table["work_s"] = _work_of(trace, table)
     table["WR"], table["WR_against"] = work_ratios(trace, table, reference, work_reference)
-    shifts, medians = work_shifts_and_units(trace)
-    if len(shifts):
-        shifts = shifts.assign(run=shifts["run"].astype(str)).set_index(KEY)
     keys = list(zip(table["run"].astype(str), table["process"], table["thread"]))
     table["unit_medians"] = [medians.get(k, {}) for k in keys]
     table["UR_against"] = "the model's normal runs" if units_reference else ""

@@ -1372,9 +1372,10 @@ def _team_work(raw: pd.Series | None) -> float:
     return float(np.exp(np.median(v.to_numpy()))) if v.size >= 6 else float("nan")
 
 
-def _iteration_ratios(units: dict) -> dict:
+def _iteration_ratios(units: dict, since: dict | None = None) -> dict:
     """Per thread of a team: _iteration_ratio, the team's chunks (pace_bins, per thread),
-    time per loop and window and spread of first iterations gathered once."""
+    time per loop and window and spread of first iterations gathered once; `since`: per thread
+    (those only), the window its ratio begins at."""
     paced = {k: u.pace_bins() for k, u in units.items()}
     work = pd.concat([u.window_construct_work() for u in units.values()]).groupby(level=[0, 1]).sum()
     spans: dict[str, tuple] = {}
@@ -1392,6 +1393,9 @@ def _iteration_ratios(units: dict) -> dict:
     loops = work.groupby(level="construct").sum()
     wide = {c for c in wide if c in loops.index and loops[c] >= config.SHIFT_CONSTRUCT_WORK * total}
     work = {c: w.droplevel("construct") for c, w in work.groupby(level="construct") if c in wide}
+    if since is not None:
+        return {k: _iteration_ratio(paced[k], [paced[j] for j in units if j != k],
+                                    {c: w[w.index >= since[k]] for c, w in work.items()}) for k in since}
     return {k: _iteration_ratio(paced[k], [paced[j] for j in units if j != k], work) for k in units}
 
 
@@ -1592,6 +1596,14 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
         # windows the machine crowded one of the team's threads in
         left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
         ratios = _iteration_ratios(units)
+        # a thread that stopped taking its share (SS under config.SHARE_SHIFT_MIN): its pace
+        # from then on, not the one of the chunks it ran before (GraphicsMagick's victims
+        # stopped early read 3-7x over their teammates' there, and were called slowed: their
+        # last chunks, of its dearest calls, shared windows with their teammates' cheap ones)
+        # (after the window it begins in: its chunks there may be from before)
+        stopped = {k: v[1] + 1 for k, v in shares.items() if v[0] < config.SHARE_SHIFT_MIN and np.isfinite(ratios[k])}
+        if stopped:
+            ratios.update(_iteration_ratios(units, stopped))
         for k in team:
             if k not in series and k not in shares and not left_out and not np.isfinite(ratios[k]):
                 continue

@@ -91,6 +91,7 @@ struct hbt_ompt_frame {
     uint8_t dynamic;           /* the current loop took its chunks from the dispatcher */
     uint8_t chunk_open;        /* it has a chunk: its beat comes at its next call */
     uint8_t many;              /* an outermost team of 2 threads or more */
+    uint32_t team_size;        /* threads in its team */
     uint8_t shared;            /* while a fault is injected: the current dispatcher loop hands
                                   its chunks to whoever asks (hbt_inject_kmp_shared) */
     uint32_t dispatches;       /* ... and the dispatcher loops it began in the region */
@@ -417,6 +418,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
             f->inst = 0;
             f->bar = 0;
             f->many = f->level == 1 && actual_parallelism > 1;
+            f->team_size = actual_parallelism;
             f->shared = 0;
             f->dispatches = 0;
             if (index == 0) {
@@ -825,18 +827,25 @@ static inline void hbt_ompt_ask_chunk(void)
 
 /* libomp's dispatcher must see every thread of the team finish a loop (it recycles the
  * loop's buffer when the last one does): a stopped victim cannot just be told "no chunk
- * left". It asks for its chunks only once a teammate found none left (docs/inject.md), and
- * is then handed none. A teammate that finds none says so in its team's entry here: the
+ * left". It asks for its chunks only once every teammate found none left (docs/inject.md),
+ * and is then handed none. A teammate that finds none says so in its team's entry here: the
  * loops of its outermost region it began, with the region's instance above them, so that a
  * hot team's next region (the same key) is told from this one without anybody resetting it.
  * The entries are only used while a fault is injected. */
 #define HBT_OMPT_DRAINS 64u    /* outermost teams followed, a power of 2 (a team whose slot is
                                   another's: its victim takes its chunks) */
+#define HBT_OMPT_DRAIN_LOOPS 8u /* loops of a team counted at once (teammates a nowait loop
+                                  apart), a power of 2 */
 struct hbt_ompt_drain {
     uint64_t key;              /* the team's parallel_data address, 0 free */
     uint64_t upto;             /* (region instance << 32) | its dispatcher loops drained */
     uint32_t seq;              /* futex word: bumped as upto grows */
     uint32_t waits;            /* a victim waits on seq */
+    uint32_t lock;             /* guards loops[] */
+    struct {
+        uint64_t mark;         /* a loop (as upto) ... */
+        uint32_t found_none;   /* ... and the threads that found no chunk left in it */
+    } loops[HBT_OMPT_DRAIN_LOOPS];
 };
 static struct hbt_ompt_drain hbt_ompt_drains[HBT_OMPT_DRAINS];
 
@@ -879,7 +888,8 @@ static HBT_COLD void hbt_ompt_dispatch_begins(int32_t schedule)
     f->shared = (uint8_t)hbt_inject_kmp_shared(schedule);
 }
 
-/* The calling thread found no chunk left in its current dispatcher loop. */
+/* The calling thread found no chunk left in its current dispatcher loop (a spin lock: once
+ * per thread and loop, while a fault is injected). */
 static HBT_COLD void hbt_ompt_drained(void)
 {
     struct hbt_ompt_tls *o = &hbt_ompt;
@@ -890,6 +900,22 @@ static HBT_COLD void hbt_ompt_drained(void)
     if (f->level != 1 || !f->many || !f->dispatches || !(d = hbt_ompt_drain_of(f->team)))
         return;
     uint64_t v = hbt_ompt_drain_mark(f);
+    /* the loop is drained once every thread of the team but one (the victim) found none: with
+     * libomp's stolen static chunks, one that found none may have found its teammates' shares
+     * being taken over (a thread that took a whole share nobody set up still runs it) */
+    uint32_t found = 0;
+    while (__atomic_exchange_n(&d->lock, 1u, __ATOMIC_ACQUIRE))
+        ;
+    __typeof__(&d->loops[0]) l = &d->loops[v & (HBT_OMPT_DRAIN_LOOPS - 1)];
+    if (l->mark < v) {
+        l->mark = v;
+        l->found_none = 0;
+    }
+    if (l->mark == v)
+        found = ++l->found_none;
+    __atomic_store_n(&d->lock, 0u, __ATOMIC_RELEASE);
+    if (found + 1 < f->team_size)
+        return;
     uint64_t cur = __atomic_load_n(&d->upto, __ATOMIC_RELAXED);
     while (cur < v && !__atomic_compare_exchange_n(&d->upto, &cur, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
         ;
@@ -903,7 +929,7 @@ static HBT_COLD void hbt_ompt_drained(void)
 /* Before the calling thread sets a dispatcher loop up (ra: the program's call; for the loop
  * it fired in, before it asks for a chunk, ra NULL), while a fault is injected: the stopped
  * victim, in an outermost team's loop whose chunks its team takes in its place, waits until
- * a teammate found none left (recorded as a barrier's wait: it waits for its team, as it
+ * every teammate found none left (recorded as a barrier's wait: it waits for its team, as it
  * then does at the loop's end). Before the set-up: a loop of static chunks that idle threads
  * steal (clang's schedule(dynamic)) lets a teammate take a whole share that nobody set up,
  * where it leaves a share set up its last few chunks (3 of 12 chunks in a loop of 8-byte
