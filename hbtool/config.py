@@ -279,6 +279,16 @@ SHARE_SHIFT_MIN = 0.05
 #: master, at 3 threads on 2 CPUs with a leaking teammate, took none of the chunks that a
 #: teammate awake took in 3-5 % of its time while the team waited for the leaking one)
 SHARE_TEAM_BUSY = 0.25
+#: ... and where fewer than six windows of the team's time hold enough shared units for it
+#: (a team whose chunks come in bursts: GraphicsMagick, 100 beats a thread, most of its chunks
+#: in 4 of 20 windows), windows of the team's units instead: each window of time in this many
+#: parts, joined in time order until the team holds SHIFT_MIN_BEATS units a thread
+SHARE_FINE_BINS = 16
+#: ... and the team's units in a group at least its shared units over this many (a share
+#: counted as (its units + 1) over (its teammates' + 1) reads 1/9 where they did 8 units and
+#: it none: a group must hold some 10 of them, counted as (units + 0.5) there, before a thread
+#: that took none of them can read under SHARE_SHIFT_MIN)
+SHARE_GROUPS = 8
 #: summary.work_shifts, a team cut into windows of its time: a window in which a thread waited
 #: for a CPU (its run-queue delay, the tracer's sched records) longer than the least-waiting
 #: thread of its team by more than this share of the window is one the machine, not the

@@ -507,6 +507,11 @@ class _UnitHistograms:
         self.shares = np.zeros(edges.size - 1, dtype=np.float64)   # share_weight of its units per window
         self.work: dict[int, float] = {}       # per construct: the sum of its units (ns)
         self.shared_work = np.zeros(edges.size - 1, dtype=np.float64)   # its units of shared work, ns
+        # by time: the same two in config.SHARE_FINE_BINS parts of each window (_share_groups)
+        fine = (edges.size - 1) * config.SHARE_FINE_BINS
+        self.fine_edges = np.linspace(edges[0], edges[-1], fine + 1) if by_time and edges.size > 1 else None
+        self.fine_shares = np.zeros(fine if self.fine_edges is not None else 0, dtype=np.float64)
+        self.fine_work = np.zeros_like(self.fine_shares)
         self.edge_t = np.zeros(edges.size, dtype=np.int64)   # windows of beats: the time at each edge
         self.cpu_counts: dict[int, int] = {}   # the same of the units whose CPU time is known, in it
         # every unit less the time its thread was away at its end (tail_away); None while no
@@ -627,6 +632,11 @@ class _UnitHistograms:
         self.shares += np.bincount(window, weights=weight[of], minlength=self.shares.size)[:self.shares.size]
         self.shared_work += np.bincount(window, weights=np.where(weight[of] > 0, raw, 0).astype(np.float64),
                                         minlength=self.shares.size)[:self.shares.size]
+        if self.fine_edges is not None:
+            fine = np.clip(np.searchsorted(self.fine_edges, t[first:], side="right") - 1, 0, self.fine_shares.size - 1)
+            self.fine_shares += np.bincount(fine, weights=weight[of], minlength=self.fine_shares.size)
+            self.fine_work += np.bincount(fine, weights=np.where(weight[of] > 0, raw, 0).astype(np.float64),
+                                          minlength=self.fine_shares.size)
         if known.any():
             _count(self.cpu_counts, window[known], code[known], np.asarray(cpu, dtype=np.int64)[first:][known])
         if ended.any():
@@ -1328,6 +1338,66 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
     few short units around it, which a teammate awake took in 4 % of its time, did not stop."""
     counts = np.array([u.window_shares() for u in units.values()], dtype=np.float64)
     busy = np.nan_to_num(np.array([u.window_busy() for u in units.values()], dtype=np.float64), nan=0.0)
+    out = _share_shifts_in(units, counts, busy, crowded, np.arange(counts.shape[1]))
+    if len(out) < len(units) or any(v[3] for v in out.values()):
+        # a team whose shared units are few or come in bursts (GraphicsMagick: 100 beats a
+        # thread, most of its chunks in 4 of 20 windows): windows of the team's units instead
+        # (_share_groups), for a thread that had too few windows, or whose windows held too
+        # few units for a thread that took none of them to read under SHARE_SHIFT_MIN
+        grouped = _share_groups(units, crowded)
+        if grouped is not None:
+            # (few units a window: a guided loop's first chunk gives one thread most of a
+            # window's units, its teammate a tenth of them, so that a thread's middle window
+            # before says little of its share; its best one says it was taking the team's
+            # units, and the later part then says whether it went on)
+            more = _share_shifts_in(units, *grouped, add=0.5, best=True)
+            out.update({k: v for k, v in more.items() if (k not in out or out[k][3]) and not v[3]})
+    return {k: v[:3] for k, v in out.items()}
+
+
+def _share_groups(units: dict, crowded: np.ndarray | None):
+    """A team cut by time, in windows of its shared units instead: each window's
+    config.SHARE_FINE_BINS parts (_UnitHistograms.fine_shares) joined in time order until the
+    team holds config.SHIFT_MIN_BEATS units a thread; (counts, busy, crowded, window) of those
+    groups as _share_shifts_in takes them, window the time window each group begins in. None
+    where the histograms have no parts."""
+    us = list(units.values())
+    if any(u.fine_edges is None for u in us):
+        return None
+    fine = np.array([u.fine_shares for u in us], dtype=np.float64)
+    work = np.array([u.fine_work for u in us], dtype=np.float64)
+    edges = us[0].fine_edges
+    total = np.cumsum(fine.sum(axis=0))
+    need = max(config.SHIFT_MIN_BEATS * len(us), total[-1] / config.SHARE_GROUPS if total.size else 0.0)
+    ends, last = [], 0.0
+    for j, c in enumerate(total.tolist()):
+        if c - last >= need:
+            ends.append(j + 1)
+            last = c
+    if len(ends) < 6:
+        return None
+    ends[-1] = fine.shape[1]   # (the last group holds what is left after it)
+    starts = np.r_[0, ends[:-1]].astype(np.int64)
+    ends = np.asarray(ends)
+    counts = np.add.reduceat(fine, starts, axis=1)[:, :len(ends)]
+    span = (edges[ends] - edges[starts]).astype(np.float64)
+    busy = np.add.reduceat(work, starts, axis=1)[:, :len(ends)] / np.maximum(span, 1.0)
+    window = starts // config.SHARE_FINE_BINS
+    held = None
+    if crowded is not None:
+        last_window = (ends - 1) // config.SHARE_FINE_BINS
+        c = np.cumsum(np.c_[np.zeros((crowded.shape[0], 1)), crowded.astype(np.int64)], axis=1)
+        held = (c[:, last_window + 1] - c[:, window]) > 0
+    return counts, busy, held, window
+
+
+def _share_shifts_in(units: dict, counts: np.ndarray, busy: np.ndarray, crowded: np.ndarray | None,
+                     window: np.ndarray, add: float = 1.0, best: bool = False) -> dict:
+    """_share_shifts over windows of counts and busy (threads x windows), window: the time
+    window each begins in; add: what each count gets before the ratio is taken; best: the
+    earlier part counts as its best window (at most its teammates'), not its middle. Per thread:
+    (shift, window, share, thin), thin where a thread that took none of its median window's
+    units would read SHARE_SHIFT_MIN or more (too few units a window to tell a stop)."""
     whole = np.median(counts, axis=0) if len(units) > config.SHIFT_WHOLE_TEAM else None
     out = {}
     for i, k in enumerate(units):
@@ -1344,17 +1414,20 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
             ok &= ~crowded[i]
         if ok.sum() < 6:
             continue
-        v = np.log((counts[i][ok] + 1) / (others[ok] + 1))
+        v = np.log((counts[i][ok] + add) / (others[ok] + add))
         # a thread that stopped in the first window it shared work in (FastTree's stopped
         # victim at 0.02 s): one window before is enough, its share falling 20x and more; a
         # share above its teammates' counts as theirs (one window before can be one where it
         # alone took the units: FastTree's slowed victim, 225x its teammate's in the run's
         # first twentieth and as many as it after, did not stop)
         shift, at = split_shift(v, early=1, ceiling=0.0)
+        if best:
+            shift = float(np.exp(_middle_toward(v[at:], np.median(v[:at])) - min(float(v[:at].max()), 0.0)))
         # and its share over the whole run (the median window's), which the same program's
         # normal runs give each thread number a usual level of: a thread that stopped before
         # the run's first window ended has no earlier self (diagnosis.features_table)
-        out[k] = (shift, int(np.flatnonzero(ok)[at]), float(np.exp(np.median(v))))
+        thin = add / (float(np.median(others[ok])) + add) >= config.SHARE_SHIFT_MIN
+        out[k] = (shift, int(window[np.flatnonzero(ok)[at]]), float(np.exp(np.median(v))), thin)
     return out
 
 
@@ -1372,11 +1445,20 @@ def _team_work(raw: pd.Series | None) -> float:
     return float(np.exp(np.median(v.to_numpy()))) if v.size >= 6 else float("nan")
 
 
-def _iteration_ratios(units: dict, since: dict | None = None) -> dict:
+def _iteration_ratios(units: dict, stops: dict | None = None) -> dict:
     """Per thread of a team: _iteration_ratio, the team's chunks (pace_bins, per thread),
-    time per loop and window and spread of first iterations gathered once; `since`: per thread
-    (those only), the window its ratio begins at."""
+    time per loop and window and spread of first iterations gathered once. `stops`: the
+    threads that stopped taking their share (SS under config.SHARE_SHIFT_MIN), each with the
+    window its later part begins in: such a thread's pace from the window after it on, not
+    the one of the chunks it ran before (GraphicsMagick's victims stopped early read 3-7x over
+    their teammates' there, and were called slowed: their last chunks, of its dearest calls,
+    shared windows with their teammates' cheap ones), and its teammates compared with its
+    chunks of the windows before the one before it only (a teammate of GraphicsMagick's
+    victim read 2.48x from the window it stopped in: its chunks there, of a cheap call, beside
+    the teammate's of a dear one, which it no longer shared)."""
+    stops = stops or {}
     paced = {k: u.pace_bins() for k, u in units.items()}
+    compared = {k: _bins_before(b, stops[k] - 1) if k in stops else b for k, b in paced.items()}
     work = pd.concat([u.window_construct_work() for u in units.values()]).groupby(level=[0, 1]).sum()
     spans: dict[str, tuple] = {}
     for u in units.values():
@@ -1393,10 +1475,19 @@ def _iteration_ratios(units: dict, since: dict | None = None) -> dict:
     loops = work.groupby(level="construct").sum()
     wide = {c for c in wide if c in loops.index and loops[c] >= config.SHIFT_CONSTRUCT_WORK * total}
     work = {c: w.droplevel("construct") for c, w in work.groupby(level="construct") if c in wide}
-    if since is not None:
-        return {k: _iteration_ratio(paced[k], [paced[j] for j in units if j != k],
-                                    {c: w[w.index >= since[k]] for c, w in work.items()}) for k in since}
-    return {k: _iteration_ratio(paced[k], [paced[j] for j in units if j != k], work) for k in units}
+    return {k: _iteration_ratio(paced[k], [compared[j] for j in units if j != k],
+                                {c: w[w.index >= stops[k] + 1] for c, w in work.items()} if k in stops else work)
+            for k in units}
+
+
+def _bins_before(paced: dict, window: int) -> dict:
+    """pace_bins of a thread, its windows before `window` only (the count of its chunks as
+    it was)."""
+    out = {}
+    for c, (w, keys, counts, chunks, iterations) in paced.items():
+        at = w < window
+        out[c] = (w[at], keys[at], counts[at], chunks, {x: n for x, n in iterations.items() if x < window})
+    return out
 
 
 def _iteration_ratio(mine: dict, others: list[dict], work: dict) -> float:
@@ -1595,15 +1686,7 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
         shares = _share_shifts(units, crowded) if shared and not few else {}
         # windows the machine crowded one of the team's threads in
         left_out = int(crowded.any(axis=0).sum()) if crowded is not None else 0
-        ratios = _iteration_ratios(units)
-        # a thread that stopped taking its share (SS under config.SHARE_SHIFT_MIN): its pace
-        # from then on, not the one of the chunks it ran before (GraphicsMagick's victims
-        # stopped early read 3-7x over their teammates' there, and were called slowed: their
-        # last chunks, of its dearest calls, shared windows with their teammates' cheap ones)
-        # (after the window it begins in: its chunks there may be from before)
-        stopped = {k: v[1] + 1 for k, v in shares.items() if v[0] < config.SHARE_SHIFT_MIN and np.isfinite(ratios[k])}
-        if stopped:
-            ratios.update(_iteration_ratios(units, stopped))
+        ratios = _iteration_ratios(units, {k: v[1] for k, v in shares.items() if v[0] < config.SHARE_SHIFT_MIN})
         for k in team:
             if k not in series and k not in shares and not left_out and not np.isfinite(ratios[k]):
                 continue
