@@ -516,3 +516,33 @@ def test_a_thread_that_took_a_windows_units_alone_and_its_share_after_did_not_st
     assert took_alone[("r", 0, 1)][0] > 0.5, took_alone
     stopped = _share_shifts(team(first_alone=False, stops=True))
     assert stopped[("r", 0, 1)][0] < 0.05, stopped
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5])
+def test_units_measured_in_pieces_are_those_measured_whole(cut):
+    """A streamed thread's beats come in pieces (the reader's chunks): its units, and the chunks
+    that show its own pace (IR), must not depend on where the pieces are cut -- a first piece
+    of one beat too, which closes no unit (before, it left the thread's last beat unset, and
+    the next piece's chunk times no longer matched its units: an error)."""
+    import pandas as pd
+    from hbtool.analyzers.summary import _UnitHistograms
+
+    rng = np.random.default_rng(11)
+    n = 40
+    steps = rng.uniform(50_000, 150_000, n - 1).astype(np.int64)
+    clock = np.r_[0, np.cumsum(steps)].astype(np.int64)
+    t = clock + 1_000_000
+    labels = ["loop a"] * 20 + ["loop b"] * 20
+    iterations = np.r_[0, rng.integers(4, 40, n - 1)].astype(np.int64)
+    edges = np.linspace(t[0], t[-1] + 1, 5).astype(np.int64)
+
+    def measured(pieces):
+        h = _UnitHistograms(edges, True)
+        for a, b in pieces:
+            h.add(clock[a:b], pd.Categorical(labels[a:b], categories=["loop a", "loop b"]), None, t[a:b],
+                  None, iterations[a:b])
+        return h
+
+    whole, cut_up = measured([(0, n)]), measured([(0, cut), (cut, 17), (17, n)])
+    assert whole.pace_chunks and whole.pace_chunks == cut_up.pace_chunks
+    assert whole.pace_counts == cut_up.pace_counts and whole.counts == cut_up.counts

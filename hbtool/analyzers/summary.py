@@ -561,8 +561,6 @@ class _UnitHistograms:
         ending = self.at + np.arange(first, n)      # the beat index closing each unit
         self.at += n
         self.clock = clock[-1]
-        if not steps.size:
-            return
         if self.by_time:
             window = np.clip(np.searchsorted(self.edges, t[first:], side="right") - 1, 0, self.edges.size - 2)
         else:
@@ -581,6 +579,8 @@ class _UnitHistograms:
         raw = steps
         paced = self._pace(np.minimum(idx[np.asarray(cat.codes, dtype=np.int64)], (1 << _LABEL_BITS) - 1),
                            every, first, steps, t)
+        if not steps.size:   # (a first piece of one beat: the thread's last beat kept, no unit)
+            return
         if (per > 0).any():
             cpu = None if cpu is None else np.asarray(cpu, dtype=np.int64).copy()
             code, steps, gone = code.copy(), steps.astype(np.int64), gone.copy()
