@@ -281,6 +281,11 @@ def test_unit_ratio_is_the_median_construct_by_construct_and_counts_enough_units
     assert "unit ratio" in _work_shift({"WS": np.nan, "UR": 3.0, "UR_team": 1.0})
     assert _work_shift({"WS": np.nan, "UR": 3.0, "UR_team": 2.0}) == ""   # the whole team slower: the machine
     assert _work_shift({"WS": np.nan, "UR": 3.0, "UR_team": np.nan}) == ""
+    # GraphicsMagick: a normal thread that took mostly the dear calls' chunks of one loop, at its
+    # teammate's pace per iteration in each window (IR 1.00): which calls it took, not its pace
+    assert _work_shift({"WS": np.nan, "UR": 2.38, "UR_team": 0.88, "IR": 1.0}) == ""
+    # ... a slowed victim's chunks are slower than its teammates' too
+    assert "unit ratio" in _work_shift({"WS": np.nan, "UR": 2.71, "UR_team": 0.96, "IR": 1.8})
 
 
 @pytest.mark.parametrize("content,needle", [

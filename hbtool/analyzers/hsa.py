@@ -110,12 +110,19 @@ def _work_shift(row) -> str:
     """The reason to call a thread slowed down by its work shift (diagnosis.work_shifts:
     its own work against its team's, later in its run against earlier) or, where that does
     not, by its units against the same constructs' in the model's normal runs (UR, against
-    its teammates'), or ""."""
+    its teammates'), or "". Not by UR where its loop chunks, compared with its teammates' of
+    the same loops and windows (IR), took under 1 / SHIFT_MAX of that per iteration: its
+    units' excess over other runs is then which calls of a loop it took, not its pace (one
+    loop's code costs 2.5x more per iteration in some of GraphicsMagick's calls; a normal
+    thread that took mostly those read UR 2.38, IR 1.00, and was called slowed; its slowed
+    victims, and cd-hit's and mmseqs2's, read IR 2.8-3.7 beside UR 2.2-3.4)."""
     ws = row.get("WS", float("nan"))
     if ws is None or not np.isfinite(ws) or ws <= config.SHIFT_MAX:
         ur, team = row.get("UR", float("nan")), row.get("UR_team", float("nan"))
+        ir = row.get("IR", float("nan"))
+        paced = ir is not None and np.isfinite(ir) and ir * config.SHIFT_MAX < (ur if ur is not None else np.nan)
         if ur is not None and np.isfinite(ur) and ur > config.SHIFT_MAX and team is not None and np.isfinite(team) \
-                and ur > config.SHIFT_MAX * team:
+                and ur > config.SHIFT_MAX * team and not paced:
             return (f"its units of work took {ur:.2f}x as long as the same constructs' in "
                     f"{row.get('UR_against') or 'the normal runs'}, construct by construct, its teammates' "
                     f"{team:.2f}x (unit ratio, > {config.SHIFT_MAX:g} and "
