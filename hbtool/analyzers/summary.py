@@ -1358,7 +1358,8 @@ def _share_shifts(units: dict, crowded: np.ndarray | None = None) -> dict:
 def _share_groups(units: dict, crowded: np.ndarray | None):
     """A team cut by time, in windows of its shared units instead: each window's
     config.SHARE_FINE_BINS parts (_UnitHistograms.fine_shares) joined in time order until the
-    team holds config.SHIFT_MIN_BEATS units a thread; (counts, busy, crowded, window) of those
+    team holds config.SHIFT_MIN_BEATS units a thread and a config.SHARE_GROUPS-th of its
+    shared units (6 groups at least); (counts, busy, crowded, window) of those
     groups as _share_shifts_in takes them, window the time window each group begins in. None
     where the histograms have no parts."""
     us = list(units.values())

@@ -51,6 +51,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -905,7 +906,7 @@ static HBT_COLD void hbt_ompt_drained(void)
      * being taken over (a thread that took a whole share nobody set up still runs it) */
     uint32_t found = 0;
     while (__atomic_exchange_n(&d->lock, 1u, __ATOMIC_ACQUIRE))
-        ;
+        sched_yield();   /* (its holder may be off the CPU: more threads than CPUs) */
     __typeof__(&d->loops[0]) l = &d->loops[v & (HBT_OMPT_DRAIN_LOOPS - 1)];
     if (l->mark < v) {
         l->mark = v;
