@@ -256,42 +256,85 @@ static inline void hbt_ompt_beat(struct hbt_ompt_tls *o, int event, int32_t thre
 /* ------------------------------------------------------------------ */
 /* the parallel-region table                                           */
 
-#define HBT_OMPT_TASKS 4096u    /* the explicit-task table, a power of 2 */
+#define HBT_OMPT_TASKS 16384u   /* the explicit-task table, a power of 2 */
+#define HBT_OMPT_TASK_PROBE 16u /* slots a task's key may take, from its hash on */
 static struct hbt_ompt_region hbt_ompt_tasks[HBT_OMPT_TASKS];
 
-static inline struct hbt_ompt_region *hbt_ompt_slot(struct hbt_ompt_region *table, uint32_t size,
-                                                    const void *key)
+#define HBT_OMPT_BUSY 1ull      /* a slot being written (no key is 1: the data are aligned) */
+
+static inline uint32_t hbt_ompt_hash(uint32_t size, const void *key)
 {
     uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
-    return &table[(h >> 40) & (size - 1)];
+    return (uint32_t)(h >> 40) & (size - 1);
 }
 
-static void hbt_ompt_put(struct hbt_ompt_region *table, uint32_t size, const void *key,
-                         const void *ra, uint32_t inst)
+/* Store ra and inst under key, in the first of probe slots from its hash that holds the key
+ * already (a region's team, which its regions share; a task's address a completed one had),
+ * else in the first empty one; with none, in the first (another key's entry is lost there:
+ * its construct is then 0). The explicit tasks' table takes 16 slots a key, each freed as
+ * its task completes (hbt_ompt_forget): a recursive walk or a loop that makes tasks has
+ * hundreds unfinished at once, and with one slot a key, 1 in 20 runs of omp_task_tree lost
+ * some of its 600 tasks' constructs. The regions' table takes one, its entries never freed:
+ * a stale region's is overwritten. */
+static void hbt_ompt_put(struct hbt_ompt_region *table, uint32_t size, uint32_t probe,
+                         const void *key, const void *ra, uint32_t inst)
 {
-    struct hbt_ompt_region *r = hbt_ompt_slot(table, size, key);
-    __atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
+    uint64_t k = (uint64_t)(uintptr_t)key;
+    uint32_t h = hbt_ompt_hash(size, key);
+    struct hbt_ompt_region *r = NULL;
+    for (uint32_t p = 0; p < probe && !r; p++)
+        if (__atomic_load_n(&table[(h + p) & (size - 1)].key, __ATOMIC_RELAXED) == k)
+            r = &table[(h + p) & (size - 1)];
+    for (uint32_t p = 0; p < probe && !r; p++) {
+        uint64_t empty = 0;
+        if (__atomic_compare_exchange_n(&table[(h + p) & (size - 1)].key, &empty, HBT_OMPT_BUSY, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            r = &table[(h + p) & (size - 1)];
+    }
+    if (!r)
+        r = &table[h];
+    __atomic_store_n(&r->key, HBT_OMPT_BUSY, __ATOMIC_RELEASE);
     __atomic_store_n(&r->ra, ra, __ATOMIC_RELAXED);
     __atomic_store_n(&r->inst, inst, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->key, (uint64_t)(uintptr_t)key, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->key, k, __ATOMIC_RELEASE);
 }
 
 /* The code address stored under key (and in *inst its instance), or NULL when the table
- * does not hold it (a slot shared by two live keys is lost by one: its construct is then 0). */
-static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, const void *key,
-                                uint32_t *inst)
+ * does not hold it. */
+static const void *hbt_ompt_get(struct hbt_ompt_region *table, uint32_t size, uint32_t probe,
+                                const void *key, uint32_t *inst)
 {
-    struct hbt_ompt_region *r = hbt_ompt_slot(table, size, key);
     uint64_t k = (uint64_t)(uintptr_t)key;
-    if (!key || __atomic_load_n(&r->key, __ATOMIC_ACQUIRE) != k)
+    if (!key)
         return NULL;
-    const void *ra = __atomic_load_n(&r->ra, __ATOMIC_RELAXED);
-    uint32_t n = __atomic_load_n(&r->inst, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&r->key, __ATOMIC_RELAXED) != k)
-        return NULL;
-    *inst = n;
-    return ra;
+    uint32_t h = hbt_ompt_hash(size, key);
+    for (uint32_t p = 0; p < probe; p++) {
+        struct hbt_ompt_region *r = &table[(h + p) & (size - 1)];
+        if (__atomic_load_n(&r->key, __ATOMIC_ACQUIRE) != k)
+            continue;
+        const void *ra = __atomic_load_n(&r->ra, __ATOMIC_RELAXED);
+        uint32_t n = __atomic_load_n(&r->inst, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&r->key, __ATOMIC_RELAXED) != k)
+            return NULL;
+        *inst = n;
+        return ra;
+    }
+    return NULL;
+}
+
+/* The entry under key, its task completed: the slot is free again. */
+static void hbt_ompt_forget(struct hbt_ompt_region *table, uint32_t size, uint32_t probe,
+                            const void *key)
+{
+    uint64_t k = (uint64_t)(uintptr_t)key;
+    uint32_t h = hbt_ompt_hash(size, key);
+    for (uint32_t p = 0; p < probe; p++) {
+        uint64_t expect = k;
+        if (__atomic_compare_exchange_n(&table[(h + p) & (size - 1)].key, &expect, 0, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return;
+    }
 }
 
 /* The outermost region whose master began it last (parallel_begin, before any of its
@@ -308,7 +351,7 @@ static void hbt_ompt_resolve(struct hbt_ompt_frame *f)
 {
     if ((f->region == 0 || (f->level == 1 && !f->inst)) && f->team) {
         uint32_t inst = 0;
-        const void *ra = hbt_ompt_get(hbt_ompt_regions, HBT_OMPT_REGIONS, f->team, &inst);
+        const void *ra = hbt_ompt_get(hbt_ompt_regions, HBT_OMPT_REGIONS, 1, f->team, &inst);
         if (ra) {
             if (f->level == 1 && inst && inst == __atomic_load_n(&hbt_ompt_latest, __ATOMIC_ACQUIRE))
                 f->inst = inst;
@@ -429,7 +472,7 @@ static void hbt_ompt_implicit_task(int endpoint, hbt_ompt_data_t *parallel_data,
                 f->region = hbt_construct_id(HBT_CK_PARALLEL, f->region_ra);
                 f->inst = f->level == 1 ? o->pending_inst : 0;   /* (a team of one too) */
                 o->pending_inst = 0;
-                hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, parallel_data, f->region_ra, f->inst);
+                hbt_ompt_put(hbt_ompt_regions, HBT_OMPT_REGIONS, 1, parallel_data, f->region_ra, f->inst);
             } else {
                 hbt_ompt_resolve(f);
             }
@@ -498,7 +541,7 @@ static void hbt_ompt_task_create(hbt_ompt_data_t *encountering_task_data,
 {
     /* the completion's construct: task_create's code address, keyed by the task */
     if (flags & HBT_OMPT_TASK_EXPLICIT)   /* (and the thread that made it) */
-        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, new_task_data, codeptr_ra, hbt_ompt_me(&hbt_ompt));
+        hbt_ompt_put(hbt_ompt_tasks, HBT_OMPT_TASKS, HBT_OMPT_TASK_PROBE, new_task_data, codeptr_ra, hbt_ompt_me(&hbt_ompt));
     HBT_OMPT_FORWARD(HBT_OMPT_TASK_CREATE, hbt_ompt_task_create_t, encountering_task_data,
                      encountering_task_frame, new_task_data, flags, has_dependences, codeptr_ra);
 }
@@ -562,7 +605,7 @@ static void hbt_ompt_task_unit(struct hbt_ompt_tls *o, const void *prior, int st
     if (o->nunits && o->nunits <= o->units_cap && o->units[o->nunits - 1].key == next)
         return;   /* resumed */
     uint32_t maker = 0;
-    const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, next, &maker);
+    const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, HBT_OMPT_TASK_PROBE, next, &maker);
     if (!ra)
         return;   /* an implicit task (the region's), or one not known */
     if (o->nunits >= o->units_cap && (o->nunits > o->units_cap || !hbt_ompt_grow_units(o))) {
@@ -584,7 +627,7 @@ static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_t
         || prior_task_status == HBT_OMPT_TASK_LATE_FULFILL) {
         struct hbt_ompt_tls *o = &hbt_ompt;
         uint32_t maker = 0;
-        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, prior_task_data, &maker);
+        const void *ra = hbt_ompt_get(hbt_ompt_tasks, HBT_OMPT_TASKS, HBT_OMPT_TASK_PROBE, prior_task_data, &maker);
         uint32_t unshared = ra && maker == hbt_ompt_me(o) ? HBT_TASK_UNSHARED : 0u;   /* no teammate took it */
         uint32_t id = ra ? hbt_construct_id(HBT_CK_TASK, ra) : 0;
         /* the monitor's unit: the task's, ended by its beat (a late fulfil's task ended
@@ -599,6 +642,8 @@ static void hbt_ompt_task_schedule(hbt_ompt_data_t *prior_task_data, int prior_t
             hbt_unit_task_end(&top->sv, id, hbt_now_ns());
             hbt_tls.unit_end = NULL;
         }
+        if (ra)
+            hbt_ompt_forget(hbt_ompt_tasks, HBT_OMPT_TASKS, HBT_OMPT_TASK_PROBE, prior_task_data);
     }
     if (__builtin_expect(hbt_mon_hot.openmp, 0))
         hbt_ompt_task_unit(&hbt_ompt, prior_task_data, prior_task_status, next_task_data);
