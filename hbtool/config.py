@@ -25,6 +25,8 @@ HBT_READ_WINDOW_BYTES = 32 << 20
 #: convert: beats of one thread of a binary trace written at a time (a thread beating 100 M
 #: times is written in pieces: memory follows this, not the thread)
 STREAM_PIECE_ROWS = 1 << 18
+#: readers: most rows accepted from the waits table beside a parquet table of beats
+MAX_WAIT_ROWS = 200_000_000
 #: diagnose: bytes of beat times and heart rates of a streamed trace's threads kept in
 #: memory at once (threads read from the file again when needed; at least two are kept)
 SERIES_CACHE_BYTES = 256 << 20

@@ -20,7 +20,7 @@ from hbtool.cli import plotting
 from hbtool.io import read_heartbeats
 from hbtool.io.hbt_stream import HbtStream
 from hbtool.io.hbt_writer import write_hbt
-from hbtool.io.tabular import PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY, PARQUET_WAITS_KEY, beat_table, event_table
+from hbtool.io.tabular import PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY, WAITS_TABLE, beat_table, event_table
 from hbtool.model.heartbeats import StreamedTrace
 
 from conftest import ROOT, build_traced, run_cli, run_hbtool
@@ -65,9 +65,6 @@ def _old_outputs(src, tmp_path):
     table = pa.Table.from_pandas(beat_table(whole.beats), preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PARQUET_EVENTS_KEY] = event_table(whole).to_json(orient="records").encode()
-    if len(whole.waits):
-        meta[PARQUET_WAITS_KEY] = whole.waits.drop(columns=["t"]).astype(
-            {"run": str, "sync": str, "source": str, "construct": str}).to_json(orient="records").encode()
     meta[PARQUET_RUNS_KEY] = json.dumps(whole.runs, default=str).encode()
     pq.write_table(table.replace_schema_metadata(meta), tmp_path / "old.parquet")
     return whole, csv, pq.read_table(tmp_path / "old.parquet")
@@ -87,8 +84,16 @@ def _assert_converts_as_before(capsys, monkeypatch, src, tmp_path):
     new = pq.read_table(tmp_path / "new.parquet")
     assert new.schema.equals(old_parquet.schema, check_metadata=False)  # the same columns and types
     pd.testing.assert_frame_equal(_text(new.to_pandas()), _text(old_parquet.to_pandas()))
-    for key in (PARQUET_EVENTS_KEY, PARQUET_WAITS_KEY, PARQUET_RUNS_KEY):
+    for key in (PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY):
         assert new.schema.metadata.get(key) == old_parquet.schema.metadata.get(key), key
+    # the waits, in a table of their own beside the beats', as the whole trace has them
+    beside = tmp_path / "new.waits.parquet"
+    assert beside.exists() == bool(len(whole.waits))
+    if len(whole.waits):
+        names = [n for n, _ in WAITS_TABLE]
+        pd.testing.assert_frame_equal(pd.read_parquet(beside), _text(whole.waits[names]), check_dtype=False)
+        back = read_heartbeats(tmp_path / "new.parquet")
+        pd.testing.assert_frame_equal(_text(back.waits[names]), _text(whole.waits[names]), check_dtype=False)
     # xlsx: one sheet per run holding the whole beats table's rows, and the events
     new_sheets = pd.read_excel(tmp_path / "new.xlsx", sheet_name=None, engine="calamine")
     runs = list(whole.runs)
@@ -226,3 +231,40 @@ def test_plot_draws_a_long_thread_a_piece_at_a_time(capsys, monkeypatch, burst, 
     code, _, err = run_cli(capsys, "plot", src, "-o", tmp_path / "p.png")
     assert code == 0, err
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG" and "Warning" not in err
+
+
+def test_parquet_waits_travel_in_a_table_beside_the_beats(capsys, omp_fork, tmp_path):
+    """A trace's waits go to run.waits.parquet, named in run.parquet's metadata (inline, a
+    million waits made a 155 MB footer that pyarrow refused to read back: "Exceeded size
+    limit"): read with it, from a folder of runs as one run, never taken for beats; without
+    it, the beats are read and a warning says what is missing; an existing waits table is
+    kept unless --force."""
+    whole = read_heartbeats(omp_fork)
+    out = tmp_path / "runs" / "run.parquet"
+    out.parent.mkdir()
+    code, _, err = run_cli(capsys, "convert", omp_fork, out)
+    assert code == 0 and "run.waits.parquet" in err, err
+    beside = out.with_name("run.waits.parquet")
+    assert pq.read_table(beside).num_rows == len(whole.waits) > 0
+    meta = pq.read_schema(out).metadata
+    assert meta[b"hbtool.waits_file"] == b"run.waits.parquet" and b"hbtool.waits" not in meta
+    folder = read_heartbeats(out.parent)   # the folder: one run, its waits with it
+    assert folder.beat_count() == len(whole.beats) and len(folder.waits) == len(whole.waits)
+    code, _, err = run_cli(capsys, "info", beside)
+    assert code == 2 and err.count("\n") == 1 and "give run.parquet" in err, err
+    code, _, err = run_cli(capsys, "convert", omp_fork, out.with_name("other.parquet"))
+    assert code == 0, err
+    out.unlink()
+    code, _, err = run_cli(capsys, "convert", omp_fork, out)
+    assert code == 2 and "run.waits.parquet: exists" in err and "--force" in err, err
+    assert not out.exists()
+    out.with_name("other.waits.parquet").unlink()
+    alone = read_heartbeats(out.with_name("other.parquet").rename(out))
+    assert len(alone.beats) == len(whole.beats) and len(alone.waits) == 0
+    assert any("its waits table other.waits.parquet is not beside it" in w for w in alone.warnings)
+    # a name in the metadata that leads out of the folder is not followed
+    table = pq.read_table(out)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata,
+                                                  b"hbtool.waits_file": b"../runs/other.waits.parquet"}), out)
+    crafted = read_heartbeats(out)
+    assert len(crafted.waits) == 0 and any("is not a file name" in w for w in crafted.warnings)

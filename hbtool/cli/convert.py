@@ -21,7 +21,8 @@ def convert(src, out, output, fmt, force):
     """Convert a heartbeat trace IN to OUT (or -o FILE), keeping every field OUT can hold.
 
     csv holds the beats; xlsx adds the lifecycle records in a sheet named
-    _events; parquet and the binary .hbt format keep everything. IN may be - for
+    _events; parquet and the binary .hbt format keep everything (parquet writes
+    the tracer's waits to a second table beside OUT, OUT's name with .waits). IN may be - for
     standard input (any format); OUT may be - for csv on stdout. An existing
     output file is kept unless --force is given.
 
@@ -43,11 +44,18 @@ def convert(src, out, output, fmt, force):
         if fmt not in (None, "csv"):
             raise click.UsageError(f"- (stdout) takes csv only; give a file name for {fmt}")
     else:
-        heartbeat_writer(out, fmt)   # an unknown suffix is refused before the input is read
+        target_format = heartbeat_writer(out, fmt)   # an unknown suffix is refused before the input is read
         if os.path.isdir(out):
             raise HbtoolError(f"{out}: is a directory; give a file name")
         if os.path.lexists(out) and not force:
             raise HbtoolError(f"{out}: exists; give --force to replace it")
+        if target_format.name == "parquet":
+            from ..io.tabular import waits_file_name
+
+            beside = waits_file_name(out)   # where the trace's waits go, if it has any
+            if os.path.lexists(beside) and not force:
+                raise HbtoolError(f"{beside}: exists (the waits table of {out} goes there); "
+                                  f"give --force to replace it")
     # a tracer trace is read in bounded memory: its beats are written a thread at a time
     trace = read_heartbeats(src, stream=True)
     warn(trace.warnings)

@@ -33,6 +33,8 @@ _MAX_DEPTH = 4
 
 def _read_runs_below(d: Path, depth: int = 0, stream: bool = False) -> HeartbeatTrace:
     """A directory of runs: every run directory and table file below it."""
+    from .tabular import is_waits_table_name
+
     parts = []
     if depth < _MAX_DEPTH:
         for entry in sorted(d.iterdir()):
@@ -43,7 +45,8 @@ def _read_runs_below(d: Path, depth: int = 0, stream: bool = False) -> Heartbeat
                     parts.append(_read_one(entry, depth + 1, stream=False))
                 except UnknownFormatError:
                     continue
-            elif entry.suffix.lower() in _TABLE_SUFFIXES:
+            elif entry.suffix.lower() in _TABLE_SUFFIXES and not is_waits_table_name(entry):
+                # (a parquet table's waits table beside it is read with it)
                 parts.append(_read_one(entry, depth + 1, stream=False))
     if parts:
         return parts[0] if len(parts) == 1 else HeartbeatTrace.concat(parts)

@@ -622,23 +622,31 @@ class HbtStream:
     def load_process_waits(self, run: str, process: int) -> pd.DataFrame:
         """Every wait record of one process (WAIT_COLUMNS but t), in the order the whole
         reader has them (record order), read from the file again."""
+        parts = list(self.process_wait_pieces(run, process))
+        return pd.concat(parts, ignore_index=True) if parts else None
+
+    def process_wait_pieces(self, run: str, process: int, thread: int | None = None):
+        """The same records a batch of chunks at a time (memory follows the read window);
+        of one thread only, given one."""
         i = self.proc_index[process]
         s = self.scans[i]
         shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])
         has = np.zeros(s.chunk_at["nrec"].size, dtype=bool)
-        has[s.waits["chunk"]] = True
+        has[s.waits["chunk"] if thread is None else s.waits["chunk"][s.waits["thread"] == thread]] = True
         chunks = s.chunks["id"][has[s.chunks["id"]]]  # in record order
         names = self.construct_names(run, process)
-        parts = []
         for r in _wait_records(s, chunks):
+            if thread is not None:
+                r = {k: v[r["thread"] == thread] for k, v in r.items()}
+                if not r["thread"].size:
+                    continue
             auto = (r["flags"] & 0xF) != 0
-            parts.append(pd.DataFrame({
+            yield pd.DataFrame({
                 "run": run, "process": process, "thread": r["thread"], "os_tid": r["os_tid"],
                 "t_ns": r["t_ns"] + shift, "wait_ns": r["wait_ns"],
                 "sync": _coded(r["flags"] >> 4, SYNC_KINDS, "sync"),
                 "source": _coded(r["flags"] & 0xF, SOURCES, "source"),
-                "construct": _construct_column(construct_keys(r["loop"], None, auto), names)}))
-        return pd.concat(parts, ignore_index=True) if parts else None
+                "construct": _construct_column(construct_keys(r["loop"], None, auto), names)})
 
     def construct_names(self, run: str, process: int) -> dict[int, str]:
         """Construct id -> name of one process (its NAME records), as the whole reader names them."""

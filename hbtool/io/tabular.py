@@ -50,7 +50,9 @@ TIME_COLUMNS: tuple[tuple[str, float], ...] = (
 )
 EVENTS_SHEET = "_events"
 PARQUET_EVENTS_KEY = b"hbtool.events"
-PARQUET_WAITS_KEY = b"hbtool.waits"
+PARQUET_WAITS_KEY = b"hbtool.waits"   # the waits themselves (files written before 2026-12-02)
+PARQUET_WAITS_FILE_KEY = b"hbtool.waits_file"   # the waits table's file name, beside the beats'
+PARQUET_WAITS_OF_KEY = b"hbtool.waits_of"       # in a waits table: its beats table's file name
 PARQUET_RUNS_KEY = b"hbtool.runs"
 XLSX_MAX_ROWS = 1_048_575
 _EPOCH_LIKE_S = 86_400.0  # times above a day are absolute clocks: rebase to the run's first beat
@@ -241,6 +243,10 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for corrupt files
         raise TraceFormatError(f"{path}: not a readable parquet file ({reason(exc)})") from exc
     meta = table.schema.metadata or {}
+    if PARQUET_WAITS_OF_KEY in meta:
+        beats_name = meta[PARQUET_WAITS_OF_KEY].decode("utf-8", "replace")[:255]
+        raise TraceFormatError(f"{path}: the waits table of the beats table {beats_name}, not beats: "
+                               f"give {beats_name}, which reads this table beside it")
     run = Path(path).stem
     beats = normalise(df, run, path, warnings)
     events = None
@@ -251,8 +257,11 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
             events = _events_frame(pd.DataFrame(json.loads(meta[PARQUET_EVENTS_KEY])), run)
         if PARQUET_RUNS_KEY in meta:
             runs_meta = json.loads(meta[PARQUET_RUNS_KEY])
-        if PARQUET_WAITS_KEY in meta:
+        if PARQUET_WAITS_FILE_KEY in meta:
+            waits = _read_waits_table(path, meta[PARQUET_WAITS_FILE_KEY], warnings)
+        elif PARQUET_WAITS_KEY in meta:
             waits = pd.DataFrame(json.loads(meta[PARQUET_WAITS_KEY]))
+        if waits is not None:
             if not {"t_ns", "wait_ns", "process", "thread"} <= set(waits.columns):
                 raise ValueError("waits without their times")
             waits["t_ns"] = pd.to_numeric(waits["t_ns"], errors="coerce").fillna(0).astype(np.int64)
@@ -265,6 +274,28 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
             waits["run"] = run
         trace.waits = conform(waits, WAIT_COLUMNS)
     return trace
+
+
+def _read_waits_table(path: str, name: bytes, warnings: list[str]) -> pd.DataFrame | None:
+    """The waits table a parquet table of beats names (its file name, looked for beside it),
+    or None, with a warning, when it is not there."""
+    from .. import config
+    from .tables import read_capped_table
+
+    text = name.decode("utf-8", "replace")
+    if not text or len(text) > 255 or "/" in text or "\\" in text or text in (".", ".."):
+        raise ValueError(f"waits table name {text[:64]!r} is not a file name")
+    where = Path(path).with_name(text)
+    if not where.is_file():
+        warnings.append(f"{path}: its waits table {text} is not beside it: read without the waits "
+                        f"(time the threads waited in the runtime counts as their work); "
+                        f"keep {text} with it")
+        return None
+    waits = read_capped_table(where, config.MAX_WAIT_ROWS, "waits table")
+    missing = [n for n, _ in WAITS_TABLE if n not in waits.columns]
+    if missing:
+        raise ValueError(f"its waits table {text} has no column {', '.join(missing)}")
+    return waits
 
 
 def read_xlsx(path: Path, options: ReadOptions) -> HeartbeatTrace:
@@ -342,16 +373,41 @@ def beat_pieces(trace: HeartbeatTrace):
     yield beat_table(trace.beats)
 
 
-def wait_table(trace: HeartbeatTrace) -> pd.DataFrame:
-    """The trace's waits (WAIT_COLUMNS), read one process at a time when they stay in the files."""
+def wait_pieces(trace: HeartbeatTrace):
+    """The trace's waits (WAIT_COLUMNS) in pieces, a batch of a process's chunks at a time when
+    they stay in the files, else whole; none when it has none."""
     if not isinstance(trace, StreamedTrace):
-        return trace.waits
+        if len(trace.waits):
+            yield trace.waits
+        return
     if not len(trace.wait_stats):
-        return empty_frame(WAIT_COLUMNS)
-    parts = [trace.process_waits(run, pm["process"]) for run, meta in trace.runs.items()
-             for pm in meta.get("processes", [])]
-    parts = [w for w in parts if w is not None]
-    return pd.concat(parts, ignore_index=True) if parts else empty_frame(WAIT_COLUMNS)
+        return
+    for run, meta in trace.runs.items():
+        for pm in meta.get("processes", []):
+            yield from trace.process_wait_pieces(run, pm["process"])
+
+
+def has_waits(trace: HeartbeatTrace) -> bool:
+    return bool(len(trace.wait_stats) if isinstance(trace, StreamedTrace) else len(trace.waits))
+
+
+def waits_file_name(out: str) -> str:
+    """The name of the waits table written beside the parquet table `out` (run.parquet:
+    run.waits.parquet)."""
+    p = Path(out)
+    suffix = p.suffix if p.suffix.lower() in (".parquet", ".pq") else ".parquet"
+    stem = p.stem if p.suffix.lower() in (".parquet", ".pq") else p.name
+    return str(p.with_name(f"{stem}.waits{suffix}"))
+
+
+def is_waits_table_name(path: Path) -> bool:
+    """A file named as write_parquet names a waits table, its beats table beside it."""
+    name = path.name.lower()
+    for suffix in (".parquet", ".pq"):
+        if name.endswith(".waits" + suffix):
+            beats = path.with_name(path.name[: -len(".waits" + suffix)] + path.name[-len(suffix):])
+            return beats.exists()
+    return False
 
 
 def event_table(trace: HeartbeatTrace) -> pd.DataFrame:
@@ -393,11 +449,46 @@ def _with_open(path: str, mode: str, write) -> None:
 PARQUET_ROW_GROUP = 1 << 18
 
 
-def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
-    """Beats as the table's rows, a row group at a time; events, waits and run metadata
-    in its key-value metadata. Text columns are dictionary-encoded as pandas' categoricals
-    are (index width from their distinct values, as a whole table's would have)."""
+#: the columns of a waits table (write_parquet), in order, and their parquet types
+WAITS_TABLE = (("run", "string"), ("process", "int64"), ("thread", "int64"), ("os_tid", "int64"),
+               ("t_ns", "int64"), ("wait_ns", "int64"), ("sync", "string"), ("source", "string"),
+               ("construct", "string"))
+
+
+def _write_waits(trace: HeartbeatTrace, path: str, beats_name: str) -> int:
+    """The trace's waits as a parquet table of their own (WAITS_TABLE), a row group at a
+    time; its metadata names the beats table it belongs to. Returns the waits written."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([pa.field(n, getattr(pa, t)()) for n, t in WAITS_TABLE],
+                       metadata={PARQUET_WAITS_OF_KEY: beats_name.encode()})
+    count = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        held, rows = [], 0
+        for piece in wait_pieces(trace):
+            held.append(pa.Table.from_pydict(
+                {n: (piece[n].astype(str) if t == "string" else piece[n].astype(np.int64)).to_numpy()
+                 for n, t in WAITS_TABLE}, schema=schema))
+            rows += len(piece)
+            count += len(piece)
+            if rows >= PARQUET_ROW_GROUP:
+                writer.write_table(pa.concat_tables(held))
+                held, rows = [], 0
+        if held:
+            writer.write_table(pa.concat_tables(held))
+    return count
+
+
+def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
+    """Beats as the table's rows, a row group at a time; events and run metadata in its
+    key-value metadata; the tracer's waits, when there are any, in a table of their own
+    beside it (run.waits.parquet, named in the metadata: a million waits made a footer
+    pyarrow would not read back). Text columns are dictionary-encoded as pandas'
+    categoricals are (index width from their distinct values, as a whole table's would have)."""
+    import pyarrow as pa
+
+    waits_out = waits_file_name(out) if has_waits(trace) else None
 
     def write(path):
         import pyarrow.parquet as pq
@@ -424,7 +515,7 @@ def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
                     held, rows = [], 0
             if held:
                 writer.write_table(pa.concat_tables(held))
-            meta = _parquet_metadata(trace, first, distinct)
+            meta = _parquet_metadata(trace, first, distinct, waits_out)
             full = pa.schema([pa.field(f.name, pa.dictionary(_index_type(len(distinct[f.name])), f.type.value_type))
                               if pa.types.is_dictionary(f.type) else f for f in first], metadata=meta)
             # the Arrow schema, as pyarrow stores it: read back, the columns are the categoricals written
@@ -433,8 +524,10 @@ def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:
             if writer is not None:
                 writer.close()
 
+    if waits_out is not None:
+        _atomic(waits_out, lambda p: _write_waits(trace, p, Path(out).name))
     _atomic(out, write)
-    return [out]
+    return [out] if waits_out is None else [out, waits_out]
 
 
 def _index_type(n: int):
@@ -444,9 +537,10 @@ def _index_type(n: int):
     return pa.int8() if n < 2**7 else pa.int16() if n < 2**15 else pa.int32()
 
 
-def _parquet_metadata(trace: HeartbeatTrace, schema, distinct: dict[str, set]) -> dict[bytes, bytes]:
+def _parquet_metadata(trace: HeartbeatTrace, schema, distinct: dict[str, set],
+                      waits_out: str | None) -> dict[bytes, bytes]:
     """Key-value metadata of a parquet file of beats: pandas' (categorical sizes of the whole
-    table), the events, waits and run metadata."""
+    table), the events, the waits table's name and run metadata."""
     meta = dict(schema.metadata or {})
     if b"pandas" in meta:
         doc = json.loads(meta[b"pandas"])
@@ -457,10 +551,8 @@ def _parquet_metadata(trace: HeartbeatTrace, schema, distinct: dict[str, set]) -
                 col["numpy_type"] = "int8" if n < 2**7 else "int16" if n < 2**15 else "int32"
         meta[b"pandas"] = json.dumps(doc).encode()
     meta[PARQUET_EVENTS_KEY] = event_table(trace).to_json(orient="records").encode()
-    waits = wait_table(trace)
-    if len(waits):
-        meta[PARQUET_WAITS_KEY] = waits.drop(columns=["t"]).astype({"run": str, "sync": str, "source": str,
-                                                                    "construct": str}).to_json(orient="records").encode()
+    if waits_out is not None:
+        meta[PARQUET_WAITS_FILE_KEY] = Path(waits_out).name.encode()
     meta[PARQUET_RUNS_KEY] = json.dumps(trace.runs, default=str).encode()
     return meta
 

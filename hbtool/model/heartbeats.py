@@ -686,6 +686,12 @@ class StreamedTrace(HeartbeatTrace):
         w = self._source.load_process_waits(run, process)
         return None if w is None else conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
 
+    def process_wait_pieces(self, run: str, process: int, thread: int | None = None):
+        """The same waits in consecutive pieces (WAIT_COLUMNS), each a batch of the trace's
+        chunks: memory follows the read window, not the process; of one thread only, given one."""
+        for w in self._source.process_wait_pieces(run, process, thread):
+            yield conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
+
 
 def construct_label(names: dict[int, str], key: int) -> str:
     """The name of a construct key (construct_keys): "" for 0; a sections construct's
@@ -766,6 +772,11 @@ class _JoinedSources:
         source, name = self.by_run[run]
         w = source.load_process_waits(name, process)
         return None if w is None else w.assign(run=run)
+
+    def process_wait_pieces(self, run: str, process: int, thread: int | None = None):
+        source, name = self.by_run[run]
+        for w in source.process_wait_pieces(name, process, thread):
+            yield w.assign(run=run)
 
     def wait_overlap(self, spans: pd.DataFrame) -> pd.DataFrame:
         parts = []
