@@ -2,7 +2,7 @@
 
     python benchmarks/eval_npb.py [--kernels MG,LU,FT,EP] [--compilers gcc,clang]
                                   [--threads 2,4] [--runs 8] [--kinds normal,leak,...] [--class W] [--seed 2026]
-                                  [--beats openmp|source]
+                                  [--beats openmp|source] [--moment beat|time]
                                   [--keep DIR] [--json FILE]
 
 The NAS Parallel Benchmarks kernels from ../shared/workloads/npb-omp, built unmodified
@@ -13,7 +13,9 @@ which the analyses then pick), one fault per run
 injected by the tracer's thread fault injector (`hbtool record --inject KIND --thread
 random --beat LO-HI --inject-seed S`): the injector picks the thread and the moment from
 the seed, and its truth file (docs/inject.md) is the ground truth. LO-HI is 10-60 % of
-the beats per thread of a normal run of the same program.
+the beats per thread of a normal run of the same program; with `--moment time`, the fault
+comes instead at `--at LO-HI`, 10-60 % of a normal run's time (a program that beats mostly
+near its end, as MUSCLE does, is then hit as often early as late).
 
 Per kernel, compiler and team size, with `--runs` runs per fault kind (seeds
 seed, seed+1, ...) and 3 more normal runs to train a model on:
@@ -111,9 +113,12 @@ def hbtool(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.Co
 
 
 RESCORE = False   # --rescore: judge the runs a --keep folder holds again, without running them
+MOMENT = "beat"   # --moment: the fault's moment drawn among the victim's beats, or in time
 
 
-def record(cmd: list[str], cwd: Path, out: Path, env: dict, kind: str, beats: str, seed: int) -> dict | None:
+def record(cmd: list[str], cwd: Path, out: Path, env: dict, kind: str, moment: list[str], seed: int) -> dict | None:
+    """One run of cmd under hbtool record into out; a fault of `kind` (not normal) injected at
+    `moment` (["--beat", "LO-HI"] or ["--at", "LO-HI"]): its truth, None when the run failed."""
     if RESCORE:
         if not any(out.glob("*.hbt")):
             return None
@@ -122,7 +127,7 @@ def record(cmd: list[str], cwd: Path, out: Path, env: dict, kind: str, beats: st
                                                                 if kind == "normal" else None)
     args = ["record", "-o", str(out), "--force"]
     if kind != "normal":
-        args += ["--inject", kind, "--thread", "random", "--beat", beats, "--inject-seed", str(seed)]
+        args += ["--inject", kind, "--thread", "random", *moment, "--inject-seed", str(seed)]
     r = hbtool(args + ["--", *cmd], env, cwd=cwd)
     if kind == "normal":
         if r.returncode != 0:
@@ -152,6 +157,14 @@ def beats_per_thread(trace: Path, env: dict, most: bool = False) -> int:
     """The fewest (most: the most) beats of any thread that made beats (beats_of_threads)."""
     counts = list(beats_of_threads(trace, env).values()) or [0]
     return max(counts) if most else min(counts)
+
+
+def run_seconds(trace: Path, env: dict) -> float:
+    """How long the trace's threads beat, from the tracer's start to the last beat (hbtool info)."""
+    r = hbtool(["info", str(trace), "--format", "json"], env)
+    if r.returncode != 0:
+        return 0.0
+    return max([float(t["last_s"]) for t in json.loads(r.stdout)["threads"] if int(t["beats"]) > 0] or [0.0])
 
 
 def team_size(trace: Path, env: dict) -> int:
@@ -260,8 +273,12 @@ def evaluate(cmd: list[str], cwd: Path, threads: int, runs: int, seed: int, work
             train.append(d)
     if not train:
         return res
-    per_thread = beats_per_thread(train[0], env)
-    lo, hi = max(2, per_thread // 10), max(3, per_thread * 6 // 10)
+    if MOMENT == "time":   # 10-60 % of a normal run's time
+        span = run_seconds(train[0], env)
+        moment = ["--at", f"{0.1 * span:.4f}-{0.6 * span:.4f}"]
+    else:   # 10-60 % of the beats per thread of a normal run
+        per_thread = beats_per_thread(train[0], env)
+        moment = ["--beat", f"{max(2, per_thread // 10)}-{max(3, per_thread * 6 // 10)}"]
     model = work / ("model-rescored.json" if RESCORE else "model.json")
     r = hbtool(["train", "--normal", *map(str, train), "-o", str(model)], env)
     if r.returncode != 0:
@@ -271,7 +288,7 @@ def evaluate(cmd: list[str], cwd: Path, threads: int, runs: int, seed: int, work
         for i in range(runs):
             d = work / f"{kind}{i}"
             t = time.monotonic()
-            truth = record(cmd, cwd, d, env, kind, f"{lo}-{hi}", seed + i)
+            truth = record(cmd, cwd, d, env, kind, moment, seed + i)
             if truth is None or not effective(truth):
                 res["skipped"][kind] += 1
                 continue
@@ -348,7 +365,7 @@ def split_command(text: str, cwd: Path, prog: str = "eval_npb") -> list[str]:
 
 
 def main() -> None:
-    global RESCORE, KINDS
+    global RESCORE, KINDS, MOMENT
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kernels", default="MG,LU,FT,EP")
     ap.add_argument("--compilers", default="gcc,clang")
@@ -360,6 +377,10 @@ def main() -> None:
     ap.add_argument("--beats", choices=["openmp", "source"], default="openmp",
                     help="openmp: the unmodified kernels' automatic beats (default); source: a copy with the "
                          "program's own beats added (benchmarks/npb_source_beats.py), which the analyses then use")
+    ap.add_argument("--moment", choices=["beat", "time"], default="beat",
+                    help="beat: the fault at a beat drawn from 10-60 %% of a normal run's beats per thread "
+                         "(default); time: at a time drawn from 10-60 %% of a normal run's time (a program "
+                         "that beats mostly at its end is then hit earlier than by beat)")
     ap.add_argument("--keep", type=Path, help="keep builds and traces here")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--command", help="evaluate this program instead of the NPB kernels: its command line, split as "
@@ -369,6 +390,7 @@ def main() -> None:
                     help="judge again the runs that --keep DIR holds, with this hbtool, without running them")
     a = ap.parse_args()
     RESCORE = a.rescore
+    MOMENT = a.moment
     unknown = sorted(set(a.kinds.split(",")) - set(KINDS))
     if unknown:
         sys.exit(f"eval_npb: unknown fault kinds {', '.join(unknown)} (known: {', '.join(KINDS)})")
