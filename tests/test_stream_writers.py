@@ -268,3 +268,18 @@ def test_parquet_waits_travel_in_a_table_beside_the_beats(capsys, omp_fork, tmp_
                                                   b"hbtool.waits_file": b"../runs/other.waits.parquet"}), out)
     crafted = read_heartbeats(out)
     assert len(crafted.waits) == 0 and any("is not a file name" in w for w in crafted.warnings)
+
+
+def test_a_waits_table_s_bad_rows_are_left_out_with_a_warning(tmp_path):
+    """A waits table is untrusted input too: a negative or unreadable length, time, process or
+    thread leaves that wait out, said once; the good ones are kept."""
+    beats = pa.Table.from_pandas(pd.DataFrame({"t_ns": [1000, 2000, 3000, 4000], "thread": [0, 0, 1, 1]}),
+                                 preserve_index=False)
+    pq.write_table(beats.replace_schema_metadata({b"hbtool.waits_file": b"r.waits.parquet"}), tmp_path / "r.parquet")
+    pd.DataFrame({"run": ["r"] * 4, "process": ["0", "0", "0", "0"], "thread": ["x", "0", "1", "1"],
+                  "os_tid": [1, 1, 2, 2], "t_ns": [1500, 1600, 3500, 3600], "wait_ns": ["100", "100", "-5", "1e300"],
+                  "sync": ["barrier"] * 4, "source": ["openmp"] * 4, "construct": [""] * 4}
+                 ).to_parquet(tmp_path / "r.waits.parquet")
+    trace = read_heartbeats(tmp_path / "r.parquet")
+    assert trace.waits[["thread", "t_ns", "wait_ns"]].values.tolist() == [[0, 1600, 100]]
+    assert [w for w in trace.warnings if "3 of 4 waits without a valid" in w], trace.warnings

@@ -19,6 +19,7 @@ from warnings import catch_warnings, simplefilter
 import numpy as np
 import pandas as pd
 
+from .. import config
 from ..errors import TraceFormatError, reason
 from ..model import BEAT_COLUMNS, EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform, empty_frame
 from ..model.heartbeats import StreamedTrace
@@ -264,10 +265,21 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
         if waits is not None:
             if not {"t_ns", "wait_ns", "process", "thread"} <= set(waits.columns):
                 raise ValueError("waits without their times")
-            waits["t_ns"] = pd.to_numeric(waits["t_ns"], errors="coerce").fillna(0).astype(np.int64)
+            numbers = {c: pd.to_numeric(waits[c], errors="coerce") for c in ("t_ns", "wait_ns", "process", "thread")}
+            bad = numbers["wait_ns"].lt(0) | numbers["t_ns"].abs().gt(config.MAX_TRACE_SPAN_NS) \
+                | numbers["wait_ns"].gt(config.MAX_TRACE_SPAN_NS)
+            for c in numbers.values():
+                bad |= c.isna() | ~np.isfinite(c.astype(np.float64))
+            if bad.any():
+                warnings.append(f"{path}: {int(bad.sum())} of {len(waits)} waits without a valid time, length, "
+                                f"process or thread, left out")
+                waits = waits[~bad.to_numpy()].copy()
+            for c, v in numbers.items():
+                waits[c] = v[~bad].astype(np.int64).to_numpy()
             waits["t"] = waits["t_ns"] / 1e9
     except (ValueError, TypeError, RecursionError) as exc:
         warnings.append(f"{path}: hbtool metadata unreadable, ignored ({reason(exc)})")
+        waits = None
     trace = _trace(beats, events, "parquet", path, warnings, runs_meta)
     if waits is not None and len(waits):
         if "run" not in waits:
@@ -279,7 +291,6 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
 def _read_waits_table(path: str, name: bytes, warnings: list[str]) -> pd.DataFrame | None:
     """The waits table a parquet table of beats names (its file name, looked for beside it),
     or None, with a warning, when it is not there."""
-    from .. import config
     from .tables import read_capped_table
 
     text = name.decode("utf-8", "replace")
