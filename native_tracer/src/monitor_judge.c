@@ -598,15 +598,23 @@ static double hbt_gap_limit(const struct hbt_heart *h)
     return lim < (double)HBT_LATE_FLOOR_NS ? (double)HBT_LATE_FLOOR_NS : lim;
 }
 
-/* Silent this long, thread h is late and looked at closely: its gap limit, or
- * S times its usual silence (d.gap_tail: the third longest of its latest silences,
+static int hbt_in_team(const struct hbt_heart *h);
+
+/* Silent this long, thread h is late and looked at closely: its gap limit, or,
+ * for a thread of a team judged by its automatic OpenMP beats (hbt_in_team), S
+ * times its usual silence (d.gap_tail: the third longest of its latest silences,
  * up to HBT_GAP_USUAL_MAX_NS) if longer. A look's mean interval dilutes a long
  * unit among many short ones (GROMACS: two regions of 1.3-5 ms a step among 17
- * of 10 us); its silences are exact. */
+ * of 10 us); its silences are exact. Not for a thread judged by the program's
+ * own beats: their silences are the program's, and a usual one can be a spin for
+ * a teammate (NPB LU with source beats: its pipeline's flag spins, a few ms, 20 a
+ * second and more; judged late only past 1.5 times those, its spins were called
+ * busy-waiting, 9-18 false reports in 2 normal runs where there had been none:
+ * benchmarks/eval_monitor.py --kernels LU --beats source) */
 static double hbt_limit(const struct hbt_heart *h)
 {
     double lim = hbt_gap_limit(h);
-    if (!h->d.gap_often ||
+    if (!hbt_in_team(h) || !h->d.gap_often ||
         (uint32_t)(hbt_now_ns() / 1000000u) - h->d.gap_from_ms > 2 * HBT_GAP_OFTEN_MS)
         return lim;   /* its silences are rare now: the machine's, not its pace */
     double g = (double)h->d.gap_tail;
