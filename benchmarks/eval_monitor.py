@@ -200,6 +200,12 @@ def summary(rows: list[dict]) -> dict:
             "normal_runs": sum(1 for r in rows if r["kind"] == "normal")}
 
 
+#: a CPU hog: a busy loop that ends when the evaluation that started it is gone, however it
+#: ended (a hog left behind by an evaluation stopped as it started them ran beside every
+#: later run for an hour: `hog off` was then beside one hog)
+HOG = "import os\np = os.getppid()\nwhile os.getppid() == p:\n    for _ in range(1000000):\n        pass\n"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=2, help="runs per fault kind and configuration (default 2)")
@@ -241,9 +247,10 @@ def main(argv=None) -> None:
                     builds[cc] = eval_npb.build(cc, a.klass, a.kernels.split(","), work,
                                                 source=a.beats == "source")
         for hog in hogs_on:
-            hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(os.cpu_count() or 1)] \
-                if hog else []
+            hogs = []
             try:
+                for _ in range(os.cpu_count() or 1) if hog else ():
+                    hogs.append(subprocess.Popen([sys.executable, "-c", HOG]))
                 for n in map(int, a.threads.split(",")):
                     if command is not None:
                         rows += evaluate(Path(command[0]).name, command, "api" if a.beats == "source" else "openmp",
