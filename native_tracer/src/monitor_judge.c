@@ -607,10 +607,10 @@ static int hbt_in_team(const struct hbt_heart *h);
  * unit among many short ones (GROMACS: two regions of 1.3-5 ms a step among 17
  * of 10 us); its silences are exact. Not for a thread judged by the program's
  * own beats: their silences are the program's, and a usual one can be a spin for
- * a teammate (NPB LU with source beats: its pipeline's flag spins, a few ms, 20 a
- * second and more; judged late only past 1.5 times those, its spins were called
- * busy-waiting, 9-18 false reports in 2 normal runs where there had been none:
- * benchmarks/eval_monitor.py --kernels LU --beats source) */
+ * a teammate (NPB LU with source beats beside CPU hogs: its pipeline's flag spins, a
+ * few ms, 20 a second and more; judged late only past 1.5 times those, its spins were
+ * called busy-waiting, 54 false reports in 4 normal runs where there had been none:
+ * benchmarks/eval_monitor.py --kernels LU --beats source --hog on) */
 static double hbt_limit(const struct hbt_heart *h)
 {
     double lim = hbt_gap_limit(h);
