@@ -159,18 +159,21 @@ def beats_per_thread(trace: Path, env: dict, most: bool = False) -> int:
     return max(counts) if most else min(counts)
 
 
-def run_seconds(trace: Path, env: dict) -> float:
-    """How long the trace's threads beat, from the tracer's start to the last beat (hbtool info)."""
+def beating_threads(trace: Path, env: dict) -> list[dict]:
+    """The threads of the trace that made beats, as `hbtool info --format json` gives them
+    (none if it cannot say)."""
     r = hbtool(["info", str(trace), "--format", "json"], env)
-    if r.returncode != 0:
-        return 0.0
-    return max([float(t["last_s"]) for t in json.loads(r.stdout)["threads"] if int(t["beats"]) > 0] or [0.0])
+    return [t for t in json.loads(r.stdout)["threads"] if int(t["beats"]) > 0] if r.returncode == 0 else []
+
+
+def run_seconds(trace: Path, env: dict) -> float:
+    """How long the trace's threads beat, from the tracer's start to the last beat."""
+    return max([float(t["last_s"]) for t in beating_threads(trace, env)] or [0.0])
 
 
 def team_size(trace: Path, env: dict) -> int:
-    """How many threads of the trace made beats (hbtool info), 0 if it cannot say."""
-    r = hbtool(["info", str(trace), "--format", "json"], env)
-    return sum(int(t["beats"]) > 0 for t in json.loads(r.stdout)["threads"]) if r.returncode == 0 else 0
+    """How many threads of the trace made beats, 0 if it cannot say."""
+    return len(beating_threads(trace, env))
 
 
 def effective(truth: dict) -> bool:

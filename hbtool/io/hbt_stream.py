@@ -619,15 +619,10 @@ class HbtStream:
                  "iterations": b["iterations"], "first": b["iteration"]}
         yield {"t_ns": b["t_ns"]} if times_only else b
 
-    def load_process_waits(self, run: str, process: int) -> pd.DataFrame:
-        """Every wait record of one process (WAIT_COLUMNS but t), in the order the whole
-        reader has them (record order), read from the file again."""
-        parts = list(self.process_wait_pieces(run, process))
-        return pd.concat(parts, ignore_index=True) if parts else None
-
     def process_wait_pieces(self, run: str, process: int, thread: int | None = None):
-        """The same records a batch of chunks at a time (memory follows the read window);
-        of one thread only, given one."""
+        """Every wait record of one process (WAIT_COLUMNS but t), in the order the whole
+        reader has them (record order), read from the file again a batch of chunks at a time
+        (memory follows the read window); of one thread only, given one."""
         i = self.proc_index[process]
         s = self.scans[i]
         shift = np.int64(self.offsets[i]) - np.int64(s.header["start_mono_ns"])

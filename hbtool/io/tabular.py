@@ -466,15 +466,14 @@ WAITS_TABLE = (("run", "string"), ("process", "int64"), ("thread", "int64"), ("o
                ("construct", "string"))
 
 
-def _write_waits(trace: HeartbeatTrace, path: str, beats_name: str) -> int:
+def _write_waits(trace: HeartbeatTrace, path: str, beats_name: str) -> None:
     """The trace's waits as a parquet table of their own (WAITS_TABLE), a row group at a
-    time; its metadata names the beats table it belongs to. Returns the waits written."""
+    time; its metadata names the beats table it belongs to."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pa.schema([pa.field(n, getattr(pa, t)()) for n, t in WAITS_TABLE],
                        metadata={PARQUET_WAITS_OF_KEY: beats_name.encode()})
-    count = 0
     with pq.ParquetWriter(path, schema) as writer:
         held, rows = [], 0
         for piece in wait_pieces(trace):
@@ -482,13 +481,11 @@ def _write_waits(trace: HeartbeatTrace, path: str, beats_name: str) -> int:
                 {n: (piece[n].astype(str) if t == "string" else piece[n].astype(np.int64)).to_numpy()
                  for n, t in WAITS_TABLE}, schema=schema))
             rows += len(piece)
-            count += len(piece)
             if rows >= PARQUET_ROW_GROUP:
                 writer.write_table(pa.concat_tables(held))
                 held, rows = [], 0
         if held:
             writer.write_table(pa.concat_tables(held))
-    return count
 
 
 def write_parquet(trace: HeartbeatTrace, out: str) -> list[str]:

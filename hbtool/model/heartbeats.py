@@ -680,15 +680,10 @@ class StreamedTrace(HeartbeatTrace):
             "construct": _observed(construct, inv),
         })
 
-    def process_waits(self, run: str, process: int) -> pd.DataFrame | None:
-        """Every wait of one process (WAIT_COLUMNS), in the whole reader's order, read from
-        the trace; None when it has none."""
-        w = self._source.load_process_waits(run, process)
-        return None if w is None else conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
-
     def process_wait_pieces(self, run: str, process: int, thread: int | None = None):
-        """The same waits in consecutive pieces (WAIT_COLUMNS), each a batch of the trace's
-        chunks: memory follows the read window, not the process; of one thread only, given one."""
+        """Every wait of one process (WAIT_COLUMNS), in the whole reader's order, read from the
+        trace in consecutive pieces, each a batch of its chunks: memory follows the read window,
+        not the process; of one thread only, given one."""
         for w in self._source.process_wait_pieces(run, process, thread):
             yield conform(w.assign(t=w["t_ns"] / 1e9), WAIT_COLUMNS)
 
@@ -767,11 +762,6 @@ class _JoinedSources:
     def wait_pieces(self, run: str, process: int, thread: int, span: tuple | None = None):
         source, name = self.by_run[run]
         return source.wait_pieces(name, process, thread, span=span)
-
-    def load_process_waits(self, run: str, process: int) -> pd.DataFrame | None:
-        source, name = self.by_run[run]
-        w = source.load_process_waits(name, process)
-        return None if w is None else w.assign(run=run)
 
     def process_wait_pieces(self, run: str, process: int, thread: int | None = None):
         source, name = self.by_run[run]
