@@ -129,3 +129,24 @@ def test_directory_with_nothing_readable(tmp_path):
     (tmp_path / "x" / "readme").write_text("hello\n")
     with pytest.raises(UnknownFormatError, match="holds no trace files"):
         read_heartbeats(tmp_path / "x")
+
+
+def test_text_columns_are_read_per_distinct_value_as_before(tmp_path):
+    """run, source and construct are made per distinct value (categoricals in text order):
+    runs sort as text whatever order the table or a parquet dictionary has them in, a
+    source is stripped and lowercased, blank or missing is the program's own (api), and
+    numbers in a text column read as their text."""
+    df = pd.DataFrame({"run": ["b", "b", "a", "a", "10", "10"], "thread": [0, 0, 0, 0, 0, 0],
+                       "t_ns": [1, 2, 3, 4, 5, 6], "source": [" OpenMP", "openmp", "", None, "API", "api"],
+                       "construct": ["for f", "for f", "", "", "", ""]})
+    df["run"] = pd.Categorical(df["run"], categories=["b", "a", "10"])   # not in text order
+    path = tmp_path / "runs.parquet"
+    df.to_parquet(path)
+    b = read_heartbeats(path).beats
+    assert b["run"].astype(str).tolist() == ["10", "10", "a", "a", "b", "b"]
+    assert b["source"].astype(str).tolist() == ["api", "api", "api", "api", "openmp", "openmp"]
+    assert b["construct"].astype(str).tolist() == ["", "", "", "", "for f", "for f"]
+    csv = tmp_path / "nums.csv"
+    pd.DataFrame({"run": [7, 7], "thread": [0, 1], "t_ns": [1, 2], "label": [3.5, None]}).to_csv(csv, index=False)
+    b = read_heartbeats(csv).beats
+    assert b["run"].astype(str).tolist() == ["7", "7"] and b["label"].astype(str).tolist() == ["3.5", ""]

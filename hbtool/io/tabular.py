@@ -22,6 +22,7 @@ import pandas as pd
 from .. import config
 from ..errors import TraceFormatError, reason
 from ..model import BEAT_COLUMNS, EVENT_COLUMNS, WAIT_COLUMNS, HeartbeatTrace, conform, empty_frame
+from ..model.frames import sort_rows
 from ..model.heartbeats import StreamedTrace
 from .registry import ReadOptions, refuse_holes
 from .tables import check_workbook
@@ -75,6 +76,22 @@ def usable_columns(columns) -> bool:
     return any(n in cols for n, _ in TIME_COLUMNS)
 
 
+def _text_column(col: pd.Series, fix=None) -> pd.Series:
+    """col.astype(str) (then `fix`, a function of a Series of str), as a categorical whose
+    categories are in text order (it sorts as the strings would): made per distinct value,
+    not per row (a column of 2 M strings as Python objects took hundreds of MB); a value
+    that stays missing is missing."""
+    codes, uniques = pd.factorize(col, use_na_sentinel=False)
+    labels = pd.Series(uniques).astype(str)
+    if fix is not None:
+        labels = fix(labels)
+    missing = labels.isna().to_numpy()
+    cats, inv = np.unique(labels[~missing].to_numpy(dtype=object).astype(str), return_inverse=True)
+    to_code = np.full(len(labels) + 1, -1, dtype=np.int64)
+    to_code[np.flatnonzero(~missing)] = inv
+    return pd.Series(pd.Categorical.from_codes(to_code[codes], categories=cats.tolist()), index=col.index)
+
+
 def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[str]) -> pd.DataFrame:
     """Map a long-format table onto BEAT_COLUMNS (raises TraceFormatError when unusable)."""
     cols = {}
@@ -104,9 +121,10 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
     bad = t.isna() | ~np.isfinite(t.to_numpy(dtype=float, na_value=np.nan))
     if bad.any():
         warnings.append(f"{source}: {int(bad.sum())} rows without a valid time skipped")
-    keep = ~bad
-    df, t = df[keep], t[keep]
-    out = out[keep]
+    if bad.any():   # (a copy of the whole table only when rows go)
+        keep = ~bad
+        df, t = df[keep], t[keep]
+        out = out[keep]
     tf = t.astype(float) * factor
     if (tf.abs() >= 2.0**62).any():
         raise TraceFormatError(f"{source}: times beyond 146 years in column '{tcol}': not a heartbeat clock")
@@ -120,10 +138,10 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
         if col is None:
             continue
         if target in ("run", "label", "construct"):
-            out[target] = df[col].astype(str)
+            out[target] = _text_column(df[col])
             continue
         if target == "source":
-            out[target] = df[col].astype(str).str.strip().str.lower().replace({"": "api", "nan": "api"})
+            out[target] = _text_column(df[col], lambda v: v.str.strip().str.lower().replace({"": "api", "nan": "api"}))
             continue
         vals = pd.to_numeric(df[col], errors="coerce")
         if target == "thread":
@@ -153,12 +171,12 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
     if "process" not in out:
         out["process"] = 0
     # absolute clocks (epoch ns, raw monotonic): rebase each run to its first beat
-    firsts = out.groupby("run")["t_ns"].transform("min")
+    firsts = out.groupby("run", observed=True)["t_ns"].transform("min")
     if (firsts > _EPOCH_LIKE_S * 1e9).any():
         warnings.append(f"{source}: times look absolute; each run is shifted to start at its first beat")
         out["t_ns"] = out["t_ns"] - firsts.where(firsts > _EPOCH_LIKE_S * 1e9, 0)
     out["t"] = out["t_ns"] / 1e9
-    out = out.sort_values(["run", "process", "thread", "t_ns"], kind="stable")
+    out = sort_rows(out, ["run", "process", "thread", "t_ns"])   # (no copy when sorted already)
     if "seq" not in out:
         out["seq"] = out.groupby(["run", "process", "thread"]).cumcount()
     return out
@@ -240,10 +258,13 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     try:
         table = pq.read_table(path)
         table.validate(full=True)   # text that is not UTF-8 fails here, not when its values are made
-        df = table.to_pandas()
+        meta = table.schema.metadata or {}
+        # (each column's buffers freed as it is converted: the table and the frame are not held
+        # whole at once)
+        df = table.to_pandas(split_blocks=True, self_destruct=True)
+        del table
     except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for corrupt files
         raise TraceFormatError(f"{path}: not a readable parquet file ({reason(exc)})") from exc
-    meta = table.schema.metadata or {}
     if PARQUET_WAITS_OF_KEY in meta:
         beats_name = meta[PARQUET_WAITS_OF_KEY].decode("utf-8", "replace")[:255]
         raise TraceFormatError(f"{path}: the waits table of the beats table {beats_name}, not beats: "
