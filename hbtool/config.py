@@ -25,6 +25,12 @@ HBT_READ_WINDOW_BYTES = 32 << 20
 #: convert: beats of one thread of a binary trace written at a time (a thread beating 100 M
 #: times is written in pieces: memory follows this, not the thread)
 STREAM_PIECE_ROWS = 1 << 18
+#: readers: a parquet table of beats of this many rows or more, laid out as `convert` writes
+#: one, is read in bounded memory by info, diagnose and the other analyses (hbtool.io.
+#: parquet_stream); a smaller one, or one laid out otherwise, is read whole
+TABLE_STREAM_ROWS = 1 << 20
+#: ... when its row groups hold at most this many rows (a row group is read at a time)
+TABLE_STREAM_GROUP_ROWS = 1 << 22
 #: readers: most rows accepted from the waits table beside a parquet table of beats
 MAX_WAIT_ROWS = 200_000_000
 #: diagnose: bytes of beat times and heart rates of a streamed trace's threads kept in

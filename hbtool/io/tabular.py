@@ -254,6 +254,12 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     import pyarrow.parquet as pq
 
     path = os.fspath(path)
+    if options.stream:   # beats left in the file where the table is laid out for it
+        from .parquet_stream import read_parquet_stream
+
+        streamed = read_parquet_stream(path)
+        if streamed is not None:
+            return streamed
     warnings: list[str] = []
     try:
         table = pq.read_table(path)

@@ -666,7 +666,8 @@ class StreamedTrace(HeartbeatTrace):
         run, process, thread = key
         n = b["t_ns"].size
         names = self._source.construct_names(run, process) if self._thread_sources(key) != ["api"] else {}
-        ids = np.where(b["source"] != 0, b["loop"], 0)
+        # (a reader that names constructs apart from the loop field gives their ids: parquet)
+        ids = b["construct"] if "construct" in b else np.where(b["source"] != 0, b["loop"], 0)
         u, inv = np.unique(ids, return_inverse=True)
         construct = [("" if c == 0 else names.get(int(c), f"construct {int(c)}")) for c in u.tolist()]
         su, sinv = np.unique(b["source"], return_inverse=True)
@@ -750,9 +751,9 @@ class _JoinedSources:
         source, name = self.by_run[run]
         return source.load_waits(name, process, thread)
 
-    def load_beats(self, run: str, process: int, thread: int, sources: list[str]) -> dict:
+    def load_beats(self, run: str, process: int, thread: int, sources: list[str], aux: bool = False) -> dict:
         source, name = self.by_run[run]
-        return source.load_beats(name, process, thread, sources)
+        return source.load_beats(name, process, thread, sources, aux=aux)
 
     def beat_pieces(self, run: str, process: int, thread: int, sources: list[str], rows: int,
                     times_only: bool = False, constructs: bool = False):
