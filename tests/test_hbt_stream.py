@@ -138,16 +138,20 @@ def test_diagnose_and_info_print_what_they_printed_before(burst, tmp_path):
     assert [t["beats"] for t in got] == [20000] * 4
 
 
-def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(burst, tmp_path):
-    """A real traced program beats for a few seconds; info reads its trace three times
+def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(tracer_built, tmp_path):
+    """A real traced program beats until told to stop; info reads its trace three times
     meanwhile. Each snapshot says it is live, and every beat it counts is the very record
-    the finished trace holds (no half-written record, no record seen twice or lost)."""
+    the finished trace holds (no half-written record, no record seen twice or lost). (The
+    program ran for a fixed number of beats before, about 7 s: on a loaded machine a read
+    took longer than that, and the test saw one snapshot -- a CI run.)"""
+    exe = build_traced(ROOT / "tests" / "programs" / "beat_until.c", tmp_path / "beat_until", opt="-O2")
     env = dict(os.environ, HBTRACE_DIR=str(tmp_path / "trace"))
     env.pop("LD_PRELOAD", None)
-    proc = subprocess.Popen([str(burst), "4", "700000", "1000"], env=env)
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([str(exe), "4", "2000", str(stop)], env=env)
     try:
         snaps = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 100
         while len(snaps) < 3 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.3)
             files = list((tmp_path / "trace").glob("*.hbt"))
@@ -164,6 +168,7 @@ def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(burst, tmp_
                 break  # the program ended in between
             snaps.append((doc, tr, {k: load() for k, _, load in tr.thread_loaders()}))
     finally:
+        stop.touch()
         assert proc.wait(timeout=120) == 0
     assert len(snaps) >= 2, "the program ended before info could read its trace twice"
     final = read_heartbeats(files[0]).with_beats("auto")
@@ -174,7 +179,7 @@ def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(burst, tmp_
         assert tr.runs[tr.run_names[0]]["live"]
         assert {t["ending"] for t in doc["threads"]} <= {"running"}
         n = sum(t["beats"] for t in doc["threads"])
-        assert before <= n <= tr.beat_count() < 4_000_000  # info's snapshot, then the library's: later, more
+        assert before <= n <= tr.beat_count()  # info's snapshot, then the library's: later, more
         before = tr.beat_count()
         for k, t in times.items():
             np.testing.assert_array_equal(t, whole[k][: t.size])  # a prefix of what was finally written

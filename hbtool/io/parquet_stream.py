@@ -272,7 +272,21 @@ class ParquetStream:
         text), the rows the whole reader leaves out left out; of one run and process (and
         thread) where given. Each also holds _rows and _bad (the batch's rows, and of them the
         ones left out) when no run is given."""
-        for _, t in self._batches(self.waits, list(WAIT_INTS + texts)):
+        groups = None
+        if thread is not None:   # the row groups whose bounds hold the thread (a table written by
+            groups = []          # `convert` has each thread's waits together)
+            md = self.waits.metadata
+            at = {md.schema.column(i).name: i for i in range(md.num_columns)}
+            for g in range(md.num_row_groups):
+                rg = md.row_group(g)
+                near = True
+                for c, x in (("process", process), ("thread", thread)):
+                    st = rg.column(at[c]).statistics
+                    if st is not None and st.has_min_max and not (st.min <= x <= st.max):
+                        near = False
+                if near:
+                    groups.append(g)
+        for _, t in self._batches(self.waits, list(WAIT_INTS + texts), groups):
             v = {c: t.column(c).to_numpy() for c in WAIT_INTS}
             bad = (v["wait_ns"] < 0) | (np.abs(v["t_ns"]) > config.MAX_TRACE_SPAN_NS) | \
                 (v["wait_ns"] > config.MAX_TRACE_SPAN_NS)

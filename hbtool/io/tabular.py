@@ -412,17 +412,27 @@ def beat_pieces(trace: HeartbeatTrace):
 
 
 def wait_pieces(trace: HeartbeatTrace):
-    """The trace's waits (WAIT_COLUMNS) in pieces, a batch of a process's chunks at a time when
-    they stay in the files, else whole; none when it has none."""
+    """The trace's waits (WAIT_COLUMNS) in pieces, by run, process and thread (each thread's in
+    the whole reader's order): a batch of a thread's chunks at a time when they stay in the
+    files, else whole; none when it has none. (A table of them so ordered is read a thread at
+    a time by its row groups' bounds: hbtool.io.parquet_stream.)"""
     if not isinstance(trace, StreamedTrace):
-        if len(trace.waits):
-            yield trace.waits
+        w = trace.waits
+        if len(w):
+            runs = w["run"].astype(str)
+            for run in list(trace.runs) + sorted(set(runs.unique()) - set(trace.runs)):
+                mine = w[(runs == run).to_numpy()]
+                if len(mine):
+                    yield sort_rows(mine, ["process", "thread"])
         return
     if not len(trace.wait_stats):
         return
+    ws = trace.wait_stats
     for run, meta in trace.runs.items():
         for pm in meta.get("processes", []):
-            yield from trace.process_wait_pieces(run, pm["process"])
+            mine = ws[(ws["run"].astype(str) == run) & (ws["process"] == pm["process"])]
+            for thread in sorted(set(mine["thread"].astype(int).tolist())):
+                yield from trace.process_wait_pieces(run, pm["process"], thread)
 
 
 def has_waits(trace: HeartbeatTrace) -> bool:
