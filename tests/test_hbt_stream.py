@@ -138,17 +138,16 @@ def test_diagnose_and_info_print_what_they_printed_before(burst, tmp_path):
     assert [t["beats"] for t in got] == [20000] * 4
 
 
-def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(tracer_built, tmp_path):
+def test_info_on_a_trace_being_written_is_a_consistent_live_snapshot(burst, tmp_path):
     """A real traced program beats until told to stop; info reads its trace three times
     meanwhile. Each snapshot says it is live, and every beat it counts is the very record
     the finished trace holds (no half-written record, no record seen twice or lost). (The
     program ran for a fixed number of beats before, about 7 s: on a loaded machine a read
     took longer than that, and the test saw one snapshot -- a CI run.)"""
-    exe = build_traced(ROOT / "tests" / "programs" / "beat_until.c", tmp_path / "beat_until", opt="-O2")
     env = dict(os.environ, HBTRACE_DIR=str(tmp_path / "trace"))
     env.pop("LD_PRELOAD", None)
     stop = tmp_path / "stop"
-    proc = subprocess.Popen([str(exe), "4", "2000", str(stop)], env=env)
+    proc = subprocess.Popen([str(burst), "4", "0", "2000", str(stop)], env=env)
     try:
         snaps = []
         deadline = time.monotonic() + 100
