@@ -582,36 +582,32 @@ class HbtStream:
         if plan["total"] > rows and key not in self._sequence:
             self._sequence[key] = self._one_sequence(plan, thread)
         if plan["total"] > rows and self._sequence[key]:
-            held, n, seen = [], 0, 0
             source = int(plan["codes"][0])
             os_tid = int(plan["s"].chunks["os_tid"][plan["pick"][0]])
             names = () if times_only else ("loop", "iter", "aux", "flags")
-            for t, seq, _, fields in self._batch_beats(plan, thread, names):
-                if t.size and times_only:
-                    held.append({"t_ns": t})
-                elif t.size and constructs:
-                    held.append({"t_ns": t, "construct": construct_keys(fields["loop"],
-                                                                         key_aux(fields["aux"], fields["flags"]),
-                                                                         np.full(t.size, source != 0)),
-                                 "iterations": chunk_iterations(fields["aux"], fields["flags"]),
-                                 "first": fields["iter"].astype(np.int64)})
-                elif t.size:
-                    held.append({"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
-                                 "iteration": fields["iter"].astype(np.int64),
-                                 "tag": beat_tag(fields["aux"], fields["flags"]),
-                                 "os_tid": np.full(t.size, os_tid, dtype=np.int64),
-                                 "source": np.full(t.size, source, dtype=np.int64)})
-                n += t.size
-                seen += t.size
-                while n >= rows:   # pieces of `rows` beats: views into the batch's arrays
-                    whole = _joined(held)
-                    yield {k: v[:rows] for k, v in whole.items()}
-                    n -= rows
-                    held = [{k: v[rows:] for k, v in whole.items()}] if n else []
-            if seen != plan["total"]:
-                raise HbtoolError(f"{plan['s'].path}: the file changed while being read: read it again")
-            if held:
-                yield _joined(held)
+
+            def batches():
+                seen = 0
+                for t, seq, _, fields in self._batch_beats(plan, thread, names):
+                    seen += t.size
+                    if t.size and times_only:
+                        yield {"t_ns": t}
+                    elif t.size and constructs:
+                        yield {"t_ns": t, "construct": construct_keys(fields["loop"],
+                                                                       key_aux(fields["aux"], fields["flags"]),
+                                                                       np.full(t.size, source != 0)),
+                               "iterations": chunk_iterations(fields["aux"], fields["flags"]),
+                               "first": fields["iter"].astype(np.int64)}
+                    elif t.size:
+                        yield {"t_ns": t, "seq": seq.astype(np.int64), "loop": fields["loop"].astype(np.int64),
+                               "iteration": fields["iter"].astype(np.int64),
+                               "tag": beat_tag(fields["aux"], fields["flags"]),
+                               "os_tid": np.full(t.size, os_tid, dtype=np.int64),
+                               "source": np.full(t.size, source, dtype=np.int64)}
+                if seen != plan["total"]:
+                    raise HbtoolError(f"{plan['s'].path}: the file changed while being read: read it again")
+
+            yield from cut_rows(batches(), rows)
             return
         b = self.load_beats(run, process, thread, sources, aux=constructs)
         if constructs:
@@ -774,6 +770,25 @@ class HbtStream:
 def _joined(parts: list[dict]) -> dict:
     """Arrays of the same names, one after the other."""
     return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def cut_rows(parts, rows: int):
+    """Dicts of arrays of the same names (each dict's of one length, `t_ns` among them), cut
+    into dicts of `rows` rows one after the other (views into the parts' arrays where they
+    can be), then what is left; memory follows a part and `rows`, not the whole."""
+    held, n = [], 0
+    for p in parts:
+        if not p["t_ns"].size:
+            continue
+        held.append(p)
+        n += p["t_ns"].size
+        while n >= rows:
+            whole = _joined(held)
+            yield {k: v[:rows] for k, v in whole.items()}
+            n -= rows
+            held = [{k: v[rows:] for k, v in whole.items()}] if n else []
+    if held:
+        yield _joined(held)
 
 
 def _batches(fh, s: FileScan, c: dict, pick: np.ndarray):
@@ -988,4 +1003,4 @@ def _stats(br: dict, run: str, proc: int, shift: np.int64) -> pd.DataFrame:
     })
 
 
-__all__ = ["read_hbt_stream", "scan_file", "HbtStream", "FileScan", "process_is_live"]
+__all__ = ["read_hbt_stream", "scan_file", "HbtStream", "FileScan", "process_is_live", "cut_rows"]

@@ -26,12 +26,14 @@ from .. import config
 from ..errors import HbtoolError, reason
 from ..model import empty_frame
 from ..model.heartbeats import BEAT_SOURCES, STATS_COLUMNS, WAIT_STATS_COLUMNS, StreamedTrace
+from .hbt_stream import cut_rows
+from .tabular import (_EPOCH_LIKE_S, PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY, PARQUET_WAITS_FILE_KEY, PARQUET_WAITS_KEY,
+                      PARQUET_WAITS_OF_KEY, _events_frame, waits_table_path)
 
 BEAT_INTS = ("process", "thread", "seq", "t_ns", "loop", "iteration", "tag", "os_tid")
 BEAT_TEXTS = ("run", "label", "source", "construct")
 WAIT_INTS = ("process", "thread", "os_tid", "t_ns", "wait_ns")
 WAIT_TEXTS = ("run", "sync", "source", "construct")
-_DAY_NS = 86_400 * 10**9   # tabular._EPOCH_LIKE_S: a run whose first beat lies later is rebased
 
 
 def _layout(pf, ints, texts) -> bool:
@@ -82,9 +84,6 @@ def read_parquet_stream(path: str):
     it (or is small): then the whole reader reads it."""
     import pyarrow.parquet as pq
 
-    from .tabular import (PARQUET_EVENTS_KEY, PARQUET_RUNS_KEY, PARQUET_WAITS_FILE_KEY, PARQUET_WAITS_KEY,
-                          PARQUET_WAITS_OF_KEY, _events_frame)
-
     try:
         pf = pq.ParquetFile(path, read_dictionary=list(BEAT_TEXTS))   # (text as codes, not a string a row)
         if not pf.metadata.num_rows or pf.metadata.num_rows < config.TABLE_STREAM_ROWS or \
@@ -103,10 +102,7 @@ def read_parquet_stream(path: str):
                 return None
         waits = None
         if PARQUET_WAITS_FILE_KEY in meta:
-            name = meta[PARQUET_WAITS_FILE_KEY].decode("utf-8", "replace")
-            if not name or len(name) > 255 or "/" in name or "\\" in name or name in (".", ".."):
-                return None
-            where = Path(path).with_name(name)
+            where = waits_table_path(path, meta[PARQUET_WAITS_FILE_KEY])
             if not where.is_file():
                 return None
             waits = pq.ParquetFile(where, read_dictionary=list(WAIT_TEXTS))
@@ -222,7 +218,7 @@ class ParquetStream:
                 mine = cons_names.setdefault((names[int(r)], int(p)), set())
                 mine.update(str(cons.categories[c]) for c in np.unique(g["cons"].to_numpy()) if c >= 0)
                 firsts[r] = min(firsts.get(r, 2**63), int(g["t_ns"].min()))
-        if any(f > _DAY_NS for f in firsts.values()):
+        if any(f > _EPOCH_LIKE_S * 1e9 for f in firsts.values()):
             return False   # absolute times: the whole reader rebases them
         for key, mine in cons_names.items():   # ids in name order, as the binary writer numbers them
             self.names[key] = {c: k + 1 for k, c in enumerate(sorted(mine - {""}))}
@@ -374,21 +370,11 @@ class ParquetStream:
         if not self.blocks[(run, process, thread)][2]:
             yield shaped(self.load_beats(run, process, thread, sources))
             return
-        held, n, any_out = [], 0, False
-        for b in self._pieces(run, process, thread, sources):
-            if not len(b["t_ns"]):
-                continue
-            held.append(b)
-            n += len(b["t_ns"])
-            while n >= rows:
-                whole = {k: np.concatenate([p[k] for p in held]) for k in held[0]} if len(held) > 1 else held[0]
-                yield shaped({k: v[:rows] for k, v in whole.items()})
-                any_out = True
-                n -= rows
-                held = [{k: v[rows:] for k, v in whole.items()}] if n else []
-        if held:
-            yield shaped({k: np.concatenate([p[k] for p in held]) for k in held[0]} if len(held) > 1 else held[0])
-        elif not any_out:   # (at least one piece)
+        out = False
+        for piece in cut_rows((shaped(b) for b in self._pieces(run, process, thread, sources)), rows):
+            out = True
+            yield piece
+        if not out:   # (at least one piece)
             yield shaped(self.load_beats(run, process, thread, []))
 
     # ----------------------------------------------------------------- waits read again

@@ -119,9 +119,8 @@ def normalise(df: pd.DataFrame, default_run: str, source: str, warnings: list[st
     else:
         t = pd.to_numeric(raw_t, errors="coerce")
     bad = t.isna() | ~np.isfinite(t.to_numpy(dtype=float, na_value=np.nan))
-    if bad.any():
-        warnings.append(f"{source}: {int(bad.sum())} rows without a valid time skipped")
     if bad.any():   # (a copy of the whole table only when rows go)
+        warnings.append(f"{source}: {int(bad.sum())} rows without a valid time skipped")
         keep = ~bad
         df, t = df[keep], t[keep]
         out = out[keep]
@@ -315,15 +314,22 @@ def read_parquet(path: Path, options: ReadOptions) -> HeartbeatTrace:
     return trace
 
 
+def waits_table_path(path: str, name: bytes) -> Path:
+    """Where the waits table a parquet table of beats names (its metadata's file name) lies:
+    beside it; ValueError for a name that is no plain file name (it could lead elsewhere)."""
+    text = name.decode("utf-8", "replace")
+    if not text or len(text) > 255 or "/" in text or "\\" in text or text in (".", ".."):
+        raise ValueError(f"waits table name {text[:64]!r} is not a file name")
+    return Path(path).with_name(text)
+
+
 def _read_waits_table(path: str, name: bytes, warnings: list[str]) -> pd.DataFrame | None:
     """The waits table a parquet table of beats names (its file name, looked for beside it),
     or None, with a warning, when it is not there."""
     from .tables import read_capped_table
 
-    text = name.decode("utf-8", "replace")
-    if not text or len(text) > 255 or "/" in text or "\\" in text or text in (".", ".."):
-        raise ValueError(f"waits table name {text[:64]!r} is not a file name")
-    where = Path(path).with_name(text)
+    where = waits_table_path(path, name)
+    text = where.name
     if not where.is_file():
         warnings.append(f"{path}: its waits table {text} is not beside it: read without the waits "
                         f"(time the threads waited in the runtime counts as their work); "
