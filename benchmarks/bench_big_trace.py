@@ -13,8 +13,9 @@ openmp`, a wait cut where each task runs inside one: about 110 bytes a beat; `--
 guided`: tests/programs/omp_guided_rows.c, passes of a guided loop of 256 rows of no work,
 each chunk's beat carrying its iterations, which `diagnose` measures per iteration), then each command
 runs on the trace as a fresh process: `info`, `diagnose`, `behavior`, `plot` (to a PNG),
-`convert` to csv, to parquet and to the binary format, and `info` and `diagnose` of the parquet
-table that convert wrote (`info-parquet`, `diagnose-parquet`: they follow `convert-parquet`)
+`convert` to csv, to parquet and to the binary format, and `info` of the csv table and `info`
+and `diagnose` of the parquet table that convert wrote (`info-csv`, `info-parquet`,
+`diagnose-parquet`: they follow `convert-csv` or `convert-parquet`)
 (`--commands` picks some; default all); each command's
 wall time and peak resident memory (its own rusage, from wait4) are printed, one row per
 size and command, with the time per million beats. The traces (32 bytes a beat: 3.2 GB
@@ -44,6 +45,7 @@ COMMANDS = {
     "behavior": ["behavior", "{trace}"],
     "plot": ["plot", "{trace}", "-o", "{out}.png"],
     "convert-csv": ["convert", "-f", "{trace}", "{out}.csv"],
+    "info-csv": ["info", "{out}.csv"],
     "convert-parquet": ["convert", "-f", "{trace}", "{out}.parquet"],
     "info-parquet": ["info", "{out}.parquet"],
     "diagnose-parquet": ["diagnose", "{out}.parquet"],
@@ -100,9 +102,10 @@ def main() -> None:
     unknown = [c for c in commands if c not in COMMANDS]
     if unknown:
         sys.exit(f"bench_big_trace: unknown command {unknown[0]} (known: {', '.join(COMMANDS)})")
-    for c in ("info-parquet", "diagnose-parquet"):
-        if c in commands and ("convert-parquet" not in commands or commands.index(c) < commands.index("convert-parquet")):
-            sys.exit(f"bench_big_trace: {c} reads what convert-parquet writes: give convert-parquet before it")
+    for c, first in (("info-csv", "convert-csv"), ("info-parquet", "convert-parquet"),
+                     ("diagnose-parquet", "convert-parquet")):
+        if c in commands and (first not in commands or commands.index(c) < commands.index(first)):
+            sys.exit(f"bench_big_trace: {c} reads what {first} writes: give {first} before it")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hbtool-big-"))
     base.mkdir(parents=True, exist_ok=True)
     exe = base / {"burst": "beat_burst", "regions": "omp_regions", "tasks": "omp_task_tree",
