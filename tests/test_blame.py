@@ -705,6 +705,41 @@ def test_a_thread_slow_from_its_first_beats_is_found_against_the_models_normal_r
 
 
 
+def test_a_thread_slowed_too_early_for_its_shift_in_a_run_of_phases_is_found_against_the_model(tmp_path,
+                                                                                                tmp_path_factory):
+    """tests/programs/omp_phases.c: four phases of ten steps, each phase a region of its own, so
+    no construct recurs in half the run's windows (NPB FT's loops, each in 8 of its 20 windows)
+    and the work shift compares each window's whole work. Thread 0 slowed 3x from step 8 of 40:
+    its first window is as its teammate's, its second half slowed, and a step from two windows,
+    one of them half slowed, reads about 1.7, under the bound (NPB FT with clang, a victim slowed
+    at its 8th beat of 83: WS 1.64, normal with and without a model). Its work against its
+    team's over the whole run, about 3x where the model's normal runs read 1, is kept by the
+    model for these runs too (team_work) and judges it: memoryleak, "compared with its team, in
+    the model's normal runs"; its teammate and a normal run normal."""
+    import os
+
+    exe = _gcc_openmp(tmp_path_factory, "omp_phases")
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    normal, model, doc = _normal_runs_and_model(tmp_path, [exe, "40", "8", "4"], env)
+    assert sorted(doc["team_work"]) == ["0", "1"] and all(0.7 < v < 1.4 for v in doc["team_work"].values()), doc
+    slow = tmp_path / "slow"
+    r = run_hbtool("record", "-q", "-o", slow, "--", exe, "40", "8", "4", "8", "3", env=env)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+
+    def judged(out, *args):
+        r = hbtool_here("diagnose", out, "--format", "json", *args)
+        assert r.returncode == 0, r.stderr
+        return {t["thread"]: t for t in json.loads(r.stdout)["threads"]}
+
+    alone = judged(slow)
+    assert alone[0]["WS"] < 2.0 and alone[0]["WS_against"] == "", alone[0]   # too early for its shift
+    d = judged(slow, "--model", model)
+    assert d[0]["status"] == "memoryleak" and d[0]["WS_against"] == "model" and 2.4 < d[0]["WS"] < 3.6, d[0]
+    assert "too early in its run" in d[0]["reason"], d[0]
+    assert d[1]["status"] == "normal", d[1]
+    assert all(t["status"] == "normal" for t in judged(normal[2], "--model", model).values())
+
+
 def _gcc_openmp(tmp_path_factory, name: str) -> Path:
     """tests/programs/NAME.c built with gcc -fopenmp (libgomp)."""
     import subprocess

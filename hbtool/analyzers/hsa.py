@@ -135,7 +135,8 @@ def _work_shift(row) -> str:
     if row.get("WS_against") == "model":
         return (f"over its whole run, its own work in the parallel regions took {ws:.2f}x as long against its "
                 f"team's as in the model's normal runs (work shift, > {config.SHIFT_MAX:g}): it was slow from its "
-                f"first beats while its team waited for it at the barriers")
+                f"first beats, or from too early in its run to be compared with its own earlier work, while its "
+                f"team waited for it at the barriers")
     return (f"from about its beat {int(row.get('WS_beat') or 0)} on, its own work in the parallel regions took "
             f"{ws:.2f}x as long against its team's as before (work shift, > {config.SHIFT_MAX:g}): it slowed "
             f"down while its team waited for it at the barriers")

@@ -1679,7 +1679,16 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
         crowded = _crowded(trace.sched, team, edges[team[0]]) if by_time and not few else None
         raws: dict = {}
         owns: dict = {}
-        series = {} if few else _construct_series(units, crowded, raws, owns) or ({} if by_time else _window_series(units))
+        series = {} if few else _construct_series(units, crowded, raws, owns)
+        if not series and not few and not by_time:
+            # no construct in enough windows to be compared there (NPB FT: five loops, each in
+            # 8 of its 20 windows): each window's whole work, whose ratios are also the
+            # thread's work against its team's over the run (_team_work), which the model keeps
+            # (a thread slowed at its 8th beat of 83 read WS 1.64 from the run's first two
+            # windows, one of them half slowed, and had no team_work for the model to judge)
+            series = _window_series(units)
+            raws = {}
+        whole = raws if raws else {k: q.rename_axis("window") for k, q in series.items()}
         # a team of as many beats each whose work is still dealt out (sections: each to the
         # thread that asks first): its shares per window of beats; none where every thread's
         # are the same (static loops and constructs: every thread beats once for each)
@@ -1707,5 +1716,5 @@ def work_shifts_and_units(trace: HeartbeatTrace) -> tuple[pd.DataFrame, dict]:
             share, share_beat, team_share = shares.get(k, (np.nan, -1, np.nan))
             share_beat = int((units[k].edge_beat if by_time else edges[k])[share_beat]) + 1 if share_beat >= 0 else 0
             rows.append((run, process, k[2], shift, beat, share, share_beat, by_time, left_out,
-                         _team_work(raws.get(k)), team_share, ratios[k]))
+                         _team_work(whole.get(k)), team_share, ratios[k]))
     return pd.DataFrame(rows, columns=cols), medians
