@@ -82,11 +82,59 @@ def test_what_does_not_matter_or_does_not_grow_is_normal(tmp_path, exe, case):
 
 
 def test_blocks_freed_by_another_thread_are_no_leak(tmp_path, exe):
+    """Thread 0 hands a block a beat to thread 1, which frees it. Blocks of 64 KiB or more are
+    kept with the thread that allocated them, and count as freed by it whoever frees them:
+    neither balance moves. Smaller ones count as freed by the thread that frees them: the
+    producer's balance grows as its consumer's falls, and the process keeping nothing says
+    it is no leak."""
     out = record(tmp_path, "pipeline", exe, "pipeline", 1 << 20)
     th = statuses(out)
-    assert th[0]["retained"] > 100 * (1 << 20)   # its own balance grows ...
-    assert th[1]["retained"] < -100 * (1 << 20)  # ... as its consumer's falls
+    assert abs(th[0]["retained"]) < 4 << 20 and abs(th[1]["retained"]) < 4 << 20, th
+    assert {t["status"] for t in th.values()} == {"normal"}, th
+    out = record(tmp_path, "small", exe, "pipeline", 48 << 10)
+    th = statuses(out)
+    assert th[0]["retained"] > 100 * (48 << 10)    # its own balance grows ...
+    assert th[1]["retained"] < -100 * (48 << 10)   # ... as its consumer's falls
     assert {t["status"] for t in th.values()} == {"normal"}, th   # the process kept nothing
+
+
+def test_a_leak_among_threads_that_free_each_others_blocks_is_found(tmp_path, exe):
+    """Threads 0 and 3 hand a block of 512 KiB a beat to thread 1, which frees both, and thread
+    2 keeps 512 KiB a beat (GraphicsMagick: its threads free 54 MiB of each other's blocks of
+    16 MiB or more in a normal run). Counted by the thread that frees them, threads 0, 2 and 3
+    each kept 74.5 MiB and thread 1 -149 MiB: thread 2's teammates (their median) kept as much
+    as it did, and it was normal. Kept with the thread that allocated them, only thread 2 kept
+    anything: memoryleak, its teammates normal."""
+    out = record(tmp_path, "handoff", exe, "handoff", 2, 512 << 10)
+    th = statuses(out)
+    assert th[2]["status"] == "memoryleak" and th[2]["retained"] > 70 << 20, th[2]
+    assert all(th[k]["status"] == "normal" and abs(th[k]["retained"]) < 4 << 20 for k in (0, 1, 3)), th
+
+
+def test_blocks_freed_by_another_thread_after_its_last_record_count_at_the_exit(tmp_path, exe):
+    """Thread 1 keeps a block of 512 KiB a beat; the main thread frees them all once the
+    threads have ended, after thread 1's last record. The exiting thread writes thread 1's
+    counts with those bytes freed (an `owned` memory record): thread 1 kept nothing (before,
+    75 MiB: GraphicsMagick's worker, idle in the pool while the master freed its image,
+    kept 55 MiB in normal runs)."""
+    out = record(tmp_path, "late", exe, "late", 512 << 10)
+    m = memory(out)
+    assert (m["scope"] == "owned").sum() == 1 and m.loc[m["scope"] == "owned", "thread"].item() == 1, m
+    th = statuses(out)
+    assert abs(th[1]["retained"]) < 4 << 20 and th[1]["status"] == "normal", th[1]
+
+
+def test_a_leak_while_another_thread_frees_what_it_took_before_it_recorded_is_found(tmp_path, exe):
+    """Thread 0 takes 150 blocks of 512 KiB before its first beat and frees one a beat, while
+    thread 2 keeps 512 KiB a beat: the process's heap stays flat. What thread 0 freed of the
+    balance it had at its first record is its own and counts beside the process's growth
+    (GraphicsMagick's master freed 25 MiB taken before it recorded while a worker leaked 45:
+    the heap grew 22.6 MiB, under half the leak, which was called normal)."""
+    out = record(tmp_path, "release", exe, "release", 2, 512 << 10)
+    th = statuses(out)
+    assert th[0]["retained"] < -60 << 20, th[0]
+    assert th[2]["status"] == "memoryleak" and th[2]["retained"] > 70 << 20, th[2]
+    assert all(th[k]["status"] == "normal" for k in (0, 1, 3)), th
 
 
 def test_every_allocation_function_is_counted_and_balances(tmp_path, exe):

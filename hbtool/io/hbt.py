@@ -60,7 +60,7 @@ CPU_QUEUED_MAX = 2047
 REC_MEMORY = 19
 REC_SCHED = 20
 #: scope of a memory record (flags bits 4..7)
-MEMORY_SCOPES = {0: "thread", 1: "process"}
+MEMORY_SCOPES = {0: "thread", 1: "process", 2: "owned"}
 #: largest code _dense maps with a table (construct ids are at most a few thousand)
 DENSE_MAX = 1 << 20
 #: a beat's or wait's source: flags & 15 (docs/formats.md)
@@ -629,7 +629,7 @@ def memory_frame(r: dict, sel: np.ndarray, t_ns: np.ndarray, thread: np.ndarray,
     b = np.where(b > big, -1, b.astype(np.int64))
     isproc = scope == 1
     return pd.DataFrame({
-        "run": run, "process": proc, "scope": np.where(isproc, "process", "thread"),
+        "run": run, "process": proc, "scope": np.array(list(MEMORY_SCOPES.values()), dtype=object)[scope],
         "thread": thread[idx], "os_tid": r["os_tid"][idx].astype(np.int64), "t_ns": t_ns[idx],
         "allocated": np.where(isproc, -1, a), "freed": np.where(isproc, -1, b),
         "resident": np.where(isproc, a, -1), "heap": np.where(isproc, b, -1),

@@ -127,11 +127,14 @@ SCHED_COLUMNS: dict[str, str] = {
 #: columns of HeartbeatTrace.memory: the memory signal (tracer `memory` records). Rows of
 #: scope "thread": what that OS thread allocated and freed since it started (usable bytes;
 #: `resident` and `heap` -1); rows of scope "process": the process's resident bytes and the
-#: bytes in use in glibc's heap (-1 unknown; `allocated` and `freed` -1)
+#: bytes in use in glibc's heap (-1 unknown; `allocated` and `freed` -1); rows of scope "owned":
+#: a thread's counts as of the process's exit, written by the exiting thread for one whose
+#: blocks of 64 KiB or more other threads freed after its last record (`thread` is its number,
+#: `os_tid` the writer's: summary.memory_retained finds the thread by its number)
 MEMORY_COLUMNS: dict[str, str] = {
     "run": "category",
     "process": "int64",
-    "scope": "category",    # thread, process
+    "scope": "category",    # thread, process, owned
     "thread": "int64",      # the writer's thread number
     "os_tid": "int64",
     "t_ns": "int64",

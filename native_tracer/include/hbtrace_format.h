@@ -274,8 +274,14 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       HBT_MEM_THREAD: that thread's allocator counts since
                                         it started (usable sizes of the blocks):
                                         seq, aux = bytes it allocated, low, high 32 bits;
-                                        loop, iter = bytes it freed (whoever allocated
-                                        them), low, high 32 bits;
+                                        loop, iter = bytes it freed, low, high 32 bits: of
+                                        blocks under 64 KiB, whoever allocated them; of
+                                        larger ones, its own, whoever freed them;
+                                      HBT_MEM_OWNED (at exit, by the exiting thread, for
+                                        each thread whose blocks of 64 KiB or more others
+                                        freed after its last record): that thread's counts
+                                        as HBT_MEM_THREAD's, with those bytes freed too;
+                                        thread = its thread number (not the writer's);
                                       HBT_MEM_PROCESS (at most every 200 ms, and at exit):
                                         seq, aux = the process's resident bytes;
                                         loop, iter = bytes in use in glibc's heap
@@ -287,6 +293,7 @@ struct hbt_chunk_header {         /* 32 bytes, slot 0 of every chunk */
                                       flags  = source of that record | scope << 4 */
 #define HBT_MEM_THREAD         0u
 #define HBT_MEM_PROCESS        1u
+#define HBT_MEM_OWNED          2u
 
 #define HBT_REC_SCHED         20u  /* a thread's CPU time and run-queue delay over a span
                                       of its run, written by that thread from its cold

@@ -13,6 +13,20 @@
  * usable sizes on both sides, so a block freed by the thread that allocated
  * it leaves that thread's balance (allocated - freed) where it was. A nested
  * call (reallocarray through realloc) counts once, in the outermost.
+ *
+ * Owned blocks. A block of HBT_MEM_OWN_BYTES or more is kept in a table with
+ * the thread that allocated it (its thread_slot), and when another thread
+ * frees it, the bytes count as freed by the one that allocated it (an atomic
+ * addition to that thread's entry of hbt_mem_owned_freed), not by the one
+ * that freed it: GraphicsMagick's threads free 54 MiB of each other's blocks
+ * of 16 MiB or more in a run (and none smaller), so each thread's balance
+ * read tens of MiB either way in a normal run, as much as a leak. The table
+ * is open addressing without a lock (a key is taken with a compare-and-swap,
+ * a freed one is left as a tombstone for the next block to take), probed
+ * HBT_MEM_OWN_PROBES entries at most: a block that finds no entry, or whose
+ * thread has no slot below HBT_MEM_OWNERS, counts as before. Only blocks of
+ * that size pay for it (a hash and a few loads, beside a call that maps or
+ * clears tens of KiB).
  * dlsym may allocate: while it runs, allocations come from a small static
  * pool, whose blocks are never given to the next allocator.
  *
@@ -48,6 +62,11 @@
 #define HBT_MEM_PROCESS_NS  200000000ull   /* the process's: at most every 200 ms */
 #define HBT_MEM_POOL        16384u         /* bytes dlsym may allocate while we resolve */
 #define HBT_MEM_UNKNOWN     UINT64_MAX
+#define HBT_MEM_OWN_BYTES   (64u << 10)    /* blocks this large are kept with their thread */
+#define HBT_MEM_OWN_SLOTS   16384u         /* entries of the table of such blocks (a power of 2) */
+#define HBT_MEM_OWN_PROBES  32u            /* entries a block looks at, at most */
+#define HBT_MEM_OWNERS      4096u          /* threads (thread_slot) whose blocks are kept */
+#define HBT_MEM_TOMB        ((uintptr_t)1) /* an entry whose block was freed */
 
 typedef void *(*malloc_fn)(size_t);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -74,6 +93,19 @@ static struct {
 } next;
 
 static int hbt_mem_records = 1;         /* HBTRACE_MEMORY */
+
+/* the owned blocks: address (0 empty, HBT_MEM_TOMB freed) and thread_slot + 1 of the
+ * thread that allocated it (0 while it is being written); and per thread_slot, the bytes of
+ * its blocks that other threads freed */
+static uintptr_t hbt_mem_own_key[HBT_MEM_OWN_SLOTS];
+static uint32_t hbt_mem_own_who[HBT_MEM_OWN_SLOTS];
+static uint64_t hbt_mem_owned_freed[HBT_MEM_OWNERS];
+/* per thread_slot, as of its last memory record (written by that thread, read at the exit):
+ * its counts (freed with those of hbt_mem_owned_freed), hbt_mem_owned_freed then, and its
+ * thread number + 1 (0: it wrote none) */
+static uint64_t hbt_mem_last_allocated[HBT_MEM_OWNERS], hbt_mem_last_freed[HBT_MEM_OWNERS];
+static uint64_t hbt_mem_last_owned[HBT_MEM_OWNERS];
+static int64_t hbt_mem_last_thread[HBT_MEM_OWNERS];
 static uint64_t hbt_mem_process_at;     /* atomic: when the last process record was taken */
 
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)   /* see below */
@@ -148,6 +180,78 @@ static inline size_t usable(void *p)
     return next.usable && p ? next.usable(p) : 0;
 }
 
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)   /* (see below) */
+static inline uint32_t own_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p >> 4;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x & (HBT_MEM_OWN_SLOTS - 1u);
+}
+
+/* Keep block p (of HBT_MEM_OWN_BYTES or more) with the thread of slot who - 1 (0: none). */
+static __attribute__((noinline)) void own_put_large(uint32_t who, void *p)
+{
+    if (!p || !who || who > HBT_MEM_OWNERS)
+        return;
+    uint32_t h = own_hash(p);
+    for (uint32_t k = 0; k < HBT_MEM_OWN_PROBES; k++) {
+        uint32_t i = (h + k) & (HBT_MEM_OWN_SLOTS - 1u);
+        uintptr_t key = __atomic_load_n(&hbt_mem_own_key[i], __ATOMIC_RELAXED);
+        if ((key == 0 || key == HBT_MEM_TOMB) &&
+            __atomic_compare_exchange_n(&hbt_mem_own_key[i], &key, (uintptr_t)p, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_store_n(&hbt_mem_own_who[i], who, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+}
+
+/* (the common case, a block under HBT_MEM_OWN_BYTES, in the caller) */
+#define own_put(who, p, n)  ((n) >= HBT_MEM_OWN_BYTES ? own_put_large((who), (p)) : (void)0)
+#define own_take(p, n)      ((n) >= HBT_MEM_OWN_BYTES ? own_take_large(p) : 0u)
+
+/* Thread t's slot + 1 for own_put; 0 when it has none (not registered yet, or too many). */
+static inline uint32_t own_self(const struct hbt_tls *t)
+{
+    return t->registered && t->thread_slot < HBT_MEM_OWNERS ? t->thread_slot + 1u : 0u;
+}
+
+/* Block p (of HBT_MEM_OWN_BYTES or more) is about to go back to the allocator: its entry taken out (before,
+ * so that the next thread given its address finds the entry free). Returns the slot + 1 of
+ * the thread it was kept with, 0 when it was not kept. */
+static __attribute__((noinline)) uint32_t own_take_large(void *p)
+{
+    if (!p)
+        return 0;
+    uint32_t h = own_hash(p);
+    for (uint32_t k = 0; k < HBT_MEM_OWN_PROBES; k++) {
+        uint32_t i = (h + k) & (HBT_MEM_OWN_SLOTS - 1u);
+        uintptr_t key = __atomic_load_n(&hbt_mem_own_key[i], __ATOMIC_ACQUIRE);
+        if (key == 0)
+            return 0;
+        if (key != (uintptr_t)p)
+            continue;
+        uint32_t who = __atomic_load_n(&hbt_mem_own_who[i], __ATOMIC_ACQUIRE);
+        __atomic_store_n(&hbt_mem_own_who[i], 0u, __ATOMIC_RELAXED);
+        __atomic_store_n(&hbt_mem_own_key[i], HBT_MEM_TOMB, __ATOMIC_RELEASE);
+        return who;
+    }
+    return 0;
+}
+
+/* n bytes of a block kept with `who` (own_take) freed by thread t: the allocating thread's
+ * when another thread allocated it, t's own else. */
+static inline void own_freed(struct hbt_tls *t, uint32_t who, size_t n)
+{
+    if (__builtin_expect(who != 0, 0) && who != own_self(t))
+        __atomic_fetch_add(&hbt_mem_owned_freed[who - 1u], (uint64_t)n, __ATOMIC_RELAXED);
+    else
+        t->mem_freed += n;
+}
+#endif
+
 /* The sanitizers (make asan, make tsan) bring allocators of their own, and ThreadSanitizer's
  * start-up calls malloc before it can run instrumented code: a sanitized build does not
  * interpose the allocator (no per-thread counts; the process records still come). */
@@ -163,8 +267,11 @@ HBT_EXPORT void *malloc(size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = next.malloc(n);
-    if (outer && p)
-        t->mem_allocated += usable(p);
+    if (outer && p) {
+        size_t u = usable(p);
+        t->mem_allocated += u;
+        own_put(own_self(t), p, u);
+    }
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -180,8 +287,11 @@ HBT_EXPORT void *calloc(size_t k, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = next.calloc(k, n);
-    if (outer && p)
-        t->mem_allocated += usable(p);
+    if (outer && p) {
+        size_t u = usable(p);
+        t->mem_allocated += u;
+        own_put(own_self(t), p, u);
+    }
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -194,8 +304,10 @@ HBT_EXPORT void free(void *p)
         return;   /* cannot be: a block not from the pool came from the next allocator */
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
-    if (outer)
-        t->mem_freed += usable(p);
+    if (outer) {
+        size_t u = usable(p);
+        own_freed(t, own_take(p, u), u);
+    }
     next.free(p);
     HBT_MEM_LEAVE(t);
 }
@@ -211,6 +323,21 @@ static void *from_pool(void *p, size_t n)
     return q;
 }
 
+/* Block p (usable size `before`, kept with `who`: own_take) resized to q by the calling thread
+ * t: `done`, p freed and q allocated by t; else the call failed, p is untouched and kept as it
+ * was. */
+static void resized(struct hbt_tls *t, void *p, size_t before, uint32_t who, void *q, int done)
+{
+    if (!done) {
+        own_put(who, p, before);
+        return;
+    }
+    own_freed(t, who, before);
+    size_t u = usable(q);
+    t->mem_allocated += u;
+    own_put(own_self(t), q, u);
+}
+
 HBT_EXPORT void *realloc(void *p, size_t n)
 {
     if (__builtin_expect(!next.ready, 0) && !hbt_mem_resolve()) {
@@ -223,11 +350,10 @@ HBT_EXPORT void *realloc(void *p, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     size_t before = outer ? usable(p) : 0;
+    uint32_t who = outer ? own_take(p, before) : 0;
     void *q = next.realloc(p, n);
-    if (outer && (q || n == 0)) {   /* failed: p is untouched */
-        t->mem_freed += before;
-        t->mem_allocated += usable(q);
-    }
+    if (outer)
+        resized(t, p, before, who, q, q || n == 0);
     HBT_MEM_LEAVE(t);
     return q;
 }
@@ -248,11 +374,10 @@ HBT_EXPORT void *reallocarray(void *p, size_t k, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     size_t before = outer ? usable(p) : 0;
+    uint32_t who = outer ? own_take(p, before) : 0;
     void *q = next.reallocarray(p, k, n);
-    if (outer && (q || bytes == 0)) {
-        t->mem_freed += before;
-        t->mem_allocated += usable(q);
-    }
+    if (outer)
+        resized(t, p, before, who, q, q || bytes == 0);
     HBT_MEM_LEAVE(t);
     return q;
 }
@@ -271,8 +396,11 @@ HBT_EXPORT int posix_memalign(void **out, size_t align, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     int err = next.posix_memalign(out, align, n);
-    if (outer && err == 0)
-        t->mem_allocated += usable(*out);
+    if (outer && err == 0) {
+        size_t u = usable(*out);
+        t->mem_allocated += u;
+        own_put(own_self(t), *out, u);
+    }
     HBT_MEM_LEAVE(t);
     return err;
 }
@@ -288,8 +416,11 @@ static void *hbt_aligned(memalign_fn fn, size_t align, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = fn(align, n);
-    if (outer && p)
-        t->mem_allocated += usable(p);
+    if (outer && p) {
+        size_t u = usable(p);
+        t->mem_allocated += u;
+        own_put(own_self(t), p, u);
+    }
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -319,8 +450,11 @@ static void *hbt_paged(malloc_fn fn, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = fn(n);
-    if (outer && p)
-        t->mem_allocated += usable(p);
+    if (outer && p) {
+        size_t u = usable(p);
+        t->mem_allocated += u;
+        own_put(own_self(t), p, u);
+    }
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -395,6 +529,36 @@ static void hbt_mem_process(struct hbt_tls *t, uint64_t now, int32_t thread, uin
     hbt_mem_put(t, now, thread, (uint16_t)(source | (HBT_MEM_PROCESS << 4)), hbt_resident_bytes(), heap);
 }
 
+/* At the exit: for every other thread that wrote memory records and whose blocks others freed
+ * since its last one (GraphicsMagick's worker, idle in the pool from 4.8 s while the master
+ * freed its 55 MiB image at 8 s: its balance stayed up), its counts with them (HBT_MEM_OWNED). */
+static void hbt_mem_owned_at_exit(struct hbt_tls *t, uint64_t now, uint16_t source)
+{
+    uint32_t n = __atomic_load_n(&hbt_g.nthreads, __ATOMIC_RELAXED);
+    if (n > HBT_MEM_OWNERS)
+        n = HBT_MEM_OWNERS;
+    for (uint32_t s = 0; s < n; s++) {
+        if (t->registered && s == t->thread_slot)
+            continue;
+        int64_t who = __atomic_load_n(&hbt_mem_last_thread[s], __ATOMIC_ACQUIRE);
+        uint64_t owned = __atomic_load_n(&hbt_mem_owned_freed[s], __ATOMIC_RELAXED);
+        uint64_t was = __atomic_load_n(&hbt_mem_last_owned[s], __ATOMIC_RELAXED);
+        if (!who || owned <= was)
+            continue;
+        uint64_t a = __atomic_load_n(&hbt_mem_last_allocated[s], __ATOMIC_RELAXED);
+        uint64_t f = __atomic_load_n(&hbt_mem_last_freed[s], __ATOMIC_RELAXED) + (owned - was);
+        hbt_mem_put(t, now, (int32_t)(who - 1), (uint16_t)(source | (HBT_MEM_OWNED << 4)), a, f);
+        __atomic_store_n(&hbt_mem_last_owned[s], owned, __ATOMIC_RELAXED);
+    }
+}
+
+/* The bytes of thread t's kept blocks that other threads freed. */
+static uint64_t hbt_mem_owned(const struct hbt_tls *t)
+{
+    return t->registered && t->thread_slot < HBT_MEM_OWNERS
+               ? __atomic_load_n(&hbt_mem_owned_freed[t->thread_slot], __ATOMIC_RELAXED) : 0;
+}
+
 /* From the cold path of a recording thread (hbt_cpu_gap), at most every
  * HBT_MEM_PERIOD_NS, or sooner when its balance (allocated - freed) grew by
  * HBT_MEM_STEP_BYTES since its last record; at its end (final 1) and at the process's exit (final
@@ -411,7 +575,7 @@ void hbt_memory_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint16_t 
     /* (a balance that grew by HBT_MEM_STEP_BYTES since its last record is written at once,
      * at the cold path's 1 ms at most: NPB FT's leaking victim, 66 MB kept in 0.13 s of
      * beats, had 2 records in which it rose where a leak needs config.LEAK_MIN_RISES) */
-    int64_t grew = (int64_t)(t->mem_allocated - t->mem_freed) -
+    int64_t grew = (int64_t)(t->mem_allocated - t->mem_freed - hbt_mem_owned(t)) -
                    (int64_t)(t->mem_rec_allocated - t->mem_rec_freed);
     int own = final ? t->mem_recorded
                     : now - t->mem_at_ns >= HBT_MEM_PERIOD_NS ||
@@ -420,21 +584,37 @@ void hbt_memory_track(struct hbt_tls *t, uint64_t now, int32_t thread, uint16_t 
         return;
     if (own)
         t->mem_at_ns = now;
-    uint64_t a = t->mem_allocated, f = t->mem_freed;
+    uint64_t owned = hbt_mem_owned(t);
+    uint64_t a = t->mem_allocated, f = t->mem_freed + owned;
     if (own && (a != t->mem_rec_allocated || f != t->mem_rec_freed || !t->mem_recorded)) {
         t->mem_rec_allocated = a;
         t->mem_rec_freed = f;
         t->mem_recorded = 1;
         hbt_mem_put(t, now, thread, (uint16_t)(source | (HBT_MEM_THREAD << 4)), a, f);
+        if (t->registered && t->thread_slot < HBT_MEM_OWNERS) {
+            uint32_t s = t->thread_slot;
+            __atomic_store_n(&hbt_mem_last_allocated[s], a, __ATOMIC_RELAXED);
+            __atomic_store_n(&hbt_mem_last_freed[s], f, __ATOMIC_RELAXED);
+            __atomic_store_n(&hbt_mem_last_owned[s], owned, __ATOMIC_RELAXED);
+            __atomic_store_n(&hbt_mem_last_thread[s], (int64_t)thread + 1, __ATOMIC_RELEASE);
+        }
     }
+    if (final == 2)
+        hbt_mem_owned_at_exit(t, now, source);
     uint64_t at = __atomic_load_n(&hbt_mem_process_at, __ATOMIC_RELAXED);
     if ((final == 2 ? at != 0 : now - at >= HBT_MEM_PROCESS_NS) &&
         __atomic_compare_exchange_n(&hbt_mem_process_at, &at, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         hbt_mem_process(t, now, thread, source);
 }
 
-/* After fork: the child's process records start again. */
+/* After fork: the child's process records start again, and its threads' slots (numbered
+ * anew) own none of the blocks the parent kept: those count as before. */
 void hbt_memory_fork_child(void)
 {
     __atomic_store_n(&hbt_mem_process_at, 0, __ATOMIC_RELAXED);
+    memset(hbt_mem_own_key, 0, sizeof hbt_mem_own_key);
+    memset(hbt_mem_own_who, 0, sizeof hbt_mem_own_who);
+    memset(hbt_mem_owned_freed, 0, sizeof hbt_mem_owned_freed);
+    memset(hbt_mem_last_thread, 0, sizeof hbt_mem_last_thread);
+    memset(hbt_mem_last_owned, 0, sizeof hbt_mem_last_owned);
 }

@@ -6,6 +6,14 @@
  *   mem_signal once T BYTES     thread T takes BYTES once, at its 5th beat, and keeps them
  *   mem_signal pipeline BYTES   thread 0 allocates BYTES per beat and hands each block
  *                               to thread 1, which frees it (nothing leaks)
+ *   mem_signal handoff T BYTES  threads 0 and 3 allocate BYTES per beat each and hand the
+ *                               blocks to thread 1, which frees them; thread T keeps BYTES
+ *                               (touched) at each of its beats: a leak among threads that
+ *                               free each other's blocks
+ *   mem_signal late BYTES       thread 1 allocates BYTES per beat and keeps them; the main
+ *                               thread frees them once the threads have ended
+ *   mem_signal release T BYTES  thread 0 takes a block of BYTES per beat before its first
+ *                               beat and frees one at each; thread T keeps BYTES at each
  *   mem_signal apis             every allocation function, each block freed by its
  *                               allocating thread (thread 0): a balance of 0
  *
@@ -28,7 +36,7 @@ static const char *mode = "leak";
 static int victim = 1;
 static size_t bytes = 1 << 20;
 static pthread_barrier_t bar;
-static char *handed[BEATS];
+static char *handed[BEATS], *handed3[BEATS];
 
 static void work(void)
 {
@@ -73,6 +81,12 @@ static void apis(void)
 static void *run(void *arg)
 {
     int id = (int)(long)arg;
+    if (!strcmp(mode, "release") && id == 0)
+        for (int b = 0; b < BEATS; b++) {
+            handed[b] = malloc(bytes);
+            if (handed[b])
+                memset(handed[b], 5, bytes);
+        }
     for (int b = 0; b < BEATS; b++) {
         work();
         if (!strcmp(mode, "leak") && id == victim)
@@ -84,9 +98,34 @@ static void *run(void *arg)
             memset(handed[b], 3, bytes);
         } else if (!strcmp(mode, "apis") && id == 0)
             apis();
+        if (!strcmp(mode, "release")) {
+            if (id == 0)
+                free(handed[b]);
+            if (id == victim)
+                keep(bytes);
+        }
+        if (!strcmp(mode, "late") && id == 1) {
+            handed[b] = malloc(bytes);
+            if (handed[b])
+                memset(handed[b], 4, bytes);
+        }
+        if (!strcmp(mode, "handoff")) {
+            if (id == 0 || id == 3) {
+                char *p = malloc(bytes);
+                if (p)
+                    memset(p, 3, bytes);
+                (id == 0 ? handed : handed3)[b] = p;
+            }
+            if (id == victim)
+                keep(bytes);
+        }
         pthread_barrier_wait(&bar);
         if (!strcmp(mode, "pipeline") && id == 1)
             free(handed[b]);
+        if (!strcmp(mode, "handoff") && id == 1) {
+            free(handed[b]);
+            free(handed3[b]);
+        }
         Heartbeat_OpenMP_Generate(id, 0, b);
     }
     return NULL;
@@ -96,7 +135,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         mode = argv[1];
-    if (!strcmp(mode, "pipeline") && argc > 2)
+    if ((!strcmp(mode, "pipeline") || !strcmp(mode, "late")) && argc > 2)
         bytes = (size_t)atol(argv[2]);
     else if (argc > 3) {
         victim = atoi(argv[2]);
@@ -108,6 +147,9 @@ int main(int argc, char **argv)
         pthread_create(&t[i], NULL, run, (void *)i);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    if (!strcmp(mode, "late"))
+        for (int b = 0; b < BEATS; b++)
+            free(handed[b]);
     puts("done");
     return 0;
 }
