@@ -260,6 +260,14 @@ static inline void own_freed(struct hbt_tls *t, uint32_t who, size_t n)
 #define HBT_MEM_ENTER(t)  ((t)->mem_depth++ == 0)
 #define HBT_MEM_LEAVE(t)  ((t)->mem_depth--)
 
+/* Block p allocated by thread t: its usable size counted, and a large one kept with t. */
+static inline void allocated(struct hbt_tls *t, void *p)
+{
+    size_t u = usable(p);
+    t->mem_allocated += u;
+    own_put(own_self(t), p, u);
+}
+
 HBT_EXPORT void *malloc(size_t n)
 {
     if (__builtin_expect(!next.ready, 0) && !hbt_mem_resolve())
@@ -267,11 +275,8 @@ HBT_EXPORT void *malloc(size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = next.malloc(n);
-    if (outer && p) {
-        size_t u = usable(p);
-        t->mem_allocated += u;
-        own_put(own_self(t), p, u);
-    }
+    if (outer && p)
+        allocated(t, p);
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -287,11 +292,8 @@ HBT_EXPORT void *calloc(size_t k, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = next.calloc(k, n);
-    if (outer && p) {
-        size_t u = usable(p);
-        t->mem_allocated += u;
-        own_put(own_self(t), p, u);
-    }
+    if (outer && p)
+        allocated(t, p);
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -333,9 +335,7 @@ static void resized(struct hbt_tls *t, void *p, size_t before, uint32_t who, voi
         return;
     }
     own_freed(t, who, before);
-    size_t u = usable(q);
-    t->mem_allocated += u;
-    own_put(own_self(t), q, u);
+    allocated(t, q);
 }
 
 HBT_EXPORT void *realloc(void *p, size_t n)
@@ -396,11 +396,8 @@ HBT_EXPORT int posix_memalign(void **out, size_t align, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     int err = next.posix_memalign(out, align, n);
-    if (outer && err == 0) {
-        size_t u = usable(*out);
-        t->mem_allocated += u;
-        own_put(own_self(t), *out, u);
-    }
+    if (outer && err == 0)
+        allocated(t, *out);
     HBT_MEM_LEAVE(t);
     return err;
 }
@@ -416,11 +413,8 @@ static void *hbt_aligned(memalign_fn fn, size_t align, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = fn(align, n);
-    if (outer && p) {
-        size_t u = usable(p);
-        t->mem_allocated += u;
-        own_put(own_self(t), p, u);
-    }
+    if (outer && p)
+        allocated(t, p);
     HBT_MEM_LEAVE(t);
     return p;
 }
@@ -450,11 +444,8 @@ static void *hbt_paged(malloc_fn fn, size_t n)
     struct hbt_tls *t = &hbt_tls;
     int outer = HBT_MEM_ENTER(t);
     void *p = fn(n);
-    if (outer && p) {
-        size_t u = usable(p);
-        t->mem_allocated += u;
-        own_put(own_self(t), p, u);
-    }
+    if (outer && p)
+        allocated(t, p);
     HBT_MEM_LEAVE(t);
     return p;
 }
