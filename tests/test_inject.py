@@ -309,7 +309,12 @@ def test_slow_multiplies_the_victims_cpu_time_per_unit_where_it_shares_a_cpu(tmp
         assert len(before) >= 12 and len(after) >= 30, (th, len(before), len(after))
         ratio = np.median(after) / np.median(before)
         if th == 1:
-            assert 2.6 <= ratio <= 3.5, (ratio, np.median(before), np.median(after))
+            # 3x, less the tracer's error on a unit's CPU time: up to 1 ms (docs/formats.md, the
+            # `cpu` record: the time from its last 1 ms reading to the gap's start is taken as
+            # CPU time), which units of 1.4 ms before and 4.2 after came to on this 2-CPU VM in 2
+            # of 10 runs with the tracer before and after the 44th session (3.6 ms: 2.56x)
+            assert 3 * np.median(before) - 1e6 <= np.median(after) and ratio <= 3.5, \
+                (ratio, np.median(before), np.median(after))
         else:
             assert 0.75 <= ratio <= 1.3, (th, ratio)
 
